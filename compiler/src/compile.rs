@@ -1,0 +1,248 @@
+//! The compilation driver: loads a file and every program it imports (once each), parses
+//! and analyses them, and collects all diagnostics with `--strict` applied.
+
+use crate::ast::{Program, StmtKind};
+use crate::diagnostics::{self, Code, Diagnostic, Strictness};
+use crate::parser;
+use crate::sema::{self, Analysis, ImportStatus};
+use crate::source::{FileId, SourceMap};
+use crate::span::Span;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Options shared by `check` and `build`.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Relaxed rules are errors again.
+    pub strict: bool,
+    /// Directories searched for registry imports (`@handle/slug` -> `DIR/@handle/slug.prose`).
+    pub lib_paths: Vec<PathBuf>,
+    /// A registry import that cannot be found is an error (for `build`, which must link it)
+    /// rather than a warning.
+    pub require_imports: bool,
+}
+
+/// One loaded program.
+#[derive(Debug)]
+pub struct Module {
+    /// Its file in the source map.
+    pub file: FileId,
+    /// Canonical path (or the name given for in-memory sources).
+    pub path: PathBuf,
+    /// The syntax tree.
+    pub program: Program,
+    /// Its analysis (contract and resolutions).
+    pub analysis: Analysis,
+    /// For each `use` path: the module it resolved to.
+    pub imports: HashMap<String, usize>,
+}
+
+/// Everything loaded by one invocation: sources, modules and diagnostics.
+#[derive(Debug, Default)]
+pub struct Compilation {
+    /// All source files read.
+    pub sources: SourceMap,
+    /// All modules, dependencies before dependents.
+    pub modules: Vec<Module>,
+    /// All diagnostics, with severities after `--strict`.
+    pub diagnostics: Vec<Diagnostic>,
+    options: Options,
+    by_path: HashMap<PathBuf, usize>,
+    loading: Vec<PathBuf>,
+}
+
+/// Why a root file could not be compiled at all.
+#[derive(Debug)]
+pub enum LoadError {
+    /// The file could not be read.
+    Io(PathBuf, std::io::Error),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Io(p, e) => write!(f, "cannot read {}: {e}", p.display()),
+        }
+    }
+}
+
+impl Compilation {
+    /// A new, empty compilation.
+    pub fn new(options: Options) -> Compilation {
+        Compilation {
+            options,
+            ..Compilation::default()
+        }
+    }
+
+    /// Number of error diagnostics.
+    pub fn error_count(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// Number of warning diagnostics.
+    pub fn warning_count(&self) -> usize {
+        self.diagnostics.len() - self.error_count()
+    }
+
+    /// Loads, parses and analyses a file and its imports. Returns the module index.
+    pub fn add_file(&mut self, path: &Path) -> Result<usize, LoadError> {
+        let bytes = std::fs::read(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(&m) = self.by_path.get(&canonical) {
+            return Ok(m);
+        }
+        Ok(self.add_bytes(path.display().to_string(), canonical, bytes))
+    }
+
+    /// Compiles in-memory source; relative imports resolve against `path`'s directory.
+    pub fn add_source(&mut self, path: &Path, text: &str) -> usize {
+        self.add_bytes(
+            path.display().to_string(),
+            path.to_path_buf(),
+            text.as_bytes().to_vec(),
+        )
+    }
+
+    fn add_bytes(&mut self, display: String, canonical: PathBuf, bytes: Vec<u8>) -> usize {
+        let (text, utf8_error) = match crate::decode_source(bytes) {
+            Ok(t) => (t, None),
+            Err((at, msg, lossy)) => (lossy, Some((at, msg))),
+        };
+        let file = self.sources.add(display, text);
+        let text = self.sources.get(file).text.clone();
+        let mut diags = Vec::new();
+        if let Some((at, msg)) = utf8_error {
+            diags.push(
+                Diagnostic::new(Code::E135, file, Span::new(at, at + 1), msg)
+                    .with_help("save the file as UTF-8"),
+            );
+        }
+        let parsed = parser::parse(file, &text);
+        diags.extend(parsed.diagnostics);
+        self.loading.push(canonical.clone());
+        let mut statuses = HashMap::new();
+        let mut imports = HashMap::new();
+        for stmt in &parsed.program.stmts {
+            let StmtKind::Use { path, .. } = &stmt.kind else {
+                continue;
+            };
+            let text = path.raw_text();
+            if !sema::valid_use_path(&text) || statuses.contains_key(&text) {
+                continue;
+            }
+            let status = match self.resolve(&canonical, &text) {
+                Resolved::Path(p) => match self.import(&p, file, path.span, &mut diags) {
+                    Some(m) => {
+                        imports.insert(text.clone(), m);
+                        ImportStatus::Resolved(self.modules[m].analysis.contract.clone())
+                    }
+                    None => ImportStatus::Failed,
+                },
+                Resolved::NotFound(tried) => {
+                    diags.push(
+                        Diagnostic::new(Code::E138, file, path.span, format!("cannot find program `{text}`"))
+                            .with_help(format!("looked for {tried}")),
+                    );
+                    ImportStatus::Failed
+                }
+                Resolved::NoLibPath => {
+                    if self.options.require_imports {
+                        diags.push(
+                            Diagnostic::new(Code::E138, file, path.span, format!("cannot find program `{text}`"))
+                                .with_help("pass --lib-path DIR with DIR/@handle/slug.prose"),
+                        );
+                        ImportStatus::Failed
+                    } else {
+                        diags.push(
+                            Diagnostic::new(Code::W119, file, path.span, format!("`{text}` is not resolved: its inputs and outputs are not checked"))
+                                .with_help("pass --lib-path DIR with DIR/@handle/slug.prose to check it"),
+                        );
+                        ImportStatus::Unresolved
+                    }
+                }
+            };
+            statuses.insert(text, status);
+        }
+        self.loading.pop();
+        let analysis = sema::analyze(file, &parsed.program, &statuses);
+        diags.extend(analysis.diagnostics.iter().cloned());
+        let strictness = Strictness {
+            strict: self.options.strict,
+        };
+        for d in &mut diags {
+            d.severity = strictness.severity(d.code);
+        }
+        diagnostics::sort(&mut diags);
+        self.diagnostics.extend(diags);
+        let analysis = Analysis {
+            diagnostics: Vec::new(),
+            ..analysis
+        };
+        self.modules.push(Module {
+            file,
+            path: canonical.clone(),
+            program: parsed.program,
+            analysis,
+            imports,
+        });
+        let index = self.modules.len() - 1;
+        self.by_path.insert(canonical, index);
+        index
+    }
+
+    fn import(&mut self, path: &Path, from: FileId, span: Span, diags: &mut Vec<Diagnostic>) -> Option<usize> {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if self.loading.contains(&canonical) {
+            diags.push(
+                Diagnostic::new(Code::E139, from, span, format!("`{}` imports itself (directly or through other programs)", path.display()))
+                    .with_help("programs must form a tree of imports"),
+            );
+            return None;
+        }
+        if let Some(&m) = self.by_path.get(&canonical) {
+            return Some(m);
+        }
+        match std::fs::read(path) {
+            Ok(bytes) => Some(self.add_bytes(path.display().to_string(), canonical, bytes)),
+            Err(e) => {
+                diags.push(Diagnostic::new(Code::E138, from, span, format!("cannot read `{}`: {e}", path.display())));
+                None
+            }
+        }
+    }
+
+    fn resolve(&self, importer: &Path, use_path: &str) -> Resolved {
+        if use_path.starts_with('@') {
+            if self.options.lib_paths.is_empty() {
+                return Resolved::NoLibPath;
+            }
+            let mut tried = Vec::new();
+            for dir in &self.options.lib_paths {
+                let p = dir.join(format!("{use_path}.prose"));
+                if p.is_file() {
+                    return Resolved::Path(p);
+                }
+                tried.push(p.display().to_string());
+            }
+            Resolved::NotFound(tried.join(", "))
+        } else {
+            let base = importer.parent().unwrap_or(Path::new("."));
+            let mut p = base.join(use_path);
+            if p.extension().is_none() {
+                p.set_extension("prose");
+            }
+            if p.is_file() {
+                Resolved::Path(p)
+            } else {
+                Resolved::NotFound(p.display().to_string())
+            }
+        }
+    }
+}
+
+enum Resolved {
+    Path(PathBuf),
+    NotFound(String),
+    NoLibPath,
+}

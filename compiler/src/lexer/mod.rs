@@ -1,0 +1,385 @@
+//! The hand-written lexer: source text to tokens with byte spans.
+//!
+//! Layout follows Python's tokenizer: a `Newline` ends each logical line that holds tokens,
+//! `Indent`/`Dedent` track the leading spaces of the next one, blank and comment-only lines
+//! are invisible, and newlines inside `()`, `[]` and `{}` are ignored (so literals and call
+//! arguments may span lines). A `"""` string is one token wherever its delimiters sit.
+//!
+//! One leniency beyond Python: a line that dedents to a column between two open levels
+//! (common in multi-line pipelines) closes the deeper level and opens a new one at that column.
+//!
+//! The lexer never fails: problems become diagnostics in [`Lexer::problems`] and lexing goes
+//! on with a best guess, so the parser still sees a well-formed token stream.
+
+mod strings;
+mod token;
+
+pub use token::Tok;
+
+use crate::diagnostics::Code;
+use crate::span::Span;
+use std::collections::VecDeque;
+
+/// A problem found while lexing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LexProblem {
+    /// The diagnostic code.
+    pub code: Code,
+    /// Where.
+    pub span: Span,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+/// A token with its start and end byte offsets, as LALRPOP expects.
+pub type Spanned = (usize, Tok, usize);
+
+/// The lexer; iterate it for tokens.
+pub struct Lexer<'a> {
+    src: &'a str,
+    pos: usize,
+    indents: Vec<usize>,
+    depth: usize,
+    at_line_start: bool,
+    line_has_tokens: bool,
+    pending: VecDeque<Spanned>,
+    done: bool,
+    /// Problems found so far.
+    pub problems: Vec<LexProblem>,
+    /// End offsets of every `"""` string, for hints about inner quotes.
+    pub triple_ends: Vec<usize>,
+}
+
+fn is_name_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || (!c.is_ascii() && c.is_alphabetic())
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || (!c.is_ascii() && c.is_alphanumeric())
+}
+
+impl<'a> Lexer<'a> {
+    /// A lexer over `src` (a leading byte-order mark is skipped).
+    pub fn new(src: &'a str) -> Lexer<'a> {
+        let pos = if src.starts_with('\u{feff}') { 3 } else { 0 };
+        Lexer {
+            src,
+            pos,
+            indents: vec![0],
+            depth: 0,
+            at_line_start: true,
+            line_has_tokens: false,
+            pending: VecDeque::new(),
+            done: false,
+            problems: Vec::new(),
+            triple_ends: Vec::new(),
+        }
+    }
+
+    fn problem(&mut self, code: Code, span: Span, message: impl Into<String>) {
+        self.problems.push(LexProblem {
+            code,
+            span,
+            message: message.into(),
+            help: None,
+        });
+    }
+
+    fn peek_byte(&self, ahead: usize) -> Option<u8> {
+        self.src.as_bytes().get(self.pos + ahead).copied()
+    }
+
+    fn peek_char(&self) -> Option<char> {
+        self.src[self.pos..].chars().next()
+    }
+
+    fn push(&mut self, start: usize, tok: Tok, end: usize) {
+        self.pending.push_back((start, tok, end));
+    }
+
+    /// Measures the indentation of the line at `self.pos`; skips it if blank or comment-only.
+    /// Returns false at end of input.
+    fn start_line(&mut self) -> bool {
+        loop {
+            let line_start = self.pos;
+            let mut col = 0usize;
+            let mut tab_at = None;
+            while let Some(b) = self.peek_byte(0) {
+                match b {
+                    b' ' => col += 1,
+                    b'\t' => {
+                        tab_at.get_or_insert(self.pos);
+                        col += 1;
+                    }
+                    b'\x0c' => {}
+                    b'\r' if self.peek_byte(1) != Some(b'\n') => {}
+                    _ => break,
+                }
+                self.pos += 1;
+            }
+            match self.peek_byte(0) {
+                None => return false,
+                Some(b'\n') => {
+                    self.pos += 1;
+                    continue;
+                }
+                Some(b'\r') => {
+                    self.pos += 2;
+                    continue;
+                }
+                Some(b'#') => {
+                    self.skip_comment();
+                    continue;
+                }
+                Some(_) => {}
+            }
+            if let Some(at) = tab_at {
+                self.problems.push(LexProblem {
+                    code: Code::E132,
+                    span: Span::new(at, at + 1),
+                    message: "tab character in indentation".into(),
+                    help: Some("indent with spaces only".into()),
+                });
+            }
+            let _ = line_start;
+            let here = self.pos;
+            let top = *self.indents.last().unwrap_or(&0);
+            if col > top {
+                self.indents.push(col);
+                self.push(here, Tok::Indent, here);
+            } else if col < top {
+                while col < *self.indents.last().unwrap_or(&0) {
+                    self.indents.pop();
+                    self.push(here, Tok::Dedent, here);
+                }
+                if col > *self.indents.last().unwrap_or(&0) {
+                    self.indents.push(col);
+                    self.push(here, Tok::Indent, here);
+                }
+            }
+            return true;
+        }
+    }
+
+    fn skip_comment(&mut self) {
+        match self.src[self.pos..].find('\n') {
+            Some(n) => {
+                self.pos += n;
+                if self.pos > 0 && self.src.as_bytes()[self.pos - 1] == b'\r' {
+                    self.pos -= 1;
+                }
+            }
+            None => self.pos = self.src.len(),
+        }
+    }
+
+    fn finish(&mut self) {
+        let end = self.src.len();
+        if self.line_has_tokens {
+            self.push(end, Tok::Newline, end);
+            self.line_has_tokens = false;
+        }
+        while self.indents.len() > 1 {
+            self.indents.pop();
+            self.push(end, Tok::Dedent, end);
+        }
+        self.done = true;
+    }
+
+    /// Lexes until at least one token is pending or input ends.
+    fn fill(&mut self) {
+        while self.pending.is_empty() && !self.done {
+            if self.at_line_start && self.depth == 0 {
+                self.at_line_start = false;
+                if !self.start_line() {
+                    self.finish();
+                    return;
+                }
+                continue;
+            }
+            self.lex_one();
+        }
+    }
+
+    fn end_of_line(&mut self, nl_start: usize, nl_end: usize) {
+        self.pos = nl_end;
+        if self.depth == 0 {
+            if self.line_has_tokens {
+                self.push(nl_start, Tok::Newline, nl_end);
+                self.line_has_tokens = false;
+            }
+            self.at_line_start = true;
+        }
+    }
+
+    fn lex_one(&mut self) {
+        // Skip horizontal whitespace.
+        while let Some(b) = self.peek_byte(0) {
+            match b {
+                b' ' | b'\t' | b'\x0c' => self.pos += 1,
+                b'\r' if self.peek_byte(1) != Some(b'\n') => self.pos += 1,
+                _ => break,
+            }
+        }
+        let start = self.pos;
+        let Some(c) = self.peek_char() else {
+            self.finish();
+            return;
+        };
+        match c {
+            '\n' => return self.end_of_line(start, start + 1),
+            '\r' => return self.end_of_line(start, start + 2),
+            '#' => return self.skip_comment(),
+            _ => {}
+        }
+        self.line_has_tokens = true;
+        let tok = match c {
+            '"' => return self.lex_string(),
+            '*' if self.peek_byte(1) == Some(b'*') => return self.lex_discretion(),
+            c if is_name_start(c) => return self.lex_word(),
+            '0'..='9' => return self.lex_number(),
+            '(' | '[' | '{' => {
+                self.depth += 1;
+                match c {
+                    '(' => Tok::LParen,
+                    '[' => Tok::LBracket,
+                    _ => Tok::LBrace,
+                }
+            }
+            ')' | ']' | '}' => {
+                self.depth = self.depth.saturating_sub(1);
+                match c {
+                    ')' => Tok::RParen,
+                    ']' => Tok::RBracket,
+                    _ => Tok::RBrace,
+                }
+            }
+            ':' => Tok::Colon,
+            ',' => Tok::Comma,
+            '.' => Tok::Dot,
+            '|' => Tok::Pipe,
+            '+' => Tok::Plus,
+            '-' if self.peek_byte(1) == Some(b'>') => {
+                self.pos += 2;
+                return self.push(start, Tok::Arrow, start + 2);
+            }
+            '-' => Tok::Minus,
+            '=' if self.peek_byte(1) == Some(b'=') => {
+                self.pos += 2;
+                return self.push(start, Tok::EqEq, start + 2);
+            }
+            '=' => Tok::Assign,
+            '!' if self.peek_byte(1) == Some(b'=') => {
+                self.pos += 2;
+                return self.push(start, Tok::NotEq, start + 2);
+            }
+            '<' if self.peek_byte(1) == Some(b'=') => {
+                self.pos += 2;
+                return self.push(start, Tok::Le, start + 2);
+            }
+            '<' => Tok::Lt,
+            '>' if self.peek_byte(1) == Some(b'=') => {
+                self.pos += 2;
+                return self.push(start, Tok::Ge, start + 2);
+            }
+            '>' => Tok::Gt,
+            other => {
+                let len = other.len_utf8();
+                self.pos += len;
+                let shown = if other.is_control() {
+                    format!("{:?}", other)
+                } else {
+                    format!("`{other}`")
+                };
+                self.problem(
+                    Code::E134,
+                    Span::new(start, start + len),
+                    format!("invalid character {shown}"),
+                );
+                return;
+            }
+        };
+        self.pos += 1;
+        self.push(start, tok, start + 1);
+    }
+
+    fn lex_word(&mut self) {
+        let start = self.pos;
+        let rest = &self.src[start..];
+        let mut end = 0;
+        let mut chars = rest.char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if is_name_char(c) {
+                end = i + c.len_utf8();
+            } else if c == '-' && end == i {
+                // A hyphen between name characters belongs to the name.
+                match chars.peek() {
+                    Some(&(_, n)) if is_name_char(n) => continue,
+                    _ => break,
+                }
+            } else {
+                break;
+            }
+        }
+        let word = &rest[..end];
+        self.pos = start + end;
+        let tok = Tok::keyword(word).unwrap_or_else(|| Tok::Ident(word.to_string()));
+        self.push(start, tok, self.pos);
+    }
+
+    fn lex_number(&mut self) {
+        let start = self.pos;
+        let bytes = self.src.as_bytes();
+        let mut end = start;
+        while end < bytes.len() && bytes[end].is_ascii_digit() {
+            end += 1;
+        }
+        let is_float =
+            end + 1 < bytes.len() && bytes[end] == b'.' && bytes[end + 1].is_ascii_digit();
+        if is_float {
+            end += 1;
+            while end < bytes.len() && bytes[end].is_ascii_digit() {
+                end += 1;
+            }
+        }
+        self.pos = end;
+        let text = &self.src[start..end];
+        let tok = if is_float {
+            Tok::Float(text.parse().unwrap_or(0.0))
+        } else {
+            match text.parse::<i64>() {
+                Ok(v) => Tok::Int(v),
+                Err(_) => {
+                    self.problem(
+                        Code::E136,
+                        Span::new(start, end),
+                        format!("integer `{text}` is too large"),
+                    );
+                    Tok::Int(0)
+                }
+            }
+        };
+        self.push(start, tok, end);
+    }
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Result<Spanned, crate::parser::NoLexError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.fill();
+        self.pending.pop_front().map(Ok)
+    }
+}
+
+/// Lexes all of `src`, returning the tokens and the problems found.
+pub fn tokenize(src: &str) -> (Vec<Spanned>, Vec<LexProblem>) {
+    let mut lx = Lexer::new(src);
+    let toks: Vec<Spanned> = lx.by_ref().filter_map(Result::ok).collect();
+    (toks, lx.problems)
+}
+
+#[cfg(test)]
+mod tests;

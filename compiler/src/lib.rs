@@ -1,0 +1,25 @@
+//! `prosec`: the OpenProse compiler front end.
+//!
+//! Source text goes through [`lexer`] (tokens with layout), [`parser`] (a LALRPOP grammar
+//! building the [`ast`]), and [`sema`] (name resolution and the reference's validation
+//! rules). Every problem is a [`diagnostics::Diagnostic`] with a stable code.
+
+pub mod ast;
+pub mod compile;
+pub mod diagnostics;
+pub mod lexer;
+pub mod parser;
+pub mod sema;
+pub mod source;
+pub mod span;
+
+/// Decodes a source file's bytes. On invalid UTF-8, returns the offset of the first bad
+/// byte, a message, and a lossy decoding (for showing the surrounding source).
+pub fn decode_source(bytes: Vec<u8>) -> Result<String, (usize, String, String)> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.into_bytes();
+        let message = format!("source is not valid UTF-8: byte 0x{:02x} cannot start a character", bytes[at]);
+        (at, message, String::from_utf8_lossy(&bytes).into_owned())
+    })
+}

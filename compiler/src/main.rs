@@ -1,0 +1,151 @@
+//! `prosec`: the OpenProse compiler command line.
+//!
+//! `prosec check <files or dirs>...` validates programs; exit status 0 means clean, 1 means
+//! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+use prosec::compile::{Compilation, Options};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "prosec", version, about = "The OpenProse compiler")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate programs and report diagnostics.
+    Check(CheckArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    /// rustc-style snippets on stderr.
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+#[derive(Args)]
+struct CommonArgs {
+    /// Make relaxed rules (real-world forms the reference calls errors) errors again.
+    #[arg(long)]
+    strict: bool,
+    /// Fail (exit 1) when there are warnings.
+    #[arg(long)]
+    deny_warnings: bool,
+    /// Diagnostic output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Directory holding registry programs as DIR/@handle/slug.prose (repeatable).
+    #[arg(long = "lib-path", value_name = "DIR")]
+    lib_paths: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// Files or directories (directories are searched recursively for *.prose).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .collect();
+        entries.sort();
+        for e in entries {
+            if e.is_dir() {
+                collect_files(&e, out)?;
+            } else if e.extension().is_some_and(|x| x == "prose") {
+                out.push(e);
+            }
+        }
+        Ok(())
+    } else if path.exists() {
+        out.push(path.to_path_buf());
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no such file or directory",
+        ))
+    }
+}
+
+fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
+    match args.format {
+        Format::Text => {
+            let mut err = StandardStream::stderr(ColorChoice::Auto);
+            if let Err(e) = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics) {
+                eprintln!("prosec: cannot write diagnostics: {e}");
+                return ExitCode::from(2);
+            }
+            eprintln!(
+                "checked {files} file(s): {} error(s), {} warning(s)",
+                c.error_count(),
+                c.warning_count()
+            );
+        }
+        Format::Json => {
+            let doc = serde_json::json!({
+                "files": files,
+                "errors": c.error_count(),
+                "warnings": c.warning_count(),
+                "diagnostics": prosec::diagnostics::render_json(&c.sources, &c.diagnostics),
+            });
+            println!("{doc}");
+        }
+    }
+    if c.error_count() > 0 || (args.deny_warnings && c.warning_count() > 0) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn check(args: CheckArgs) -> ExitCode {
+    let mut files = Vec::new();
+    for p in &args.paths {
+        if let Err(e) = collect_files(p, &mut files) {
+            eprintln!("prosec: {}: {e}", p.display());
+            return ExitCode::from(2);
+        }
+    }
+    let mut c = Compilation::new(Options {
+        strict: args.common.strict,
+        lib_paths: args.common.lib_paths.clone(),
+        require_imports: false,
+    });
+    for f in &files {
+        if let Err(e) = c.add_file(f) {
+            eprintln!("prosec: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    report(&c, &args.common, files.len())
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match cli.command {
+        Command::Check(args) => check(args),
+    }
+}

@@ -1,0 +1,105 @@
+//! Helpers called from the grammar's actions.
+
+use super::{ParseCx, ParseProblem, Trailer};
+use crate::ast::*;
+use crate::diagnostics::Code;
+use crate::span::Span;
+
+/// Builds a binary expression spanning `l..r`.
+pub fn binary(op: BinOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
+    Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), Span::new(l, r))
+}
+
+/// Builds a session expression without properties (the trailer adds them).
+pub fn session(
+    kind: SessionKind,
+    text: Option<StrLit>,
+    name: Option<Name>,
+    agent: Option<Name>,
+) -> SessionExpr {
+    SessionExpr {
+        kind,
+        text,
+        name,
+        agent,
+        props: Vec::new(),
+    }
+}
+
+/// An object entry written as just a name or member path takes its key from the last name.
+pub fn shorthand_entry(value: Expr) -> ObjEntry {
+    let key = match &value.kind {
+        ExprKind::Name(n) => n.clone(),
+        ExprKind::Member(_, n) => n.clone(),
+        _ => Name {
+            text: String::new(),
+            span: value.span,
+        },
+    };
+    ObjEntry { key, value }
+}
+
+/// Attaches an indented trailer to the value it follows: properties go to the session the
+/// line ends with, pipeline stages wrap the value into a pipeline.
+pub fn attach_trailer(cx: &mut ParseCx, mut e: Expr, t: Option<Trailer>) -> Expr {
+    match t {
+        None => e,
+        Some(Trailer::Stages(stages)) => {
+            let span = stages.last().map(|s| e.span.to(s.span)).unwrap_or(e.span);
+            Expr::new(ExprKind::Pipeline(Box::new(e), stages), span)
+        }
+        Some(Trailer::Props(props)) => {
+            let props_span = props
+                .iter()
+                .map(|p| p.span)
+                .reduce(Span::to)
+                .unwrap_or(e.span);
+            match last_session(&mut e) {
+                Some(s) => {
+                    s.props = props;
+                    e.span = e.span.to(props_span);
+                }
+                None => cx.problems.push(ParseProblem {
+                    code: Code::E137,
+                    span: props_span,
+                    message: "properties can only follow a session or `resume:`".into(),
+                    help: Some("indent these lines under a `session` statement".into()),
+                }),
+            }
+            e
+        }
+    }
+}
+
+/// The session a property block belongs to: the expression itself, or the last step of an
+/// arrow sequence.
+fn last_session(e: &mut Expr) -> Option<&mut SessionExpr> {
+    match &mut e.kind {
+        ExprKind::Session(s) => Some(s),
+        ExprKind::Arrow(items) => items.last_mut().and_then(last_session),
+        _ => None,
+    }
+}
+
+/// `loop until cond (max: n)` parses `(max: n)` as a call on the condition's last operand;
+/// this takes it back off. A trailing call whose arguments are all named is the modifier list.
+pub fn split_loop_mods(cond: Expr) -> (Expr, Vec<Arg>) {
+    let Expr { kind, span } = cond;
+    match kind {
+        ExprKind::Call(callee, args) if !args.is_empty() && args.iter().all(|a| a.name.is_some()) => {
+            (*callee, args)
+        }
+        ExprKind::Binary(op, l, r) => {
+            let (r, mods) = split_loop_mods(*r);
+            let span = if mods.is_empty() { span } else { l.span.to(r.span) };
+            (Expr::new(ExprKind::Binary(op, l, Box::new(r)), span), mods)
+        }
+        ExprKind::Unary(op, x) => {
+            let (x, mods) = split_loop_mods(*x);
+            let span = if mods.is_empty() { span } else { span.to(x.span) };
+            let span = Span { end: x.span.end, ..span };
+            (Expr::new(ExprKind::Unary(op, Box::new(x)), span), mods)
+        }
+        kind => (Expr { kind, span }, Vec::new()),
+    }
+}

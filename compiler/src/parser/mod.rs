@@ -1,0 +1,239 @@
+//! Parsing: runs the lexer and the generated LALRPOP parser, recovers after syntax errors,
+//! and turns every problem into a [`Diagnostic`].
+
+pub(crate) mod actions;
+
+use crate::ast::{PipeStage, Program, Property};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::lexer::{Lexer, Tok};
+use crate::source::FileId;
+use crate::span::Span;
+use lalrpop_util::{ErrorRecovery, ParseError};
+
+#[allow(clippy::all, missing_docs, unused_parens, dead_code)]
+mod generated {
+    lalrpop_util::lalrpop_mod!(grammar);
+    pub use grammar::*;
+}
+
+/// The lexer never fails (its problems are diagnostics), so the parser's lexical error type
+/// has no values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NoLexError {}
+
+/// An indented block following a simple statement's line.
+pub enum Trailer {
+    /// Session properties.
+    Props(Vec<Property>),
+    /// `| op:` pipeline stages on continuation lines.
+    Stages(Vec<PipeStage>),
+}
+
+/// A problem found by a grammar action.
+pub struct ParseProblem {
+    /// Code.
+    pub code: Code,
+    /// Where.
+    pub span: Span,
+    /// What.
+    pub message: String,
+    /// Help.
+    pub help: Option<String>,
+}
+
+/// State threaded through the grammar's actions.
+#[derive(Default)]
+pub struct ParseCx {
+    /// Syntax errors the parser recovered from.
+    pub errors: Vec<ErrorRecovery<usize, Tok, NoLexError>>,
+    /// Problems found by actions.
+    pub problems: Vec<ParseProblem>,
+}
+
+/// The result of parsing one file.
+pub struct Parsed {
+    /// The tree (with `Error` nodes where statements failed to parse).
+    pub program: Program,
+    /// Lexical and syntax diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Parses `src` (file `file`), reporting every lexical and syntax problem found.
+pub fn parse(file: FileId, src: &str) -> Parsed {
+    let mut lexer = Lexer::new(src);
+    let mut cx = ParseCx::default();
+    let result = generated::ProgramParser::new().parse(&mut cx, &mut lexer);
+    let mut diagnostics: Vec<Diagnostic> = lexer
+        .problems
+        .iter()
+        .map(|p| {
+            let d = Diagnostic::new(p.code, file, p.span, p.message.clone());
+            match &p.help {
+                Some(h) => d.with_help(h.clone()),
+                None => d,
+            }
+        })
+        .collect();
+    let lexed_bad = !diagnostics.is_empty();
+    let mut syntax = Vec::new();
+    for e in cx.errors.drain(..) {
+        syntax.push(syntax_error(file, src, &lexer.triple_ends, e.error));
+    }
+    let program = match result {
+        Ok(p) => p,
+        Err(e) => {
+            syntax.push(syntax_error(file, src, &lexer.triple_ends, e));
+            Program {
+                stmts: Vec::new(),
+                span: Span::new(0, src.len()),
+            }
+        }
+    };
+    // One syntax error per line: later ones on the same line are cascades of the first, and
+    // an unexpected end of block after an earlier error is the recovery's leftover.
+    let mut last_line = None;
+    let mut seen_syntax_error = false;
+    for d in syntax {
+        let cascade = seen_syntax_error && d.message == "unexpected end of indented block";
+        seen_syntax_error = true;
+        if cascade {
+            continue;
+        }
+        let line = src[..(d.span.start as usize).min(src.len())].matches('\n').count();
+        if last_line == Some(line) {
+            continue;
+        }
+        // A lexical problem at the same place already explains this.
+        if lexed_bad
+            && diagnostics
+                .iter()
+                .any(|l| l.span.start <= d.span.start && d.span.start <= l.span.end)
+        {
+            last_line = Some(line);
+            continue;
+        }
+        last_line = Some(line);
+        diagnostics.push(d);
+    }
+    for p in cx.problems {
+        let d = Diagnostic::new(p.code, file, p.span, p.message);
+        diagnostics.push(match p.help {
+            Some(h) => d.with_help(h),
+            None => d,
+        });
+    }
+    crate::diagnostics::sort(&mut diagnostics);
+    Parsed {
+        program,
+        diagnostics,
+    }
+}
+
+fn expected_list(expected: &[String]) -> String {
+    let has = |t: &str| expected.iter().any(|e| e == t);
+    if has("\"agent\"") && has("\"let\"") {
+        return "expected a statement".into();
+    }
+    if has("IDENT") && has("STR") && has("\"[\"") && has("\"session\"") {
+        return "expected an expression".into();
+    }
+    let mut names: Vec<String> = expected
+        .iter()
+        .filter(|e| !e.starts_with('!'))
+        .map(|e| match e.as_str() {
+            "NEWLINE" => "end of line".to_string(),
+            "INDENT" => "an indented block".to_string(),
+            "DEDENT" => "end of block".to_string(),
+            "IDENT" => "a name".to_string(),
+            "INT" => "a number".to_string(),
+            "FLOAT" => "a number".to_string(),
+            "STR" => "a string".to_string(),
+            "DISCRETION" => "`**condition**`".to_string(),
+            other => format!("`{}`", other.trim_matches('"')),
+        })
+        .collect();
+    names.sort();
+    names.dedup();
+    match names.len() {
+        0 => String::new(),
+        1..=6 => format!("expected {}", names.join(", ")),
+        _ => format!("expected one of {} and more", names[..6].join(", ")),
+    }
+}
+
+fn syntax_error(
+    file: FileId,
+    src: &str,
+    triple_ends: &[usize],
+    e: ParseError<usize, Tok, NoLexError>,
+) -> Diagnostic {
+    match e {
+        ParseError::UnrecognizedToken {
+            token: (l, tok, r),
+            expected,
+        } => {
+            let expected = expected_list(&expected);
+            let (code, message, help) = match &tok {
+                Tok::Elif => (Code::E129, "`elif` without a preceding `if`".to_string(), None),
+                Tok::Else => (
+                    Code::E130,
+                    "`else` without a preceding `if` (or after another `else`)".to_string(),
+                    None,
+                ),
+                Tok::Indent => (
+                    Code::E005,
+                    "unexpected indentation".to_string(),
+                    Some("indent lines only inside a block (after a line ending with `:`) or under a session for its properties".to_string()),
+                ),
+                Tok::Dedent | Tok::Newline => (
+                    Code::E005,
+                    format!("unexpected {}", tok.describe()),
+                    None,
+                ),
+                _ => (Code::E004, format!("unexpected {}", tok.describe()), None),
+            };
+            // Layout tokens point at a position, not at text.
+            let (l, r) = if matches!(tok, Tok::Newline | Tok::Dedent | Tok::Indent) {
+                (l.min(src.len()), l.min(src.len()))
+            } else {
+                (l, r)
+            };
+            let mut d = Diagnostic::new(code, file, Span::new(l, r), message).with_label(expected);
+            if let Some(h) = help {
+                d = d.with_help(h);
+            }
+            if let Some(&end) = triple_ends.iter().rev().find(|&&end| end <= l) {
+                let between = &src[end..l.min(src.len())];
+                if !between.contains('\n') {
+                    d = d.with_help(
+                        "a `\"\"\"` inside a multi-line string ends it; the text after it was read as code. Escape inner quotes as `\\\"` or avoid three in a row",
+                    );
+                }
+            }
+            d
+        }
+        ParseError::UnrecognizedEof { location, expected } => {
+            let at = location.min(src.len());
+            Diagnostic::new(
+                Code::E005,
+                file,
+                Span::new(at, at),
+                "unexpected end of file",
+            )
+            .with_label(expected_list(&expected))
+        }
+        ParseError::InvalidToken { location } => Diagnostic::new(
+            Code::E004,
+            file,
+            Span::new(location, location + 1),
+            "invalid token",
+        ),
+        ParseError::ExtraToken { token: (l, tok, r) } => Diagnostic::new(
+            Code::E004,
+            file,
+            Span::new(l, r),
+            format!("unexpected {}", tok.describe()),
+        ),
+        ParseError::User { error } => match error {},
+    }
+}
