@@ -95,11 +95,14 @@ impl Compilation {
         Ok(self.add_bytes(path.display().to_string(), canonical, bytes))
     }
 
-    /// Compiles in-memory source; relative imports resolve against `path`'s directory.
+    /// Compiles in-memory source; relative imports resolve against `path`'s directory. When
+    /// `path` names an existing file (an editor buffer, say), the source stands for that file,
+    /// so an import of it is recognized as a cycle.
     pub fn add_source(&mut self, path: &Path, text: &str) -> usize {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         self.add_bytes(
             path.display().to_string(),
-            path.to_path_buf(),
+            canonical,
             text.as_bytes().to_vec(),
         )
     }
@@ -112,14 +115,28 @@ impl Compilation {
         let file = self.sources.add(display, text);
         let text = self.sources.get(file).text.clone();
         let mut diags = Vec::new();
+        let decoded = utf8_error.is_none();
         if let Some((at, msg)) = utf8_error {
+            // The bad byte reads as one U+FFFD in the decoded text.
+            let end = at + '\u{FFFD}'.len_utf8();
             diags.push(
-                Diagnostic::new(Code::E135, file, Span::new(at, at + 1), msg)
+                Diagnostic::new(Code::E135, file, Span::new(at, end), msg)
                     .with_help("save the file as UTF-8"),
             );
         }
         let parsed = parser::parse(file, &text);
-        diags.extend(parsed.diagnostics);
+        // Text already reported as malformed (an oversized number read as 0, an unterminated
+        // string): semantic checks that look inside it only see the lexer's stand-in.
+        let malformed: Vec<Span> = parsed
+            .diagnostics
+            .iter()
+            .map(|d| d.span)
+            .filter(|s| s.start < s.end)
+            .collect();
+        // Undecodable bytes became U+FFFD, which the lexer rejects: E135 already covers them.
+        diags.extend(parsed.diagnostics.into_iter().filter(|d| {
+            decoded || d.code != Code::E134 || text.get(d.span.range()) != Some("\u{FFFD}")
+        }));
         self.loading.push(canonical.clone());
         let mut statuses = HashMap::new();
         let mut imports = HashMap::new();
@@ -141,16 +158,26 @@ impl Compilation {
                 },
                 Resolved::NotFound(tried) => {
                     diags.push(
-                        Diagnostic::new(Code::E138, file, path.span, format!("cannot find program `{text}`"))
-                            .with_help(format!("looked for {tried}")),
+                        Diagnostic::new(
+                            Code::E138,
+                            file,
+                            path.span,
+                            format!("cannot find program `{text}`"),
+                        )
+                        .with_help(format!("looked for {tried}")),
                     );
                     ImportStatus::Failed
                 }
                 Resolved::NoLibPath => {
                     if self.options.require_imports {
                         diags.push(
-                            Diagnostic::new(Code::E138, file, path.span, format!("cannot find program `{text}`"))
-                                .with_help("pass --lib-path DIR with DIR/@handle/slug.prose"),
+                            Diagnostic::new(
+                                Code::E138,
+                                file,
+                                path.span,
+                                format!("cannot find program `{text}`"),
+                            )
+                            .with_help("pass --lib-path DIR with DIR/@handle/slug.prose"),
                         );
                         ImportStatus::Failed
                     } else {
@@ -166,7 +193,28 @@ impl Compilation {
         }
         self.loading.pop();
         let analysis = sema::analyze(file, &parsed.program, &statuses);
-        diags.extend(analysis.diagnostics.iter().cloned());
+        // A name reported as undefined may be declared by a statement that failed to parse.
+        let unparsed: Vec<&str> = sema::unparsed_spans(&parsed.program)
+            .into_iter()
+            .filter_map(|s| text.get(s.range()))
+            .collect();
+        diags.extend(
+            analysis
+                .diagnostics
+                .iter()
+                .filter(|d| {
+                    !malformed
+                        .iter()
+                        .any(|m| m.start <= d.span.start && d.span.end <= m.end)
+                })
+                .filter(|d| {
+                    !matches!(d.code, Code::E007 | Code::E025 | Code::E105 | Code::E108)
+                        || !text
+                            .get(d.span.range())
+                            .is_some_and(|name| unparsed.iter().any(|u| mentions(u, name)))
+                })
+                .cloned(),
+        );
         let strictness = Strictness {
             strict: self.options.strict,
         };
@@ -191,12 +239,26 @@ impl Compilation {
         index
     }
 
-    fn import(&mut self, path: &Path, from: FileId, span: Span, diags: &mut Vec<Diagnostic>) -> Option<usize> {
+    fn import(
+        &mut self,
+        path: &Path,
+        from: FileId,
+        span: Span,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Option<usize> {
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if self.loading.contains(&canonical) {
             diags.push(
-                Diagnostic::new(Code::E139, from, span, format!("`{}` imports itself (directly or through other programs)", path.display()))
-                    .with_help("programs must form a tree of imports"),
+                Diagnostic::new(
+                    Code::E139,
+                    from,
+                    span,
+                    format!(
+                        "`{}` imports itself (directly or through other programs)",
+                        canonical.display()
+                    ),
+                )
+                .with_help("programs must form a tree of imports"),
             );
             return None;
         }
@@ -206,7 +268,12 @@ impl Compilation {
         match std::fs::read(path) {
             Ok(bytes) => Some(self.add_bytes(path.display().to_string(), canonical, bytes)),
             Err(e) => {
-                diags.push(Diagnostic::new(Code::E138, from, span, format!("cannot read `{}`: {e}", path.display())));
+                diags.push(Diagnostic::new(
+                    Code::E138,
+                    from,
+                    span,
+                    format!("cannot read `{}`: {e}", path.display()),
+                ));
                 None
             }
         }
@@ -239,6 +306,17 @@ impl Compilation {
             }
         }
     }
+}
+
+/// Whether `text` contains `name` as a whole word (names may contain `-` and `_`).
+fn mentions(text: &str, name: &str) -> bool {
+    let is_name_char = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    !name.is_empty()
+        && text.match_indices(name).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + name.len()..].chars().next();
+            !before.is_some_and(is_name_char) && !after.is_some_and(is_name_char)
+        })
 }
 
 enum Resolved {

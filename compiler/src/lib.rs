@@ -8,6 +8,7 @@ pub mod ast;
 pub mod compile;
 pub mod diagnostics;
 pub mod lexer;
+pub mod limits;
 pub mod parser;
 pub mod sema;
 pub mod source;
@@ -19,7 +20,10 @@ pub fn decode_source(bytes: Vec<u8>) -> Result<String, (usize, String, String)> 
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let bytes = e.into_bytes();
-        let message = format!("source is not valid UTF-8: byte 0x{:02x} cannot start a character", bytes[at]);
+        let message = format!(
+            "source is not valid UTF-8: byte 0x{:02x} cannot start a character",
+            bytes[at]
+        );
         (at, message, String::from_utf8_lossy(&bytes).into_owned())
     })
 }

@@ -137,6 +137,7 @@ codes! {
     E142 => (Error, Static, "duplicate parameter name"),
     E143 => (Error, Static, "program invocation arguments must be named"),
     E144 => (Error, Static, "invalid property value"),
+    E145 => (Error, Static, "program nests too deeply"),
     W001 => (Warning, Static, "empty session prompt"),
     W002 => (Warning, Static, "whitespace-only session prompt"),
     W003 => (Warning, Static, "session prompt longer than 10,000 characters"),
@@ -194,7 +195,10 @@ mod tests {
                 Severity::Error => 'E',
                 Severity::Warning => 'W',
             };
-            assert!(code.as_str().starts_with(prefix), "{code} has the wrong prefix");
+            assert!(
+                code.as_str().starts_with(prefix),
+                "{code} has the wrong prefix"
+            );
         }
     }
 }

@@ -18,7 +18,6 @@ pub use token::Tok;
 
 use crate::diagnostics::Code;
 use crate::span::Span;
-use std::collections::VecDeque;
 
 /// A problem found while lexing.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,7 +35,7 @@ pub struct LexProblem {
 /// A token with its start and end byte offsets, as LALRPOP expects.
 pub type Spanned = (usize, Tok, usize);
 
-/// The lexer; iterate it for tokens.
+/// The lexer; [`Lexer::run`] produces every token at once.
 pub struct Lexer<'a> {
     src: &'a str,
     pos: usize,
@@ -44,12 +43,10 @@ pub struct Lexer<'a> {
     depth: usize,
     at_line_start: bool,
     line_has_tokens: bool,
-    pending: VecDeque<Spanned>,
+    out: Vec<Spanned>,
     done: bool,
-    /// Problems found so far.
-    pub problems: Vec<LexProblem>,
-    /// End offsets of every `"""` string, for hints about inner quotes.
-    pub triple_ends: Vec<usize>,
+    problems: Vec<LexProblem>,
+    triple_ends: Vec<usize>,
 }
 
 fn is_name_start(c: char) -> bool {
@@ -71,7 +68,7 @@ impl<'a> Lexer<'a> {
             depth: 0,
             at_line_start: true,
             line_has_tokens: false,
-            pending: VecDeque::new(),
+            out: Vec::with_capacity(src.len() / 6 + 16),
             done: false,
             problems: Vec::new(),
             triple_ends: Vec::new(),
@@ -96,7 +93,7 @@ impl<'a> Lexer<'a> {
     }
 
     fn push(&mut self, start: usize, tok: Tok, end: usize) {
-        self.pending.push_back((start, tok, end));
+        self.out.push((start, tok, end));
     }
 
     /// Measures the indentation of the line at `self.pos`; skips it if blank or comment-only.
@@ -188,18 +185,22 @@ impl<'a> Lexer<'a> {
         self.done = true;
     }
 
-    /// Lexes until at least one token is pending or input ends.
-    fn fill(&mut self) {
-        while self.pending.is_empty() && !self.done {
+    /// Lexes the whole input.
+    pub fn run(mut self) -> Lexed {
+        while !self.done {
             if self.at_line_start && self.depth == 0 {
                 self.at_line_start = false;
                 if !self.start_line() {
                     self.finish();
-                    return;
                 }
                 continue;
             }
             self.lex_one();
+        }
+        Lexed {
+            tokens: self.out,
+            problems: self.problems,
+            triple_ends: self.triple_ends,
         }
     }
 
@@ -305,28 +306,33 @@ impl<'a> Lexer<'a> {
         self.push(start, tok, start + 1);
     }
 
+    fn name_char_at(&self, i: usize) -> bool {
+        self.src
+            .get(i..)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(is_name_char)
+    }
+
     fn lex_word(&mut self) {
         let start = self.pos;
-        let rest = &self.src[start..];
-        let mut end = 0;
-        let mut chars = rest.char_indices().peekable();
-        while let Some((i, c)) = chars.next() {
-            if is_name_char(c) {
-                end = i + c.len_utf8();
-            } else if c == '-' && end == i {
+        let bytes = self.src.as_bytes();
+        let mut end = start;
+        loop {
+            match bytes.get(end) {
+                Some(b) if b.is_ascii_alphanumeric() || *b == b'_' => end += 1,
                 // A hyphen between name characters belongs to the name.
-                match chars.peek() {
-                    Some(&(_, n)) if is_name_char(n) => continue,
+                Some(b'-') if end > start && self.name_char_at(end + 1) => end += 1,
+                Some(b) if *b >= 0x80 => match self.src[end..].chars().next() {
+                    Some(c) if is_name_char(c) => end += c.len_utf8(),
                     _ => break,
-                }
-            } else {
-                break;
+                },
+                _ => break,
             }
         }
-        let word = &rest[..end];
-        self.pos = start + end;
+        let word = &self.src[start..end];
+        self.pos = end;
         let tok = Tok::keyword(word).unwrap_or_else(|| Tok::Ident(word.to_string()));
-        self.push(start, tok, self.pos);
+        self.push(start, tok, end);
     }
 
     fn lex_number(&mut self) {
@@ -365,20 +371,20 @@ impl<'a> Lexer<'a> {
     }
 }
 
-impl Iterator for Lexer<'_> {
-    type Item = Result<Spanned, crate::parser::NoLexError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.fill();
-        self.pending.pop_front().map(Ok)
-    }
+/// Everything the lexer produced.
+pub struct Lexed {
+    /// The tokens, layout tokens included.
+    pub tokens: Vec<Spanned>,
+    /// Problems found.
+    pub problems: Vec<LexProblem>,
+    /// End offsets of every `"""` string, for hints about inner quotes.
+    pub triple_ends: Vec<usize>,
 }
 
 /// Lexes all of `src`, returning the tokens and the problems found.
 pub fn tokenize(src: &str) -> (Vec<Spanned>, Vec<LexProblem>) {
-    let mut lx = Lexer::new(src);
-    let toks: Vec<Spanned> = lx.by_ref().filter_map(Result::ok).collect();
-    (toks, lx.problems)
+    let lexed = Lexer::new(src).run();
+    (lexed.tokens, lexed.problems)
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ impl PartsBuilder {
 
     fn interp(&mut self, i: Interp) {
         if !self.text.is_empty() {
-            self.parts.push(StrPart::Text(std::mem::take(&mut self.text)));
+            self.parts
+                .push(StrPart::Text(std::mem::take(&mut self.text)));
         }
         self.parts.push(StrPart::Interp(i));
     }
@@ -177,13 +178,13 @@ impl Lexer<'_> {
                         i += 1;
                     }
                 },
-                c => {
-                    b.text.push(c);
-                    i += c.len_utf8();
+                _ => {
+                    let end = run_end(bytes, i, b"\"\\{\n\r");
+                    b.text.push_str(&src[i..end]);
+                    i = end;
                 }
             }
         }
-        let _ = bytes;
         self.pos = end;
         let lit = StrLit {
             parts: b.finish(),
@@ -247,9 +248,14 @@ impl Lexer<'_> {
                         i += 1;
                     }
                 },
-                c => {
-                    b.text.push(c);
-                    i += c.len_utf8();
+                '"' => {
+                    b.text.push('"');
+                    i += 1;
+                }
+                _ => {
+                    let end = run_end(src.as_bytes(), i, b"\"\\{\r");
+                    b.text.push_str(&src[i..end]);
+                    i = end;
                 }
             }
         }
@@ -309,9 +315,14 @@ impl Lexer<'_> {
                         i += 1;
                     }
                 },
-                c => {
-                    b.text.push(c);
-                    i += c.len_utf8();
+                '*' => {
+                    b.text.push('*');
+                    i += 1;
+                }
+                _ => {
+                    let end = run_end(src.as_bytes(), i, b"*{\n\r");
+                    b.text.push_str(&src[i..end]);
+                    i = end;
                 }
             }
         }
@@ -325,6 +336,19 @@ impl Lexer<'_> {
         };
         self.push(start, Tok::Discretion(lit), end);
     }
+}
+
+/// The end of the run of bytes from `i` that contains none of `stops` (all ASCII, so the
+/// result is always a character boundary). At least one byte is consumed.
+fn run_end(bytes: &[u8], i: usize, stops: &[u8]) -> usize {
+    let mut j = i + 1;
+    while j < bytes.len() && !stops.contains(&bytes[j]) {
+        j += 1;
+    }
+    while j < bytes.len() && (bytes[j] & 0xC0) == 0x80 {
+        j += 1;
+    }
+    j
 }
 
 /// The character a known escape stands for.

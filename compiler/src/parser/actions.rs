@@ -7,7 +7,10 @@ use crate::span::Span;
 
 /// Builds a binary expression spanning `l..r`.
 pub fn binary(op: BinOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
-    Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)), Span::new(l, r))
+    Expr::new(
+        ExprKind::Binary(op, Box::new(a), Box::new(b)),
+        Span::new(l, r),
+    )
 }
 
 /// Builds a session expression without properties (the trailer adds them).
@@ -24,6 +27,12 @@ pub fn session(
         agent,
         props: Vec::new(),
     }
+}
+
+/// Sets the properties written on the session's own line (an indented trailer may add more).
+pub fn with_props(mut s: SessionExpr, props: Vec<Property>) -> SessionExpr {
+    s.props = props;
+    s
 }
 
 /// An object entry written as just a name or member path takes its key from the last name.
@@ -56,7 +65,7 @@ pub fn attach_trailer(cx: &mut ParseCx, mut e: Expr, t: Option<Trailer>) -> Expr
                 .unwrap_or(e.span);
             match last_session(&mut e) {
                 Some(s) => {
-                    s.props = props;
+                    s.props.extend(props);
                     e.span = e.span.to(props_span);
                 }
                 None => cx.problems.push(ParseProblem {
@@ -82,24 +91,45 @@ fn last_session(e: &mut Expr) -> Option<&mut SessionExpr> {
 }
 
 /// `loop until cond (max: n)` parses `(max: n)` as a call on the condition's last operand;
-/// this takes it back off. A trailing call whose arguments are all named is the modifier list.
+/// this takes it back off. A trailing call whose arguments are all named is the modifier list,
+/// unless it calls a name with arguments other than `max`: that is a program invocation
+/// (`loop until check(draft: d)`).
 pub fn split_loop_mods(cond: Expr) -> (Expr, Vec<Arg>) {
     let Expr { kind, span } = cond;
     match kind {
-        ExprKind::Call(callee, args) if !args.is_empty() && args.iter().all(|a| a.name.is_some()) => {
-            (*callee, args)
-        }
+        ExprKind::Call(callee, args) if is_modifier_list(&callee, &args) => (*callee, args),
         ExprKind::Binary(op, l, r) => {
             let (r, mods) = split_loop_mods(*r);
-            let span = if mods.is_empty() { span } else { l.span.to(r.span) };
+            let span = if mods.is_empty() {
+                span
+            } else {
+                l.span.to(r.span)
+            };
             (Expr::new(ExprKind::Binary(op, l, Box::new(r)), span), mods)
         }
         ExprKind::Unary(op, x) => {
             let (x, mods) = split_loop_mods(*x);
-            let span = if mods.is_empty() { span } else { span.to(x.span) };
-            let span = Span { end: x.span.end, ..span };
+            let span = if mods.is_empty() {
+                span
+            } else {
+                Span {
+                    end: x.span.end,
+                    ..span
+                }
+            };
             (Expr::new(ExprKind::Unary(op, Box::new(x)), span), mods)
         }
         kind => (Expr { kind, span }, Vec::new()),
     }
+}
+
+/// Whether `callee(args)` at the end of a loop condition is the loop's modifier list.
+fn is_modifier_list(callee: &Expr, args: &[Arg]) -> bool {
+    if args.is_empty() || args.iter().any(|a| a.name.is_none()) {
+        return false;
+    }
+    let only_max = args
+        .iter()
+        .all(|a| a.name.as_ref().is_some_and(|n| n.text == "max"));
+    only_max || !matches!(callee.kind, ExprKind::Name(_))
 }

@@ -5,7 +5,7 @@ pub(crate) mod actions;
 
 use crate::ast::{PipeStage, Program, Property};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::lexer::{Lexer, Tok};
+use crate::lexer::{Lexer, Spanned, Tok};
 use crate::source::FileId;
 use crate::span::Span;
 use lalrpop_util::{ErrorRecovery, ParseError};
@@ -60,9 +60,30 @@ pub struct Parsed {
 
 /// Parses `src` (file `file`), reporting every lexical and syntax problem found.
 pub fn parse(file: FileId, src: &str) -> Parsed {
-    let mut lexer = Lexer::new(src);
+    let mut lexer = Lexer::new(src).run();
+    let tokens = std::mem::take(&mut lexer.tokens);
+    if let Some(problem) = crate::limits::check(&tokens) {
+        lexer.problems.push(problem);
+        return Parsed {
+            program: Program {
+                stmts: Vec::new(),
+                span: Span::new(0, src.len()),
+            },
+            diagnostics: lexer
+                .problems
+                .iter()
+                .map(|p| Diagnostic::new(p.code, file, p.span, p.message.clone()))
+                .collect(),
+        };
+    }
+    // Where logical lines end (a bracket left open continues the line).
+    let line_ends: Vec<usize> = tokens
+        .iter()
+        .filter(|(_, t, _)| *t == Tok::Newline)
+        .map(|(l, _, _)| *l)
+        .collect();
     let mut cx = ParseCx::default();
-    let result = generated::ProgramParser::new().parse(&mut cx, &mut lexer);
+    let result = generated::ProgramParser::new().parse(&mut cx, tokens.into_iter().map(Ok));
     let mut diagnostics: Vec<Diagnostic> = lexer
         .problems
         .iter()
@@ -74,7 +95,7 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
             }
         })
         .collect();
-    let lexed_bad = !diagnostics.is_empty();
+    let lexical = diagnostics.len();
     let mut syntax = Vec::new();
     for e in cx.errors.drain(..) {
         syntax.push(syntax_error(file, src, &lexer.triple_ends, e.error));
@@ -89,8 +110,8 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
             }
         }
     };
-    // One syntax error per line: later ones on the same line are cascades of the first, and
-    // an unexpected end of block after an earlier error is the recovery's leftover.
+    // One syntax error per logical line: later ones on the same line are cascades of the
+    // first, and an unexpected end of block after an earlier error is the recovery's leftover.
     let mut last_line = None;
     let mut seen_syntax_error = false;
     for d in syntax {
@@ -99,16 +120,12 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
         if cascade {
             continue;
         }
-        let line = src[..(d.span.start as usize).min(src.len())].matches('\n').count();
+        let line = line_ends.partition_point(|&end| end < d.span.start as usize);
         if last_line == Some(line) {
             continue;
         }
-        // A lexical problem at the same place already explains this.
-        if lexed_bad
-            && diagnostics
-                .iter()
-                .any(|l| l.span.start <= d.span.start && d.span.start <= l.span.end)
-        {
+        // A lexical problem already explains this.
+        if diagnostics[..lexical].iter().any(|l| explains(src, l, &d)) {
             last_line = Some(line);
             continue;
         }
@@ -126,6 +143,77 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     Parsed {
         program,
         diagnostics,
+    }
+}
+
+/// Whether lexical problem `lexical` already explains syntax error `syntax`: the error sits
+/// inside the malformed text, or after text the lexer swallowed or dropped on the same line
+/// (an unterminated literal, an invalid character), or at the end of a file that an
+/// unterminated multi-line literal ran into.
+fn explains(src: &str, lexical: &Diagnostic, syntax: &Diagnostic) -> bool {
+    let (l, s) = (lexical.span, syntax.span);
+    if s.start < l.start {
+        return false;
+    }
+    if s.start <= l.end {
+        return true;
+    }
+    let line_of = |at: u32| src[..(at as usize).min(src.len())].matches('\n').count();
+    match lexical.code {
+        Code::E001 | Code::E133 => {
+            line_of(s.start) == line_of(l.start) || s.start as usize >= src.len()
+        }
+        Code::E134 => line_of(s.start) == line_of(l.start),
+        _ => false,
+    }
+}
+
+/// The first token of the logical line before the one starting at byte `at` within the same
+/// block (lines of blocks nested under it are skipped), or `None` when the line at `at` opens
+/// its block or does not start with a token.
+fn previous_sibling(tokens: &[Spanned], at: usize) -> Option<&Tok> {
+    let is_layout = |t: &Tok| matches!(t, Tok::Newline | Tok::Indent | Tok::Dedent);
+    let idx = tokens
+        .iter()
+        .position(|(l, t, _)| *l == at && !is_layout(t))?;
+    if idx > 0 && !is_layout(&tokens[idx - 1].1) {
+        return None;
+    }
+    let mut depth = 0usize;
+    let mut first = None;
+    for (_, tok, _) in tokens[..idx].iter().rev() {
+        match tok {
+            Tok::Dedent => depth += 1,
+            Tok::Indent if depth == 0 => break,
+            Tok::Indent => depth -= 1,
+            Tok::Newline if depth == 0 && first.is_some() => break,
+            Tok::Newline => {}
+            other if depth == 0 => first = Some(other),
+            _ => {}
+        }
+    }
+    first
+}
+
+/// Code, message and help for an `elif` or `else` the grammar could not attach to an `if`:
+/// it follows an `else` (E131 for a second `else`), or no `if` at all.
+fn misplaced_clause(src: &str, tok: &Tok, at: usize) -> (Code, &'static str, &'static str) {
+    let (tokens, _) = crate::lexer::tokenize(src);
+    let after_else = matches!(previous_sibling(&tokens, at), Some(Tok::Else));
+    let continues = "`elif` and `else` continue an `if` at its indentation, right after its body";
+    match (tok, after_else) {
+        (Tok::Elif, true) => (
+            Code::E129,
+            "`elif` after `else`",
+            "move the `elif` before the `else`",
+        ),
+        (Tok::Elif, false) => (Code::E129, "`elif` without a preceding `if`", continues),
+        (_, true) => (
+            Code::E131,
+            "a second `else` for the same `if`",
+            "an `if` takes one `else`; use `elif **condition**:` for another branch",
+        ),
+        (_, false) => (Code::E130, "`else` without a preceding `if`", continues),
     }
 }
 
@@ -174,12 +262,10 @@ fn syntax_error(
         } => {
             let expected = expected_list(&expected);
             let (code, message, help) = match &tok {
-                Tok::Elif => (Code::E129, "`elif` without a preceding `if`".to_string(), None),
-                Tok::Else => (
-                    Code::E130,
-                    "`else` without a preceding `if` (or after another `else`)".to_string(),
-                    None,
-                ),
+                Tok::Elif | Tok::Else => {
+                    let (code, message, help) = misplaced_clause(src, &tok, l);
+                    (code, message.to_string(), Some(help.to_string()))
+                }
                 Tok::Indent => (
                     Code::E005,
                     "unexpected indentation".to_string(),

@@ -100,7 +100,11 @@ struct Analyzer<'a> {
 }
 
 /// Analyses a parsed file. `imports` maps each `use` path to what the loader found.
-pub fn analyze(file: FileId, program: &Program, imports: &HashMap<String, ImportStatus>) -> Analysis {
+pub fn analyze(
+    file: FileId,
+    program: &Program,
+    imports: &HashMap<String, ImportStatus>,
+) -> Analysis {
     let mut a = Analyzer {
         file,
         imports,
@@ -150,8 +154,24 @@ pub fn valid_use_path(path: &str) -> bool {
         };
         ok(parts.next()) && ok(parts.next()) && parts.next().is_none()
     } else {
-        (path.starts_with("./") || path.starts_with("../")) && path.len() > 3
+        path.strip_prefix("./")
+            .or_else(|| path.strip_prefix("../"))
+            .is_some_and(|rest| !rest.is_empty())
     }
+}
+
+/// Spans of the statements that failed to parse, at any depth (block bodies included).
+pub fn unparsed_spans(program: &Program) -> Vec<Span> {
+    fn visit(stmts: &[Stmt], out: &mut Vec<Span>) {
+        walk_stmts(stmts, &mut |s| match &s.kind {
+            StmtKind::Error => out.push(s.span),
+            StmtKind::BlockDef(b) => visit(&b.body.stmts, out),
+            _ => {}
+        });
+    }
+    let mut out = Vec::new();
+    visit(&program.stmts, &mut out);
+    out
 }
 
 fn is_executable(stmt: &Stmt) -> bool {
@@ -171,9 +191,9 @@ fn walk_stmts<'s>(stmts: &'s [Stmt], f: &mut dyn FnMut(&'s Stmt)) {
     for s in stmts {
         f(s);
         match &s.kind {
-            StmtKind::Output { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) => {
-                walk_expr_bodies(value, f)
-            }
+            StmtKind::Output { value, .. }
+            | StmtKind::Bind { value, .. }
+            | StmtKind::Expr(value) => walk_expr_bodies(value, f),
             _ => {}
         }
     }
@@ -248,14 +268,15 @@ impl Analyzer<'_> {
         let mut use_paths: HashMap<String, Span> = HashMap::new();
         for stmt in &program.stmts {
             match &stmt.kind {
-                StmtKind::Use { path, alias } => self.collect_use(stmt, path, alias, &mut use_paths),
+                StmtKind::Use { path, alias } => self.collect_use(path, alias, &mut use_paths),
                 StmtKind::Import { skill, source } => self.collect_import(skill, source),
                 StmtKind::Input {
                     name: Some(name), ..
-                } if !executable_seen && !name.text.is_empty() => {
-                    if !self.contract.inputs.contains(&name.text) {
-                        self.contract.inputs.push(name.text.clone());
-                    }
+                } if !executable_seen
+                    && !name.text.is_empty()
+                    && !self.contract.inputs.contains(&name.text) =>
+                {
+                    self.contract.inputs.push(name.text.clone());
                 }
                 _ => {}
             }
@@ -267,14 +288,14 @@ impl Analyzer<'_> {
         let mut names = HashSet::new();
         walk_stmts(&program.stmts, &mut |s| match &s.kind {
             StmtKind::Agent(a) => agents.push(a),
-            StmtKind::BlockDef(b) => blocks.push(b),
+            StmtKind::BlockDef(b) => blocks.push((s.span, b)),
             _ => {}
         });
         for stmt in &program.stmts {
             if let StmtKind::BlockDef(b) = &stmt.kind {
                 walk_stmts(&b.body.stmts, &mut |s| match &s.kind {
                     StmtKind::Agent(a) => agents.push(a),
-                    StmtKind::BlockDef(b) => blocks.push(b),
+                    StmtKind::BlockDef(b) => blocks.push((s.span, b)),
                     _ => {}
                 });
             }
@@ -284,14 +305,25 @@ impl Analyzer<'_> {
         for a in agents {
             let persistent = a.props.iter().any(|p| {
                 p.key.text == "persist"
-                    && !matches!(&p.value, PropValue::Expr(Expr { kind: ExprKind::Bool(false), .. }))
+                    && !matches!(
+                        &p.value,
+                        PropValue::Expr(Expr {
+                            kind: ExprKind::Bool(false),
+                            ..
+                        })
+                    )
             });
             if let Some(prev) = self.agents.get(&a.name.text) {
                 let prev = prev.span;
                 self.report(
-                    Diagnostic::new(Code::E006, self.file, a.name.span, format!("agent `{}` is defined twice", a.name.text))
-                        .with_label("defined again here")
-                        .with_secondary(prev, "first defined here"),
+                    Diagnostic::new(
+                        Code::E006,
+                        self.file,
+                        a.name.span,
+                        format!("agent `{}` is defined twice", a.name.text),
+                    )
+                    .with_label("defined again here")
+                    .with_secondary(prev, "first defined here"),
                 );
                 continue;
             }
@@ -303,32 +335,49 @@ impl Analyzer<'_> {
                 },
             );
         }
-        for b in blocks {
+        for (stmt_span, b) in blocks {
             let Some(name) = &b.name else {
-                let span = b.body.span;
-                self.diag(Code::E111, Span::new(span.start as usize, span.start as usize), "block definition has no name")
+                let keyword = Span::new(
+                    stmt_span.start as usize,
+                    stmt_span.start as usize + "block".len(),
+                );
+                self.diag(Code::E111, keyword, "block definition has no name")
                     .help = Some("name it: `block name:` or `block name(params):`".into());
                 continue;
             };
             if let Some(prev) = self.blocks.get(&name.text) {
                 let prev = prev.span;
                 self.report(
-                    Diagnostic::new(Code::E109, self.file, name.span, format!("block `{}` is defined twice", name.text))
-                        .with_secondary(prev, "first defined here"),
+                    Diagnostic::new(
+                        Code::E109,
+                        self.file,
+                        name.span,
+                        format!("block `{}` is defined twice", name.text),
+                    )
+                    .with_secondary(prev, "first defined here"),
                 );
                 continue;
             }
             if let Some(agent) = self.agents.get(&name.text) {
                 let prev = agent.span;
                 self.report(
-                    Diagnostic::new(Code::E110, self.file, name.span, format!("block `{}` has the name of an agent", name.text))
-                        .with_secondary(prev, "agent defined here"),
+                    Diagnostic::new(
+                        Code::E110,
+                        self.file,
+                        name.span,
+                        format!("block `{}` has the name of an agent", name.text),
+                    )
+                    .with_secondary(prev, "agent defined here"),
                 );
             }
             let mut seen = HashSet::new();
             for p in &b.params {
                 if !seen.insert(p.text.as_str()) {
-                    self.diag(Code::E142, p.span, format!("parameter `{}` is listed twice", p.text));
+                    self.diag(
+                        Code::E142,
+                        p.span,
+                        format!("parameter `{}` is listed twice", p.text),
+                    );
                 }
             }
             let mut outputs = Vec::new();
@@ -362,15 +411,14 @@ impl Analyzer<'_> {
 
     fn collect_use(
         &mut self,
-        stmt: &Stmt,
         path: &StrLit,
         alias: &Option<Name>,
         use_paths: &mut HashMap<String, Span>,
     ) {
         let text = path.raw_text();
         if text.trim().is_empty() {
-            self.diag(Code::E011, path.span, "`use` path is empty")
-                .help = Some("write `use \"@handle/slug\"` or `use \"./file.prose\"`".into());
+            self.diag(Code::E011, path.span, "`use` path is empty").help =
+                Some("write `use \"@handle/slug\"` or `use \"./file.prose\"`".into());
             return;
         }
         if !valid_use_path(&text) {
@@ -381,8 +429,13 @@ impl Analyzer<'_> {
         if let Some(prev) = use_paths.get(&text) {
             let prev = *prev;
             self.report(
-                Diagnostic::new(Code::E010, self.file, path.span, format!("`{text}` is already imported"))
-                    .with_secondary(prev, "first imported here"),
+                Diagnostic::new(
+                    Code::E010,
+                    self.file,
+                    path.span,
+                    format!("`{text}` is already imported"),
+                )
+                .with_secondary(prev, "first imported here"),
             );
             return;
         }
@@ -394,9 +447,14 @@ impl Analyzer<'_> {
         if let Some(prev) = self.programs.get(&name) {
             let prev = prev.span;
             self.report(
-                Diagnostic::new(Code::E101, self.file, span, format!("two imports are both named `{name}`"))
-                    .with_secondary(prev, "the other one")
-                    .with_help("give one of them an alias: `use \"...\" as other-name`"),
+                Diagnostic::new(
+                    Code::E101,
+                    self.file,
+                    span,
+                    format!("two imports are both named `{name}`"),
+                )
+                .with_secondary(prev, "the other one")
+                .with_help("give one of them an alias: `use \"...\" as other-name`"),
             );
             return;
         }
@@ -407,7 +465,6 @@ impl Analyzer<'_> {
             .unwrap_or(ImportStatus::Unresolved);
         self.skills.insert(name.clone());
         self.programs.insert(name, ProgramInfo { span, status });
-        let _ = stmt;
     }
 
     fn collect_import(&mut self, skill: &StrLit, source: &StrLit) {
@@ -421,12 +478,24 @@ impl Analyzer<'_> {
             self.diag(Code::E011, source.span, "skill source is empty");
             return;
         }
-        if !(src.starts_with("github:") || src.starts_with("npm:") || src.starts_with("./") || src.starts_with("../")) {
-            self.diag(Code::W006, source.span, format!("unknown skill source format `{src}`"))
-                .help = Some("sources start with `github:`, `npm:`, `./` or `../`".into());
+        if !(src.starts_with("github:")
+            || src.starts_with("npm:")
+            || src.starts_with("./")
+            || src.starts_with("../"))
+        {
+            self.diag(
+                Code::W006,
+                source.span,
+                format!("unknown skill source format `{src}`"),
+            )
+            .help = Some("sources start with `github:`, `npm:`, `./` or `../`".into());
         }
         if !self.skills.insert(name.clone()) {
-            self.diag(Code::E010, skill.span, format!("skill `{name}` is already imported"));
+            self.diag(
+                Code::E010,
+                skill.span,
+                format!("skill `{name}` is already imported"),
+            );
         }
     }
 
@@ -446,8 +515,13 @@ impl Analyzer<'_> {
                 if let Some(outer) = self.globals.get(&p.text) {
                     let outer = outer.span;
                     self.report(
-                        Diagnostic::new(Code::W104, self.file, p.span, format!("parameter `{}` shadows a program variable", p.text))
-                            .with_secondary(outer, "declared here"),
+                        Diagnostic::new(
+                            Code::W104,
+                            self.file,
+                            p.span,
+                            format!("parameter `{}` shadows a program variable", p.text),
+                        )
+                        .with_secondary(outer, "declared here"),
                     );
                 }
                 self.scopes.declare_scoped(
@@ -495,7 +569,9 @@ impl Analyzer<'_> {
     fn stmt(&mut self, stmt: &Stmt, ctx: Ctx, executable_seen: bool) {
         match &stmt.kind {
             StmtKind::Use { .. } | StmtKind::Import { .. } | StmtKind::Error => {}
-            StmtKind::Input { name, description } => self.input(stmt, name, description, executable_seen),
+            StmtKind::Input { name, description } => {
+                self.input(stmt, name, description, executable_seen)
+            }
             StmtKind::Output { name, value } => self.output(name, value),
             StmtKind::Agent(a) => props::agent(self, a),
             StmtKind::Bind {
@@ -549,10 +625,20 @@ impl Analyzer<'_> {
         }
     }
 
-    fn input(&mut self, stmt: &Stmt, name: &Option<Name>, description: &Option<Expr>, executable_seen: bool) {
+    fn input(
+        &mut self,
+        stmt: &Stmt,
+        name: &Option<Name>,
+        description: &Option<Expr>,
+        executable_seen: bool,
+    ) {
         let Some(name) = name else {
-            self.diag(Code::E020, Span::new(stmt.span.start as usize, stmt.span.start as usize + 5), "input has no name")
-                .help = Some("write `input name: \"description\"`".into());
+            self.diag(
+                Code::E020,
+                Span::new(stmt.span.start as usize, stmt.span.start as usize + 5),
+                "input has no name",
+            )
+            .help = Some("write `input name: \"description\"`".into());
             return;
         };
         let desc_empty = match description {
@@ -564,8 +650,12 @@ impl Analyzer<'_> {
             Some(_) => false,
         };
         if desc_empty {
-            self.diag(Code::W101, name.span, format!("input `{}` has no description", name.text))
-                .help = Some("describe what the caller should provide: `input name: \"...\"`".into());
+            self.diag(
+                Code::W101,
+                name.span,
+                format!("input `{}` has no description", name.text),
+            )
+            .help = Some("describe what the caller should provide: `input name: \"...\"`".into());
         }
         if let Some(d) = description {
             self.expr(d);
@@ -576,10 +666,19 @@ impl Analyzer<'_> {
         }
         if let Some(prev) = self.lookup(&name.text) {
             let (prev, kind) = (prev.span, prev.kind);
-            let code = if kind == VarKind::Input { Code::E021 } else { Code::E019 };
+            let code = if kind == VarKind::Input {
+                Code::E021
+            } else {
+                Code::E019
+            };
             self.report(
-                Diagnostic::new(code, self.file, name.span, format!("`{}` is already declared", name.text))
-                    .with_secondary(prev, format!("{} declared here", kind.describe())),
+                Diagnostic::new(
+                    code,
+                    self.file,
+                    name.span,
+                    format!("`{}` is already declared", name.text),
+                )
+                .with_secondary(prev, format!("{} declared here", kind.describe())),
             );
             return;
         }
@@ -590,8 +689,10 @@ impl Analyzer<'_> {
         self.expr(value);
         let Some(name) = name else { return };
         if name.text.is_empty() {
-            self.diag(Code::E023, name.span, "output has no name")
-                .help = Some("write `output name = value`, or `output value` for an anonymous block result".into());
+            self.diag(Code::E023, name.span, "output has no name").help = Some(
+                "write `output name = value`, or `output value` for an anonymous block result"
+                    .into(),
+            );
             return;
         }
         match self.scopes.flat.get(&name.text).cloned() {
@@ -599,9 +700,14 @@ impl Analyzer<'_> {
                 if let Some(first) = self.outputs.get(&name.text) {
                     let first = *first;
                     self.report(
-                        Diagnostic::new(Code::E024, self.file, name.span, format!("output `{}` is bound more than once", name.text))
-                            .with_secondary(first, "first bound here")
-                            .with_help("the last binding wins"),
+                        Diagnostic::new(
+                            Code::E024,
+                            self.file,
+                            name.span,
+                            format!("output `{}` is bound more than once", name.text),
+                        )
+                        .with_secondary(first, "first bound here")
+                        .with_help("the last binding wins"),
                     );
                 }
             }
@@ -609,14 +715,31 @@ impl Analyzer<'_> {
                 let promotes = matches!(&value.kind, ExprKind::Name(n) if n.text == name.text);
                 if prev.kind == VarKind::Const && !promotes {
                     self.report(
-                        Diagnostic::new(Code::E104, self.file, name.span, format!("cannot reassign const `{}`", name.text))
-                            .with_secondary(prev.span, "declared const here"),
+                        Diagnostic::new(
+                            Code::E104,
+                            self.file,
+                            name.span,
+                            format!("cannot reassign const `{}`", name.text),
+                        )
+                        .with_secondary(prev.span, "declared const here"),
                     );
                 } else if !promotes {
                     self.report(
-                        Diagnostic::new(Code::E102, self.file, name.span, format!("output `{}` has the name of an existing {}", name.text, prev.kind.describe()))
-                            .with_secondary(prev.span, "declared here")
-                            .with_help(format!("to publish the variable as it is, write `output {0} = {0}`", name.text)),
+                        Diagnostic::new(
+                            Code::E102,
+                            self.file,
+                            name.span,
+                            format!(
+                                "output `{}` has the name of an existing {}",
+                                name.text,
+                                prev.kind.describe()
+                            ),
+                        )
+                        .with_secondary(prev.span, "declared here")
+                        .with_help(format!(
+                            "to publish the variable as it is, write `output {0} = {0}`",
+                            name.text
+                        )),
                     );
                 }
                 if let Some(v) = self.scopes.flat.get_mut(&name.text) {
@@ -628,8 +751,17 @@ impl Analyzer<'_> {
                 if let Some(prev) = self.lookup(&name.text) {
                     let prev = prev.clone();
                     self.report(
-                        Diagnostic::new(Code::E102, self.file, name.span, format!("output `{}` has the name of an existing {}", name.text, prev.kind.describe()))
-                            .with_secondary(prev.span, "declared here"),
+                        Diagnostic::new(
+                            Code::E102,
+                            self.file,
+                            name.span,
+                            format!(
+                                "output `{}` has the name of an existing {}",
+                                name.text,
+                                prev.kind.describe()
+                            ),
+                        )
+                        .with_secondary(prev.span, "declared here"),
                     );
                 }
                 self.check_agent_clash(name);
@@ -650,8 +782,13 @@ impl Analyzer<'_> {
         if let Some(agent) = self.agents.get(&name.text) {
             let prev = agent.span;
             self.report(
-                Diagnostic::new(Code::E106, self.file, name.span, format!("variable `{}` has the name of an agent", name.text))
-                    .with_secondary(prev, "agent defined here"),
+                Diagnostic::new(
+                    Code::E106,
+                    self.file,
+                    name.span,
+                    format!("variable `{}` has the name of an agent", name.text),
+                )
+                .with_secondary(prev, "agent defined here"),
             );
         }
     }
@@ -674,12 +811,19 @@ impl Analyzer<'_> {
         match target {
             Target::Name(name) => self.bind_name(kind, name, program, ctx),
             Target::Destructure(names, _) => {
-                let outputs = program.as_ref().and_then(|p| self.contract_of(p)).map(|c| c.outputs);
+                let outputs = program
+                    .as_ref()
+                    .and_then(|p| self.contract_of(p))
+                    .map(|c| c.outputs);
                 for n in names {
                     if let (Some(outputs), Some(p)) = (&outputs, &program) {
                         if !outputs.contains(&n.text) {
-                            self.diag(Code::E028, n.span, format!("program `{p}` has no output `{}`", n.text))
-                                .help = Some(format!("its outputs: {}", list_or_none(outputs)));
+                            self.diag(
+                                Code::E028,
+                                n.span,
+                                format!("program `{p}` has no output `{}`", n.text),
+                            )
+                            .help = Some(format!("its outputs: {}", list_or_none(outputs)));
                         }
                     }
                     self.bind_name(kind, n, None, ctx);
@@ -694,8 +838,13 @@ impl Analyzer<'_> {
             (BindKind::Assign, Some(prev)) => {
                 if !prev.kind.is_mutable() {
                     self.report(
-                        Diagnostic::new(Code::E104, self.file, name.span, format!("cannot reassign {} `{}`", prev.kind.describe(), name.text))
-                            .with_secondary(prev.span, "declared here"),
+                        Diagnostic::new(
+                            Code::E104,
+                            self.file,
+                            name.span,
+                            format!("cannot reassign {} `{}`", prev.kind.describe(), name.text),
+                        )
+                        .with_secondary(prev.span, "declared here"),
                     );
                 }
                 if let Some(v) = self.scopes.flat.get_mut(&name.text) {
@@ -704,20 +853,40 @@ impl Analyzer<'_> {
             }
             (BindKind::Assign, None) => {
                 if !ctx.parallel_branch {
-                    self.diag(Code::W117, name.span, format!("`{}` is assigned without being declared", name.text))
-                        .help = Some(format!("declare it with `let {} = ...`", name.text));
+                    self.diag(
+                        Code::W117,
+                        name.span,
+                        format!("`{}` is assigned without being declared", name.text),
+                    )
+                    .help = Some(format!("declare it with `let {} = ...`", name.text));
                 }
                 self.declare(name, VarKind::Let, program);
             }
             (BindKind::Let | BindKind::Const, Some(prev)) => {
                 let in_flat = self.scopes.flat.contains_key(&name.text);
-                if prev.kind == VarKind::Const || (!prev.kind.is_mutable() && prev.kind != VarKind::Input) {
+                if prev.kind == VarKind::Const
+                    || (!prev.kind.is_mutable() && prev.kind != VarKind::Input)
+                {
                     self.report(
-                        Diagnostic::new(Code::E019, self.file, name.span, format!("`{}` is already declared as a {}", name.text, prev.kind.describe()))
-                            .with_secondary(prev.span, "declared here"),
+                        Diagnostic::new(
+                            Code::E019,
+                            self.file,
+                            name.span,
+                            format!(
+                                "`{}` is already declared as a {}",
+                                name.text,
+                                prev.kind.describe()
+                            ),
+                        )
+                        .with_secondary(prev.span, "declared here"),
                     );
                     if prev.kind == VarKind::Const && in_flat {
-                        let d = Diagnostic::new(Code::E104, self.file, name.span, format!("cannot reassign const `{}`", name.text));
+                        let d = Diagnostic::new(
+                            Code::E104,
+                            self.file,
+                            name.span,
+                            format!("cannot reassign const `{}`", name.text),
+                        );
                         self.report(d);
                     }
                 } else {
@@ -732,7 +901,11 @@ impl Analyzer<'_> {
                         v.program = program;
                     }
                 } else {
-                    let k = if kind == BindKind::Const { VarKind::Const } else { VarKind::Let };
+                    let k = if kind == BindKind::Const {
+                        VarKind::Const
+                    } else {
+                        VarKind::Let
+                    };
                     self.declare(name, k, program);
                 }
             }
@@ -756,8 +929,13 @@ impl Analyzer<'_> {
             .collect();
         for (n, prev) in outer {
             self.report(
-                Diagnostic::new(code, self.file, n.span, format!("`{}` shadows an outer variable", n.text))
-                    .with_secondary(prev, "outer variable declared here"),
+                Diagnostic::new(
+                    code,
+                    self.file,
+                    n.span,
+                    format!("`{}` shadows an outer variable", n.text),
+                )
+                .with_secondary(prev, "outer variable declared here"),
             );
         }
         self.scopes.push();
@@ -781,8 +959,18 @@ impl Analyzer<'_> {
                 if self.lookup(&i.root).is_some() {
                     self.resolutions.interpolations.insert(i.span.start);
                 } else {
-                    self.diag(Code::E140, i.span, format!("`{}` is not a variable here; the text stays as written", i.raw))
-                        .help = Some("declare the variable before this point, or write `\\{` for literal braces".into());
+                    self.diag(
+                        Code::E140,
+                        i.span,
+                        format!(
+                            "`{}` is not a variable here; the text stays as written",
+                            i.raw
+                        ),
+                    )
+                    .help = Some(
+                        "declare the variable before this point, or write `\\{` for literal braces"
+                            .into(),
+                    );
                 }
             }
         }
@@ -795,7 +983,14 @@ impl Analyzer<'_> {
                 if self.all_names.contains(&i.root) {
                     self.resolutions.interpolations.insert(i.span.start);
                 } else {
-                    self.diag(Code::E140, i.span, format!("`{}` names no variable of this program; the text stays as written", i.raw));
+                    self.diag(
+                        Code::E140,
+                        i.span,
+                        format!(
+                            "`{}` names no variable of this program; the text stays as written",
+                            i.raw
+                        ),
+                    );
                 }
             }
         }
@@ -807,8 +1002,12 @@ impl Analyzer<'_> {
         if trimmed.is_empty() {
             self.diag(Code::E121, span, "discretion condition is empty");
         } else if trimmed.chars().count() < 4 {
-            self.diag(Code::W109, span, format!("discretion condition `{trimmed}` is very short and may be ambiguous"))
-                .help = Some("say what should be true, in a few words".into());
+            self.diag(
+                Code::W109,
+                span,
+                format!("discretion condition `{trimmed}` is very short and may be ambiguous"),
+            )
+            .help = Some("say what should be true, in a few words".into());
         }
         self.strlit(s);
     }
@@ -817,16 +1016,32 @@ impl Analyzer<'_> {
         if self.lookup(&n.text).is_some() {
             return;
         }
-        let mut d = Diagnostic::new(Code::E105, self.file, n.span, format!("undefined variable `{}`", n.text));
+        let mut d = Diagnostic::new(
+            Code::E105,
+            self.file,
+            n.span,
+            format!("undefined variable `{}`", n.text),
+        );
         if self.agents.contains_key(&n.text) {
-            d = d.with_help(format!("`{}` is an agent; run it with `session: {}`", n.text, n.text));
+            d = d.with_help(format!(
+                "`{}` is an agent; run it with `session: {}`",
+                n.text, n.text
+            ));
         } else if self.blocks.contains_key(&n.text) {
-            d = d.with_help(format!("`{}` is a block; run it with `do {}`", n.text, n.text));
+            d = d.with_help(format!(
+                "`{}` is a block; run it with `do {}`",
+                n.text, n.text
+            ));
         } else if self.programs.contains_key(&n.text) {
-            d = d.with_help(format!("`{}` is an imported program; call it with `{}(input: value)`", n.text, n.text));
+            d = d.with_help(format!(
+                "`{}` is an imported program; call it with `{}(input: value)`",
+                n.text, n.text
+            ));
         } else if let Some((a, b)) = n.text.rsplit_once('-') {
             if self.lookup(a).is_some() {
-                d = d.with_help(format!("a hyphen joins names; for subtraction write `{a} - {b}`"));
+                d = d.with_help(format!(
+                    "a hyphen joins names; for subtraction write `{a} - {b}`"
+                ));
             }
         }
         self.report(d);
@@ -835,7 +1050,11 @@ impl Analyzer<'_> {
     fn expr(&mut self, e: &Expr) {
         match &e.kind {
             ExprKind::Name(n) => self.name_expr(n),
-            ExprKind::Int(_) | ExprKind::Float(_) | ExprKind::Bool(_) | ExprKind::Null | ExprKind::Error => {}
+            ExprKind::Int(_)
+            | ExprKind::Float(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Null
+            | ExprKind::Error => {}
             ExprKind::Str(s) => self.strlit(s),
             ExprKind::Discretion(s) => self.discretion(s, e.span),
             ExprKind::Array(items) => items.iter().for_each(|i| self.expr(i)),
@@ -847,8 +1066,12 @@ impl Analyzer<'_> {
                     if let Some(p) = program {
                         if let Some(c) = self.contract_of(&p) {
                             if !c.outputs.contains(&field.text) {
-                                self.diag(Code::E028, field.span, format!("program `{p}` has no output `{}`", field.text))
-                                    .help = Some(format!("its outputs: {}", list_or_none(&c.outputs)));
+                                self.diag(
+                                    Code::E028,
+                                    field.span,
+                                    format!("program `{p}` has no output `{}`", field.text),
+                                )
+                                .help = Some(format!("its outputs: {}", list_or_none(&c.outputs)));
                             }
                         }
                     }
@@ -871,11 +1094,22 @@ impl Analyzer<'_> {
                 }
                 match self.blocks.get(&name.text) {
                     None => {
-                        let mut d = Diagnostic::new(Code::E108, self.file, name.span, format!("undefined block `{}`", name.text));
+                        let mut d = Diagnostic::new(
+                            Code::E108,
+                            self.file,
+                            name.span,
+                            format!("undefined block `{}`", name.text),
+                        );
                         if self.agents.contains_key(&name.text) {
-                            d = d.with_help(format!("`{}` is an agent; run it with `session: {}`", name.text, name.text));
+                            d = d.with_help(format!(
+                                "`{}` is an agent; run it with `session: {}`",
+                                name.text, name.text
+                            ));
                         } else if self.programs.contains_key(&name.text) {
-                            d = d.with_help(format!("`{}` is an imported program; call it with `{}(input: value)`", name.text, name.text));
+                            d = d.with_help(format!(
+                                "`{}` is an imported program; call it with `{}(input: value)`",
+                                name.text, name.text
+                            ));
                         }
                         self.report(d);
                     }
@@ -896,8 +1130,14 @@ impl Analyzer<'_> {
             ExprKind::Arrow(items) => items.iter().for_each(|i| self.expr(i)),
             ExprKind::Pipeline(head, stages) => self.pipeline(head, stages),
             ExprKind::Parallel { mods, body } => {
-                props::parallel_mods(self, mods, Some(body.stmts.len()), e.span);
-                self.body(body, Ctx { parallel_branch: true }, "parallel block");
+                props::parallel_mods(self, mods, Some(body.stmts.len()));
+                self.body(
+                    body,
+                    Ctx {
+                        parallel_branch: true,
+                    },
+                    "parallel block",
+                );
             }
             ExprKind::For {
                 parallel,
@@ -907,7 +1147,7 @@ impl Analyzer<'_> {
                 body,
             } => {
                 if let Some(mods) = parallel {
-                    props::parallel_mods(self, mods, None, e.span);
+                    props::parallel_mods(self, mods, None);
                 }
                 self.expr(iter);
                 let mut names = vec![item];
@@ -919,7 +1159,11 @@ impl Analyzer<'_> {
             ExprKind::Repeat { count, index, body } => {
                 match &count.kind {
                     ExprKind::Int(n) if *n < 1 => {
-                        self.diag(Code::E117, count.span, format!("repeat count must be positive, not {n}"));
+                        self.diag(
+                            Code::E117,
+                            count.span,
+                            format!("repeat count must be positive, not {n}"),
+                        );
                     }
                     ExprKind::Unary(UnOp::Neg, _) => {
                         self.diag(Code::E117, count.span, "repeat count must be positive");
@@ -927,7 +1171,11 @@ impl Analyzer<'_> {
                     ExprKind::Float(_) => {
                         self.diag(Code::E118, count.span, "repeat count must be an integer");
                     }
-                    ExprKind::Str(_) | ExprKind::Bool(_) | ExprKind::Null | ExprKind::Array(_) | ExprKind::Object(_) => {
+                    ExprKind::Str(_)
+                    | ExprKind::Bool(_)
+                    | ExprKind::Null
+                    | ExprKind::Array(_)
+                    | ExprKind::Object(_) => {
                         self.diag(Code::E118, count.span, "repeat count must be an integer");
                     }
                     _ => self.expr(count),
@@ -964,9 +1212,17 @@ impl Analyzer<'_> {
                 self.body(body, Ctx::default(), "loop");
                 self.scopes.pop();
             }
-            ExprKind::Try { body, catch, finally } => {
+            ExprKind::Try {
+                body,
+                catch,
+                finally,
+            } => {
                 if catch.is_none() && finally.is_none() {
-                    self.diag(Code::E124, Span::new(e.span.start as usize, e.span.start as usize + 3), "`try` needs a `catch:` or a `finally:`");
+                    self.diag(
+                        Code::E124,
+                        Span::new(e.span.start as usize, e.span.start as usize + 3),
+                        "`try` needs a `catch:` or a `finally:`",
+                    );
                 }
                 self.body(body, Ctx::default(), "try");
                 if let Some(c) = catch {
@@ -979,7 +1235,10 @@ impl Analyzer<'_> {
                     self.body(f, Ctx::default(), "finally");
                 }
             }
-            ExprKind::If { branches, else_body } => {
+            ExprKind::If {
+                branches,
+                else_body,
+            } => {
                 for (c, b) in branches {
                     self.condition(c);
                     self.body(b, Ctx::default(), "condition");
@@ -996,8 +1255,12 @@ impl Analyzer<'_> {
                     _ => self.expr(criteria),
                 }
                 if options.is_empty() {
-                    self.diag(Code::E128, Span::new(e.span.start as usize, e.span.start as usize + 6), "choice has no options")
-                        .help = Some("add indented `option \"label\":` blocks".into());
+                    self.diag(
+                        Code::E128,
+                        Span::new(e.span.start as usize, e.span.start as usize + 6),
+                        "choice has no options",
+                    )
+                    .help = Some("add indented `option \"label\":` blocks".into());
                 }
                 let mut labels: HashMap<String, Span> = HashMap::new();
                 for o in options {
@@ -1005,8 +1268,13 @@ impl Analyzer<'_> {
                     if let Some(prev) = labels.get(&label) {
                         let prev = *prev;
                         self.report(
-                            Diagnostic::new(Code::W114, self.file, o.label.span, format!("option label {label:?} is used twice"))
-                                .with_secondary(prev, "first used here"),
+                            Diagnostic::new(
+                                Code::W114,
+                                self.file,
+                                o.label.span,
+                                format!("option label {label:?} is used twice"),
+                            )
+                            .with_secondary(prev, "first used here"),
                         );
                     } else {
                         labels.insert(label, o.label.span);
@@ -1032,16 +1300,28 @@ impl Analyzer<'_> {
             self.expr(&a.value);
         }
         let ExprKind::Name(name) = &callee.kind else {
-            self.diag(Code::E141, callee.span, "only imported programs can be called");
+            self.diag(
+                Code::E141,
+                callee.span,
+                "only imported programs can be called",
+            );
             return;
         };
         let Some(program) = self.programs.get(&name.text) else {
             if self.blocks.contains_key(&name.text) {
-                self.diag(Code::E141, name.span, format!("`{}` is a block, not a program", name.text))
-                    .help = Some(format!("call blocks with `do {}(...)`", name.text));
+                self.diag(
+                    Code::E141,
+                    name.span,
+                    format!("`{}` is a block, not a program", name.text),
+                )
+                .help = Some(format!("call blocks with `do {}(...)`", name.text));
             } else {
-                self.diag(Code::E025, name.span, format!("no imported program is named `{}`", name.text))
-                    .help = Some(format!("import it first: `use \"@handle/{}\"`", name.text));
+                self.diag(
+                    Code::E025,
+                    name.span,
+                    format!("no imported program is named `{}`", name.text),
+                )
+                .help = Some(format!("import it first: `use \"@handle/{}\"`", name.text));
             }
             return;
         };
@@ -1053,15 +1333,23 @@ impl Analyzer<'_> {
         for a in args {
             match &a.name {
                 None => {
-                    self.diag(Code::E143, a.value.span, "arguments to a program must be named")
-                        .help = Some("write `input-name: value`".into());
+                    self.diag(
+                        Code::E143,
+                        a.value.span,
+                        "arguments to a program must be named",
+                    )
+                    .help = Some("write `input-name: value`".into());
                 }
                 Some(n) => {
                     given.insert(n.text.clone());
                     if let Some(c) = &contract {
                         if !c.inputs.contains(&n.text) {
-                            self.diag(Code::E027, n.span, format!("program `{}` has no input `{}`", name.text, n.text))
-                                .help = Some(format!("its inputs: {}", list_or_none(&c.inputs)));
+                            self.diag(
+                                Code::E027,
+                                n.span,
+                                format!("program `{}` has no input `{}`", name.text, n.text),
+                            )
+                            .help = Some(format!("its inputs: {}", list_or_none(&c.inputs)));
                         }
                     }
                 }
@@ -1071,7 +1359,15 @@ impl Analyzer<'_> {
             let missing: Vec<&String> = c.inputs.iter().filter(|i| !given.contains(*i)).collect();
             if !missing.is_empty() {
                 let list: Vec<String> = missing.iter().map(|m| format!("`{m}`")).collect();
-                self.diag(Code::E026, callee.span, format!("missing input {} for program `{}`", list.join(", "), name.text));
+                self.diag(
+                    Code::E026,
+                    callee.span,
+                    format!(
+                        "missing input {} for program `{}`",
+                        list.join(", "),
+                        name.text
+                    ),
+                );
             }
         }
     }
@@ -1083,18 +1379,30 @@ impl Analyzer<'_> {
             let names: Vec<&Name> = match (op, &st.params) {
                 ("map" | "filter" | "pmap", None) => Vec::new(),
                 ("map" | "filter" | "pmap", Some(_)) => {
-                    self.diag(Code::E122, st.op.span, format!("`{op}` takes no names; its element is `item`"));
+                    self.diag(
+                        Code::E122,
+                        st.op.span,
+                        format!("`{op}` takes no names; its element is `item`"),
+                    );
                     Vec::new()
                 }
                 ("reduce", Some(ps)) if ps.len() == 2 => ps.iter().collect(),
                 ("reduce", _) => {
-                    self.diag(Code::E123, st.op.span, "`reduce` needs accumulator and item names")
-                        .help = Some("write `reduce(acc, item):`".into());
+                    self.diag(
+                        Code::E123,
+                        st.op.span,
+                        "`reduce` needs accumulator and item names",
+                    )
+                    .help = Some("write `reduce(acc, item):`".into());
                     Vec::new()
                 }
                 _ => {
-                    self.diag(Code::E122, st.op.span, format!("`{op}` is not a pipeline operation"))
-                        .help = Some("use map, filter, reduce or pmap".into());
+                    self.diag(
+                        Code::E122,
+                        st.op.span,
+                        format!("`{op}` is not a pipeline operation"),
+                    )
+                    .help = Some("use map, filter, reduce or pmap".into());
                     Vec::new()
                 }
             };
@@ -1102,7 +1410,11 @@ impl Analyzer<'_> {
                 text: "item".into(),
                 span: st.op.span,
             };
-            let frame: Vec<&Name> = if op == "reduce" { names } else { vec![&implicit] };
+            let frame: Vec<&Name> = if op == "reduce" {
+                names
+            } else {
+                vec![&implicit]
+            };
             // The implicit `item` of map/filter/pmap shadows silently unless the program
             // declared its own `item`.
             if op == "reduce" {
@@ -1112,8 +1424,13 @@ impl Analyzer<'_> {
                 if let Some(prev) = shadows {
                     if !matches!(self.lookup("item").map(|v| v.kind), Some(VarKind::Pipe)) {
                         self.report(
-                            Diagnostic::new(Code::W110, self.file, st.op.span, "the pipeline's `item` shadows an outer variable named `item`")
-                                .with_secondary(prev, "outer `item` declared here"),
+                            Diagnostic::new(
+                                Code::W110,
+                                self.file,
+                                st.op.span,
+                                "the pipeline's `item` shadows an outer variable named `item`",
+                            )
+                            .with_secondary(prev, "outer `item` declared here"),
                         );
                     }
                 }
@@ -1148,7 +1465,11 @@ fn list_or_none(items: &[String]) -> String {
     if items.is_empty() {
         "none".into()
     } else {
-        items.iter().map(|i| format!("`{i}`")).collect::<Vec<_>>().join(", ")
+        items
+            .iter()
+            .map(|i| format!("`{i}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -1166,7 +1487,10 @@ fn collect_declared_names(stmts: &[Stmt], out: &mut HashSet<String>) {
             ExprKind::Repeat { index: Some(i), .. } | ExprKind::Loop { index: Some(i), .. } => {
                 out.insert(i.text.clone());
             }
-            ExprKind::Try { catch: Some(CatchClause { name: Some(n), .. }), .. } => {
+            ExprKind::Try {
+                catch: Some(CatchClause { name: Some(n), .. }),
+                ..
+            } => {
                 out.insert(n.text.clone());
             }
             ExprKind::Pipeline(_, stages) => {
@@ -1203,7 +1527,10 @@ fn collect_declared_names(stmts: &[Stmt], out: &mut HashSet<String>) {
             }
             _ => {}
         }
-        if let StmtKind::Output { value, .. } | StmtKind::Bind { value, .. } | StmtKind::Expr(value) = &s.kind {
+        if let StmtKind::Output { value, .. }
+        | StmtKind::Bind { value, .. }
+        | StmtKind::Expr(value) = &s.kind
+        {
             expr_names(value, out);
         }
     };

@@ -36,8 +36,13 @@ fn unique_props<'p>(a: &mut Analyzer, props: &'p [Property]) -> HashMap<&'p str,
         if let Some(first) = seen.get(p.key.text.as_str()) {
             let first = first.key.span;
             a.report(
-                Diagnostic::new(Code::E009, a.file, p.key.span, format!("property `{}` is given twice", p.key.text))
-                    .with_secondary(first, "first given here"),
+                Diagnostic::new(
+                    Code::E009,
+                    a.file,
+                    p.key.span,
+                    format!("property `{}` is given twice", p.key.text),
+                )
+                .with_secondary(first, "first given here"),
             );
         } else {
             seen.insert(&p.key.text, p);
@@ -67,8 +72,15 @@ pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
     for p in &def.props {
         let key = p.key.text.as_str();
         if !AGENT_PROPS.contains(&key) {
-            a.diag(Code::W005, p.key.span, format!("unknown agent property `{key}`"))
-                .help = Some(format!("known properties: {}; unknown ones are kept and passed to the driver", AGENT_PROPS.join(", ")));
+            a.diag(
+                Code::W005,
+                p.key.span,
+                format!("unknown agent property `{key}`"),
+            )
+            .help = Some(format!(
+                "known properties: {}; unknown ones are kept and passed to the driver",
+                AGENT_PROPS.join(", ")
+            ));
         }
     }
     if let Some(p) = props.get("model") {
@@ -81,8 +93,8 @@ pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
                 ..
             }) => {
                 if s.raw_text().trim().is_empty() {
-                    a.diag(Code::W004, p.span, "agent prompt is empty")
-                        .help = Some("describe the agent's role, or remove the property".into());
+                    a.diag(Code::W004, p.span, "agent prompt is empty").help =
+                        Some("describe the agent's role, or remove the property".into());
                 }
                 a.late_strlit(s);
             }
@@ -99,8 +111,8 @@ pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
             _ => false,
         };
         if !ok {
-            a.diag(Code::E103, p.span, "invalid `persist` value")
-                .help = Some("use `true` (this run), `project`, `user`, or a path string".into());
+            a.diag(Code::E103, p.span, "invalid `persist` value").help =
+                Some("use `true` (this run), `project`, `user`, or a path string".into());
         }
     }
     if let Some(p) = props.get("skills") {
@@ -111,8 +123,12 @@ pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
     }
     for key in ["retry", "backoff"] {
         if let Some(p) = props.get(key) {
-            a.diag(Code::W102, p.key.span, format!("`{key}` on an agent definition has no effect"))
-                .help = Some("put retry and backoff on the sessions that should retry".into());
+            a.diag(
+                Code::W102,
+                p.key.span,
+                format!("`{key}` on an agent definition has no effect"),
+            )
+            .help = Some("put retry and backoff on the sessions that should retry".into());
         }
     }
     if let Some(p) = props.get("context") {
@@ -126,13 +142,19 @@ fn model(a: &mut Analyzer, p: &Property) {
         Some(ExprKind::Str(s)) if s.as_plain().is_some_and(|m| !m.trim().is_empty()) => {
             let m = s.raw_text();
             if !MODELS.contains(&m.as_str()) {
-                a.diag(Code::W118, p.span, format!("model {m:?} is provider-specific"))
-                    .help = Some("only sonnet, opus and haiku are portable; the driver must know this id".into());
+                a.diag(
+                    Code::W118,
+                    p.span,
+                    format!("model {m:?} is provider-specific"),
+                )
+                .help = Some(
+                    "only sonnet, opus and haiku are portable; the driver must know this id".into(),
+                );
             }
         }
         _ => {
-            a.diag(Code::E008, p.span, "invalid model")
-                .help = Some("use sonnet, opus or haiku (or a quoted provider model id)".into());
+            a.diag(Code::E008, p.span, "invalid model").help =
+                Some("use sonnet, opus or haiku (or a quoted provider model id)".into());
         }
     }
 }
@@ -143,8 +165,12 @@ fn skills(a: &mut Analyzer, p: &Property) {
         ..
     }) = expr_of(p)
     else {
-        a.diag(Code::E013, p.span, "`skills` must be an array of skill names")
-            .help = Some("write `skills: [\"name\"]`".into());
+        a.diag(
+            Code::E013,
+            p.span,
+            "`skills` must be an array of skill names",
+        )
+        .help = Some("write `skills: [\"name\"]`".into());
         return;
     };
     if items.is_empty() {
@@ -155,8 +181,14 @@ fn skills(a: &mut Analyzer, p: &Property) {
             ExprKind::Str(s) => {
                 let name = s.raw_text();
                 if !a.skills.contains(&name) {
-                    a.diag(Code::W007, item.span, format!("skill {name:?} is not imported"))
-                        .help = Some(format!("import it: `import \"{name}\" from \"github:...\"`"));
+                    a.diag(
+                        Code::W007,
+                        item.span,
+                        format!("skill {name:?} is not imported"),
+                    )
+                    .help = Some(format!(
+                        "import it: `import \"{name}\" from \"github:...\"`"
+                    ));
                 }
             }
             _ => {
@@ -168,8 +200,14 @@ fn skills(a: &mut Analyzer, p: &Property) {
 
 fn permissions(a: &mut Analyzer, p: &Property) {
     let PropValue::Block(entries) = &p.value else {
-        a.diag(Code::E015, p.span, "`permissions` must be an indented block")
-            .help = Some("write `permissions:` then lines such as `read: [\"*.md\"]` and `bash: deny`".into());
+        a.diag(
+            Code::E015,
+            p.span,
+            "`permissions` must be an indented block",
+        )
+        .help = Some(
+            "write `permissions:` then lines such as `read: [\"*.md\"]` and `bash: deny`".into(),
+        );
         return;
     };
     unique_props(a, entries);
@@ -178,15 +216,23 @@ fn permissions(a: &mut Analyzer, p: &Property) {
         let value = match &e.value {
             PropValue::Expr(v) => v,
             PropValue::Block(_) => {
-                a.diag(Code::W009, e.span, format!("unknown value for permission `{key}`"));
+                a.diag(
+                    Code::W009,
+                    e.span,
+                    format!("unknown value for permission `{key}`"),
+                );
                 continue;
             }
         };
         match key {
             "read" | "write" | "execute" | "network" | "bash" => {}
             _ => {
-                a.diag(Code::W008, e.key.span, format!("unknown permission type `{key}`"))
-                    .help = Some("known types: read, write, execute, bash, network".into());
+                a.diag(
+                    Code::W008,
+                    e.key.span,
+                    format!("unknown permission type `{key}`"),
+                )
+                .help = Some("known types: read, write, execute, bash, network".into());
             }
         }
         match &value.kind {
@@ -206,12 +252,17 @@ fn permissions(a: &mut Analyzer, p: &Property) {
             }
             _ => match word_of(value) {
                 Some(w) if matches!(w.as_str(), "allow" | "deny" | "prompt") => {}
-                Some(w) if matches!(key, "read" | "write" | "execute") && matches!(value.kind, ExprKind::Str(_)) => {
-                    let _ = w;
-                }
+                // `read`, `write` and `execute` also take one pattern string.
+                Some(_)
+                    if matches!(key, "read" | "write" | "execute")
+                        && matches!(value.kind, ExprKind::Str(_)) => {}
                 _ => {
-                    a.diag(Code::W009, value.span, format!("unknown value for permission `{key}`"))
-                        .help = Some("use allow, deny, prompt, or a list of patterns".into());
+                    a.diag(
+                        Code::W009,
+                        value.span,
+                        format!("unknown value for permission `{key}`"),
+                    )
+                    .help = Some("use allow, deny, prompt, or a list of patterns".into());
                 }
             },
         }
@@ -236,7 +287,9 @@ fn context(a: &mut Analyzer, p: &Property) {
 fn context_value(a: &mut Analyzer, e: &Expr, top: bool) {
     match &e.kind {
         ExprKind::Name(n) if a.agents.contains_key(&n.text) && a.lookup(&n.text).is_none() => {}
-        ExprKind::Name(_) | ExprKind::Member(..) | ExprKind::Index(..) | ExprKind::Str(_) => a.expr(e),
+        ExprKind::Name(_) | ExprKind::Member(..) | ExprKind::Index(..) | ExprKind::Str(_) => {
+            a.expr(e)
+        }
         ExprKind::Array(items) if top => {
             for i in items {
                 context_value(a, i, false);
@@ -248,8 +301,12 @@ fn context_value(a: &mut Analyzer, e: &Expr, top: bool) {
             }
         }
         _ => {
-            a.diag(Code::E107, e.span, "context entries must be variable references")
-                .help = Some("bind the value first (`let x = ...`) and pass `context: x`".into());
+            a.diag(
+                Code::E107,
+                e.span,
+                "context entries must be variable references",
+            )
+            .help = Some("bind the value first (`let x = ...`) and pass `context: x`".into());
             a.expr(e);
         }
     }
@@ -261,27 +318,53 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
     for p in &s.props {
         let key = p.key.text.as_str();
         if !SESSION_PROPS.contains(&key) {
-            a.diag(Code::W005, p.key.span, format!("unknown session property `{key}`"))
-                .help = Some(format!("known properties: {}; unknown ones are kept and passed to the driver", SESSION_PROPS.join(", ")));
+            a.diag(
+                Code::W005,
+                p.key.span,
+                format!("unknown session property `{key}`"),
+            )
+            .help = Some(format!(
+                "known properties: {}; unknown ones are kept and passed to the driver",
+                SESSION_PROPS.join(", ")
+            ));
         }
     }
     if let Some(agent) = &s.agent {
         match a.agents.get(&agent.text) {
             None => {
-                let mut d = Diagnostic::new(Code::E007, a.file, agent.span, format!("undefined agent `{}`", agent.text));
+                let mut d = Diagnostic::new(
+                    Code::E007,
+                    a.file,
+                    agent.span,
+                    format!("undefined agent `{}`", agent.text),
+                );
                 if a.lookup(&agent.text).is_some() {
-                    d = d.with_help(format!("`{}` is a variable; pass it with `context: {}`", agent.text, agent.text));
+                    d = d.with_help(format!(
+                        "`{}` is a variable; pass it with `context: {}`",
+                        agent.text, agent.text
+                    ));
                 } else {
-                    d = d.with_help(format!("define it: `agent {}:` with a `model:` and a `prompt:`", agent.text));
+                    d = d.with_help(format!(
+                        "define it: `agent {}:` with a `model:` and a `prompt:`",
+                        agent.text
+                    ));
                 }
                 a.report(d);
             }
             Some(info) if s.kind == SessionKind::Resume && !info.persistent => {
                 let prev = info.span;
                 a.report(
-                    Diagnostic::new(Code::E017, a.file, agent.span, format!("`resume:` needs a persistent agent, and `{}` has no `persist:`", agent.text))
-                        .with_secondary(prev, "agent defined here")
-                        .with_help("add `persist: true` to the agent, or use `session:`"),
+                    Diagnostic::new(
+                        Code::E017,
+                        a.file,
+                        agent.span,
+                        format!(
+                            "`resume:` needs a persistent agent, and `{}` has no `persist:`",
+                            agent.text
+                        ),
+                    )
+                    .with_secondary(prev, "agent defined here")
+                    .with_help("add `persist: true` to the agent, or use `session:`"),
                 );
             }
             Some(_) => {}
@@ -310,8 +393,13 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
         }
     }
     if s.text.is_none() && s.agent.is_none() && prompt_prop.is_none() {
-        a.diag(Code::E003, Span::new(span.start as usize, span.start as usize + 7), "session has neither a prompt nor an agent")
-            .help = Some("write `session \"task\"`, `session: agent`, or add a `prompt:` property".into());
+        a.diag(
+            Code::E003,
+            Span::new(span.start as usize, span.start as usize + 7),
+            "session has neither a prompt nor an agent",
+        )
+        .help =
+            Some("write `session \"task\"`, `session: agent`, or add a `prompt:` property".into());
     }
     if let Some(p) = props.get("model") {
         model(a, p);
@@ -322,10 +410,18 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
     if let Some(p) = props.get("retry") {
         match expr_of(p).map(|e| &e.kind) {
             Some(ExprKind::Int(n)) if *n < 1 => {
-                a.diag(Code::E125, p.span, format!("retry count must be positive, not {n}"));
+                a.diag(
+                    Code::E125,
+                    p.span,
+                    format!("retry count must be positive, not {n}"),
+                );
             }
             Some(ExprKind::Int(n)) if *n > 10 => {
-                a.diag(Code::W113, p.span, format!("retry count {n} is unusually high"));
+                a.diag(
+                    Code::W113,
+                    p.span,
+                    format!("retry count {n} is unusually high"),
+                );
             }
             Some(ExprKind::Int(_)) => {}
             Some(ExprKind::Unary(UnOp::Neg, _)) => {
@@ -341,8 +437,8 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
             .and_then(word_of)
             .is_some_and(|w| matches!(w.as_str(), "none" | "linear" | "exponential"));
         if !ok {
-            a.diag(Code::E127, p.span, "invalid backoff strategy")
-                .help = Some("use none, linear or exponential".into());
+            a.diag(Code::E127, p.span, "invalid backoff strategy").help =
+                Some("use none, linear or exponential".into());
         }
     }
     if let Some(p) = props.get("permissions") {
@@ -358,21 +454,31 @@ fn prompt_text(a: &mut Analyzer, s: &StrLit) {
     if text.is_empty() {
         a.diag(Code::W001, s.span, "session prompt is empty");
     } else if text.trim().is_empty() {
-        a.diag(Code::W002, s.span, "session prompt contains only whitespace");
+        a.diag(
+            Code::W002,
+            s.span,
+            "session prompt contains only whitespace",
+        );
     } else if text.chars().count() > 10_000 {
-        a.diag(Code::W003, s.span, "session prompt is longer than 10,000 characters")
-            .help = Some("consider breaking the task into smaller sessions".into());
+        a.diag(
+            Code::W003,
+            s.span,
+            "session prompt is longer than 10,000 characters",
+        )
+        .help = Some("consider breaking the task into smaller sessions".into());
     }
 }
 
 /// Checks `parallel (...)` modifiers; `branches` is the branch count when known statically.
-pub(super) fn parallel_mods(a: &mut Analyzer, mods: &[Arg], branches: Option<usize>, span: Span) {
+pub(super) fn parallel_mods(a: &mut Analyzer, mods: &[Arg], branches: Option<usize>) {
     let mut strategy: Option<(String, Span)> = None;
     let mut count: Option<(i64, Span)> = None;
     for m in mods {
         match &m.name {
             None => match word_of(&m.value) {
-                Some(w) if matches!(w.as_str(), "all" | "first" | "any") => strategy = Some((w, m.value.span)),
+                Some(w) if matches!(w.as_str(), "all" | "first" | "any") => {
+                    strategy = Some((w, m.value.span))
+                }
                 _ => {
                     a.diag(Code::E112, m.value.span, "invalid join strategy")
                         .help = Some("use \"all\", \"first\" or \"any\"".into());
@@ -391,7 +497,11 @@ pub(super) fn parallel_mods(a: &mut Analyzer, mods: &[Arg], branches: Option<usi
                     a.diag(Code::E115, m.value.span, "count must be at least 1");
                 }
                 _ => {
-                    a.diag(Code::E115, m.value.span, "count must be an integer of at least 1");
+                    a.diag(
+                        Code::E115,
+                        m.value.span,
+                        "count must be an integer of at least 1",
+                    );
                 }
             },
             Some(n) => {
@@ -402,15 +512,22 @@ pub(super) fn parallel_mods(a: &mut Analyzer, mods: &[Arg], branches: Option<usi
     }
     if let Some((c, cspan)) = count {
         if strategy.as_ref().map(|s| s.0.as_str()) != Some("any") {
-            a.diag(Code::E114, cspan, "`count` is only valid with the \"any\" strategy");
+            a.diag(
+                Code::E114,
+                cspan,
+                "`count` is only valid with the \"any\" strategy",
+            );
         } else if let Some(b) = branches {
             if c as usize > b {
-                a.diag(Code::W105, cspan, format!("count {c} exceeds the {b} branch(es)"))
-                    .help = Some("the block can never collect that many results".into());
+                a.diag(
+                    Code::W105,
+                    cspan,
+                    format!("count {c} exceeds the {b} branch(es)"),
+                )
+                .help = Some("the block can never collect that many results".into());
             }
         }
     }
-    let _ = span;
 }
 
 /// Checks `loop (max: n)` modifiers; returns whether a max was given.
@@ -423,20 +540,32 @@ pub(super) fn loop_mods(a: &mut Analyzer, mods: &[Arg]) -> bool {
                 match &m.value.kind {
                     ExprKind::Int(v) if *v >= 1 => {}
                     ExprKind::Int(v) => {
-                        a.diag(Code::E119, m.value.span, format!("max iterations must be positive, not {v}"));
+                        a.diag(
+                            Code::E119,
+                            m.value.span,
+                            format!("max iterations must be positive, not {v}"),
+                        );
                     }
                     ExprKind::Unary(UnOp::Neg, _) => {
                         a.diag(Code::E119, m.value.span, "max iterations must be positive");
                     }
                     ExprKind::Name(_) | ExprKind::Member(..) => a.expr(&m.value),
                     _ => {
-                        a.diag(Code::E120, m.value.span, "max iterations must be an integer");
+                        a.diag(
+                            Code::E120,
+                            m.value.span,
+                            "max iterations must be an integer",
+                        );
                     }
                 }
             }
             Some(n) => {
-                a.diag(Code::E116, n.span, format!("unknown loop modifier `{}`", n.text))
-                    .help = Some("loops take `(max: N)`".into());
+                a.diag(
+                    Code::E116,
+                    n.span,
+                    format!("unknown loop modifier `{}`", n.text),
+                )
+                .help = Some("loops take `(max: N)`".into());
             }
             None => {
                 a.diag(Code::E116, m.value.span, "loop modifiers must be named")

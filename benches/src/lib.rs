@@ -1,0 +1,155 @@
+//! A generator of realistic OpenProse programs covering every construct, used as the
+//! benchmark corpus (see `benches/`).
+
+/// One generated program: a name and its source.
+pub struct Program {
+    /// File name, for diagnostics.
+    pub name: String,
+    /// Source text.
+    pub text: String,
+}
+
+const TOPICS: [&str; 8] = [
+    "quantum computing",
+    "supply-chain security",
+    "urban heat islands",
+    "protein folding",
+    "open-source governance",
+    "battery chemistry",
+    "coral reef recovery",
+    "compiler design",
+];
+
+/// Generates program number `i`: agents, inputs, sessions with properties, parallel blocks,
+/// loops, pipelines, error handling, choices, conditionals, blocks and outputs, with names and
+/// prompt text varied by `i`.
+pub fn program(i: usize) -> Program {
+    let t = TOPICS[i % TOPICS.len()];
+    let n = i % 7 + 2;
+    let text = format!(
+        r#"# Generated benchmark program {i}: a research and review workflow on {t}.
+input topic-{i}: "The subject to research, for example {t}"
+input depth: **How deep should the research go?**
+
+agent researcher-{i}:
+  model: sonnet
+  prompt: """
+You are a meticulous research assistant. You find primary sources, summarise them
+faithfully, and always say which claims are uncertain. Topic: {{topic-{i}}}.
+"""
+  skills: ["web-search"]
+  permissions:
+    read: ["*.md", "docs/**/*.txt"]
+    bash: deny
+    network: allow
+
+agent captain-{i}:
+  model: opus
+  persist: true
+  prompt: "You coordinate the team and keep decisions consistent across reviews"
+
+import "web-search" from "github:example/skills"
+
+let plan = session: captain-{i}
+  prompt: "Draft a research plan about {{topic-{i}}} with {n} angles; be specific about sources"
+  retry: 3
+  backoff: exponential
+
+parallel ("any", count: 2, on-fail: "continue"):
+  market = session: researcher-{i}
+    prompt: "Research the market for {t} and list the five most important players"
+    context: plan
+  tech = session: researcher-{i}
+    prompt: "Research the technology behind {t}, citing at least three papers"
+    context: {{ plan, depth }}
+  risks = try:
+    session "List the main risks of {t}, with a one-line rationale each"
+  catch as err:
+    session "Explain what went wrong while listing risks"
+      context: err
+
+let angles = ["market", "technology", "regulation", "people", "cost-{i}"]
+let findings = angles
+  | filter:
+      session "Is the angle {{item}} relevant to {t}? Answer yes or no."
+  | map:
+      session "Write a paragraph about {{item}} for the {t} report"
+        context: [market, tech]
+  | reduce(summary, part):
+      session "Merge this part into the running summary without losing detail"
+        context: [summary, part]
+
+let drafts = []
+repeat {n} as round:
+  let draft = session "Write draft number {{round}} of the executive summary"
+    context: findings
+  drafts = drafts + [draft]
+
+loop until **the summary is clear, sourced and under 500 words** (max: 5) as attempt:
+  resume: captain-{i}
+    prompt: "Review attempt {{attempt}} of the summary and request specific changes"
+    context: {{ drafts, findings }}
+
+block polish(text, level):
+  if level <= 0: output text
+  let better = session "Polish this text for publication, level {{level}}"
+    context: text
+  output do polish(better, level - 1)
+
+for version, k in drafts:
+  do polish(version, 2)
+
+choice **which audience the report best suits**:
+  option "Executives":
+    session "Condense the report into five bullet points" -> session "Add a one-line recommendation"
+  option "Engineers":
+    session "Expand the technical appendix with diagrams described in text"
+
+if **the findings contradict each other** or depth == "shallow":
+  session "Flag the contradictions for a human reviewer"
+elif **sources are thin**:
+  throw "Not enough sources to publish"
+else:
+  assert findings != null: "findings must exist before publishing"
+
+parallel for angle in angles:
+  session "Write a social post about {{angle}} in {t}"
+
+output report-{i} = session "Assemble the final report on {t}"
+  context: {{ findings, drafts, plan }}
+"#
+    );
+    Program {
+        name: format!("bench-{i}.prose"),
+        text,
+    }
+}
+
+/// Programs `0..` until their total size reaches `bytes`.
+pub fn corpus(bytes: usize) -> Vec<Program> {
+    let mut out = Vec::new();
+    let mut total = 0;
+    while total < bytes {
+        let p = program(out.len());
+        total += p.text.len();
+        out.push(p);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use prosec::compile::{Compilation, Options};
+    use std::path::Path;
+
+    #[test]
+    fn generated_programs_check_clean() {
+        for i in 0..16 {
+            let p = super::program(i);
+            let mut c = Compilation::new(Options::default());
+            c.add_source(Path::new(&p.name), &p.text);
+            let codes: Vec<_> = c.diagnostics.iter().map(|d| d.code.as_str()).collect();
+            assert!(codes.is_empty(), "{}: {codes:?}", p.name);
+        }
+    }
+}
