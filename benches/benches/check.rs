@@ -5,6 +5,10 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use prosec::compile::{Compilation, Options};
 use std::path::Path;
 
+// The same allocator as the `prosec` binary, so the figures match the CLI.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn check_corpus(c: &mut Criterion) {
     let corpus = prose_benches::corpus(4 << 20);
     let bytes: usize = corpus.iter().map(|p| p.text.len()).sum();

@@ -2,6 +2,10 @@
 use prosec::compile::{Compilation, Options};
 use std::path::Path;
 
+// The same allocator as the `prosec` binary, so the figures match the CLI.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let corpus = prose_benches::corpus(4 << 20);
     let rounds: usize = std::env::args()

@@ -63,7 +63,7 @@ pub enum StrPart {
     /// Literal text (escapes already applied).
     Text(String),
     /// A `{root.path[0]}` group that interpolates if `root` names a variable.
-    Interp(Interp),
+    Interp(Box<Interp>),
 }
 
 /// A well-formed `{name...}` group inside a string.
@@ -103,33 +103,33 @@ pub enum StmtKind {
     /// `use "path" [as alias]`: import another program.
     Use {
         /// The path string.
-        path: StrLit,
+        path: Box<StrLit>,
         /// `as alias`.
         alias: Option<Name>,
     },
     /// `import "skill" from "source"`: import a skill.
     Import {
         /// Skill name.
-        skill: StrLit,
+        skill: Box<StrLit>,
         /// Where it comes from (`github:`, `npm:`, `./path`).
-        source: StrLit,
+        source: Box<StrLit>,
     },
     /// `input name: description` (top-level parameter or mid-program question).
     Input {
         /// The input's name (`None` when written `input: ...`).
         name: Option<Name>,
         /// A string or `**question**`, if given.
-        description: Option<Expr>,
+        description: Option<Box<Expr>>,
     },
     /// `output name = expr` or anonymous `output expr`.
     Output {
         /// The output's name, if any; `Some` with empty text for `output = ...`.
         name: Option<Name>,
         /// The value.
-        value: Expr,
+        value: Box<Expr>,
     },
     /// `agent name:` with its properties.
-    Agent(AgentDef),
+    Agent(Box<AgentDef>),
     /// `let`, `const`, or plain assignment.
     Bind {
         /// Which form.
@@ -137,21 +137,21 @@ pub enum StmtKind {
         /// A name or a `{a, b}` destructuring pattern.
         target: Target,
         /// The value.
-        value: Expr,
+        value: Box<Expr>,
     },
     /// `block name(params):` definition.
-    BlockDef(BlockDef),
+    BlockDef(Box<BlockDef>),
     /// `throw` or `throw expr`.
-    Throw(Option<Expr>),
+    Throw(Option<Box<Expr>>),
     /// `assert cond` or `assert cond: "message"`.
     Assert {
         /// The condition.
-        cond: Expr,
+        cond: Box<Expr>,
         /// The message thrown when it is false.
-        message: Option<Expr>,
+        message: Option<Box<Expr>>,
     },
     /// An expression used as a statement (sessions, `do`, loops, `if`, ...).
-    Expr(Expr),
+    Expr(Box<Expr>),
     /// A statement that failed to parse (its error was reported).
     Error,
 }
@@ -406,49 +406,13 @@ pub enum ExprKind {
         body: Body,
     },
     /// `for x[, i] in list:` and `parallel (mods) for ...`.
-    For {
-        /// `Some(mods)` for `parallel for`.
-        parallel: Option<Vec<Arg>>,
-        /// Item variable.
-        item: Name,
-        /// Index variable.
-        index: Option<Name>,
-        /// The collection.
-        iter: Box<Expr>,
-        /// The body.
-        body: Body,
-    },
+    For(Box<ForLoop>),
     /// `repeat n [as i]:`
-    Repeat {
-        /// How many times.
-        count: Box<Expr>,
-        /// Index variable.
-        index: Option<Name>,
-        /// The body.
-        body: Body,
-    },
+    Repeat(Box<RepeatLoop>),
     /// `loop [until|while cond] [(max: n)] [as i]:`
-    Loop {
-        /// Plain, until or while.
-        kind: LoopKind,
-        /// The condition (until/while).
-        cond: Option<Box<Expr>>,
-        /// `(max: n)` modifiers.
-        mods: Vec<Arg>,
-        /// Iteration variable.
-        index: Option<Name>,
-        /// The body.
-        body: Body,
-    },
+    Loop(Box<UnboundedLoop>),
     /// `try:` with `catch` and/or `finally`.
-    Try {
-        /// The protected body.
-        body: Body,
-        /// `catch [as err]:`
-        catch: Option<CatchClause>,
-        /// `finally:`
-        finally: Option<Body>,
-    },
+    Try(Box<TryBlock>),
     /// `if c: ... elif c: ... else: ...`
     If {
         /// `(condition, body)` for `if` and each `elif`.
@@ -465,6 +429,58 @@ pub enum ExprKind {
     },
     /// An expression that failed to parse.
     Error,
+}
+
+/// `for item[, index] in iter:`, sequential or `parallel`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForLoop {
+    /// `Some(mods)` for `parallel for`.
+    pub parallel: Option<Vec<Arg>>,
+    /// Item variable.
+    pub item: Name,
+    /// Index variable.
+    pub index: Option<Name>,
+    /// The collection.
+    pub iter: Box<Expr>,
+    /// The body.
+    pub body: Body,
+}
+
+/// `repeat count [as index]:`
+#[derive(Clone, Debug, PartialEq)]
+pub struct RepeatLoop {
+    /// How many times.
+    pub count: Box<Expr>,
+    /// Index variable.
+    pub index: Option<Name>,
+    /// The body.
+    pub body: Body,
+}
+
+/// `loop [until|while cond] [(max: n)] [as index]:`
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnboundedLoop {
+    /// Plain, until or while.
+    pub kind: LoopKind,
+    /// The condition (until/while).
+    pub cond: Option<Box<Expr>>,
+    /// `(max: n)` modifiers.
+    pub mods: Vec<Arg>,
+    /// Iteration variable.
+    pub index: Option<Name>,
+    /// The body.
+    pub body: Body,
+}
+
+/// `try:` with its `catch` and `finally` clauses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TryBlock {
+    /// The protected body.
+    pub body: Body,
+    /// `catch [as err]:`
+    pub catch: Option<CatchClause>,
+    /// `finally:`
+    pub finally: Option<Body>,
 }
 
 impl Expr {

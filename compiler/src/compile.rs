@@ -100,10 +100,11 @@ impl Compilation {
     /// so an import of it is recognized as a cycle.
     pub fn add_source(&mut self, path: &Path, text: &str) -> usize {
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        self.add_bytes(
+        self.add_text(
             path.display().to_string(),
             canonical,
-            text.as_bytes().to_vec(),
+            text.to_string(),
+            None,
         )
     }
 
@@ -112,8 +113,18 @@ impl Compilation {
             Ok(t) => (t, None),
             Err((at, msg, lossy)) => (lossy, Some((at, msg))),
         };
-        let file = self.sources.add(display, text);
-        let text = self.sources.get(file).text.clone();
+        self.add_text(display, canonical, text, utf8_error)
+    }
+
+    fn add_text(
+        &mut self,
+        display: String,
+        canonical: PathBuf,
+        text: String,
+        utf8_error: Option<(usize, String)>,
+    ) -> usize {
+        // Reserve the file's id; its text is stored once analysis no longer borrows it.
+        let file = self.sources.add(display, String::new());
         let mut diags = Vec::new();
         let decoded = utf8_error.is_none();
         if let Some((at, msg)) = utf8_error {
@@ -227,6 +238,7 @@ impl Compilation {
             diagnostics: Vec::new(),
             ..analysis
         };
+        self.sources.set_text(file, text);
         self.modules.push(Module {
             file,
             path: canonical.clone(),

@@ -21,7 +21,7 @@ pub fn decode_source(bytes: Vec<u8>) -> Result<String, (usize, String, String)> 
         let at = e.utf8_error().valid_up_to();
         let bytes = e.into_bytes();
         let message = format!(
-            "source is not valid UTF-8: byte 0x{:02x} cannot start a character",
+            "source is not valid UTF-8: invalid byte sequence starting with 0x{:02x}",
             bytes[at]
         );
         (at, message, String::from_utf8_lossy(&bytes).into_owned())

@@ -9,6 +9,11 @@ use prosec::compile::{Compilation, Options};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+// The compiler allocates many small tree nodes; mimalloc is markedly faster at that than
+// the system allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "prosec", version, about = "The OpenProse compiler")]
 struct Cli {

@@ -53,6 +53,13 @@ impl SourceMap {
         self.files.len() - 1
     }
 
+    /// Replaces the text of file `id` (used when a file's id is reserved before its text is
+    /// stored).
+    pub(crate) fn set_text(&mut self, id: FileId, text: String) {
+        let path = std::mem::take(&mut self.files[id].path);
+        self.files[id] = SourceFile::new(path, text);
+    }
+
     /// The file with id `id`.
     pub fn get(&self, id: FileId) -> &SourceFile {
         &self.files[id]

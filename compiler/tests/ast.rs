@@ -124,13 +124,14 @@ fn expr(e: &Expr) -> String {
             format!("(pipe {} | {})", expr(h), st.join(" | "))
         }
         ExprKind::Parallel { mods, body: b } => format!("(parallel ({}) {})", args(mods), body(b)),
-        ExprKind::For {
-            parallel,
-            item,
-            index,
-            iter,
-            body: b,
-        } => {
+        ExprKind::For(l) => {
+            let ForLoop {
+                parallel,
+                item,
+                index,
+                iter,
+                body: b,
+            } = &**l;
             let head = match parallel {
                 Some(m) => format!("parallel-for ({})", args(m)),
                 None => "for".into(),
@@ -141,24 +142,26 @@ fn expr(e: &Expr) -> String {
                 .unwrap_or_default();
             format!("({head} {}{idx} in {} {})", item.text, expr(iter), body(b))
         }
-        ExprKind::Repeat {
-            count,
-            index,
-            body: b,
-        } => {
+        ExprKind::Repeat(l) => {
+            let RepeatLoop {
+                count,
+                index,
+                body: b,
+            } = &**l;
             let idx = index
                 .as_ref()
                 .map(|i| format!(" as {}", i.text))
                 .unwrap_or_default();
             format!("(repeat {}{idx} {})", expr(count), body(b))
         }
-        ExprKind::Loop {
-            kind,
-            cond,
-            mods,
-            index,
-            body: b,
-        } => {
+        ExprKind::Loop(l) => {
+            let UnboundedLoop {
+                kind,
+                cond,
+                mods,
+                index,
+                body: b,
+            } = &**l;
             let c = cond
                 .as_ref()
                 .map(|c| format!(" {}", expr(c)))
@@ -169,11 +172,12 @@ fn expr(e: &Expr) -> String {
                 .unwrap_or_default();
             format!("(loop {kind:?}{c} ({}){idx} {})", args(mods), body(b))
         }
-        ExprKind::Try {
-            body: b,
-            catch,
-            finally,
-        } => {
+        ExprKind::Try(t) => {
+            let TryBlock {
+                body: b,
+                catch,
+                finally,
+            } = &**t;
             let mut out = format!("(try {}", body(b));
             if let Some(c) = catch {
                 let n = c

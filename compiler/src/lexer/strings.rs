@@ -24,7 +24,7 @@ impl PartsBuilder {
             self.parts
                 .push(StrPart::Text(std::mem::take(&mut self.text)));
         }
-        self.parts.push(StrPart::Interp(i));
+        self.parts.push(StrPart::Interp(Box::new(i)));
     }
 
     fn finish(mut self) -> Vec<StrPart> {

@@ -5,12 +5,27 @@ use crate::ast::*;
 use crate::diagnostics::Code;
 use crate::span::Span;
 
+/// Builds a boxed expression spanning `l..r`.
+pub fn expr(kind: ExprKind, l: usize, r: usize) -> Box<Expr> {
+    Box::new(Expr::new(kind, Span::new(l, r)))
+}
+
+/// Builds a boxed statement spanning `l..r`.
+pub fn stmt(kind: StmtKind, l: usize, r: usize) -> Box<Stmt> {
+    Box::new(Stmt {
+        kind,
+        span: Span::new(l, r),
+    })
+}
+
+/// Unboxes the elements of a list built from boxed grammar values.
+pub fn unbox<T>(v: Vec<Box<T>>) -> Vec<T> {
+    v.into_iter().map(|b| *b).collect()
+}
+
 /// Builds a binary expression spanning `l..r`.
-pub fn binary(op: BinOp, a: Expr, b: Expr, l: usize, r: usize) -> Expr {
-    Expr::new(
-        ExprKind::Binary(op, Box::new(a), Box::new(b)),
-        Span::new(l, r),
-    )
+pub fn binary(op: BinOp, a: Box<Expr>, b: Box<Expr>, l: usize, r: usize) -> Box<Expr> {
+    expr(ExprKind::Binary(op, a, b), l, r)
 }
 
 /// Builds a session expression without properties (the trailer adds them).
@@ -30,7 +45,7 @@ pub fn session(
 }
 
 /// Sets the properties written on the session's own line (an indented trailer may add more).
-pub fn with_props(mut s: SessionExpr, props: Vec<Property>) -> SessionExpr {
+pub fn with_props(mut s: Box<SessionExpr>, props: Vec<Property>) -> Box<SessionExpr> {
     s.props = props;
     s
 }
@@ -50,12 +65,12 @@ pub fn shorthand_entry(value: Expr) -> ObjEntry {
 
 /// Attaches an indented trailer to the value it follows: properties go to the session the
 /// line ends with, pipeline stages wrap the value into a pipeline.
-pub fn attach_trailer(cx: &mut ParseCx, mut e: Expr, t: Option<Trailer>) -> Expr {
+pub fn attach_trailer(cx: &mut ParseCx, mut e: Box<Expr>, t: Option<Trailer>) -> Box<Expr> {
     match t {
         None => e,
         Some(Trailer::Stages(stages)) => {
             let span = stages.last().map(|s| e.span.to(s.span)).unwrap_or(e.span);
-            Expr::new(ExprKind::Pipeline(Box::new(e), stages), span)
+            Box::new(Expr::new(ExprKind::Pipeline(e, stages), span))
         }
         Some(Trailer::Props(props)) => {
             let props_span = props

@@ -14,8 +14,9 @@ use crate::ast::*;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::source::FileId;
 use crate::span::Span;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use scope::{Scopes, Var, VarKind};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap as StdHashMap;
 
 /// The interface of a program as seen by programs that import it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -80,14 +81,17 @@ struct Ctx {
 
 struct Analyzer<'a> {
     file: FileId,
-    imports: &'a HashMap<String, ImportStatus>,
+    imports: &'a StdHashMap<String, ImportStatus>,
     diags: Vec<Diagnostic>,
     agents: HashMap<String, AgentInfo>,
     blocks: HashMap<String, BlockInfo>,
     programs: HashMap<String, ProgramInfo>,
     skills: HashSet<String>,
-    /// Every name declared anywhere in the file (for agent prompts, bound late).
-    all_names: HashSet<String>,
+    /// The file being analysed.
+    program: &'a Program,
+    /// Every name declared anywhere in the file (for agent prompts, bound late); computed
+    /// on first use, since most programs never interpolate in agent prompts.
+    all_names: Option<HashSet<&'a str>>,
     /// Program-level variables, visible inside block bodies.
     globals: HashMap<String, Var>,
     outputs: HashMap<String, Span>,
@@ -100,22 +104,23 @@ struct Analyzer<'a> {
 }
 
 /// Analyses a parsed file. `imports` maps each `use` path to what the loader found.
-pub fn analyze(
+pub fn analyze<'a>(
     file: FileId,
-    program: &Program,
-    imports: &HashMap<String, ImportStatus>,
+    program: &'a Program,
+    imports: &'a StdHashMap<String, ImportStatus>,
 ) -> Analysis {
     let mut a = Analyzer {
         file,
         imports,
         diags: Vec::new(),
-        agents: HashMap::new(),
-        blocks: HashMap::new(),
-        programs: HashMap::new(),
-        skills: HashSet::new(),
-        all_names: HashSet::new(),
-        globals: HashMap::new(),
-        outputs: HashMap::new(),
+        agents: HashMap::default(),
+        blocks: HashMap::default(),
+        programs: HashMap::default(),
+        skills: HashSet::default(),
+        program,
+        all_names: None,
+        globals: HashMap::default(),
+        outputs: HashMap::default(),
         contract: Contract::default(),
         scopes: Scopes::default(),
         in_block: false,
@@ -203,15 +208,16 @@ fn walk_expr_bodies<'s>(e: &'s Expr, f: &mut dyn FnMut(&'s Stmt)) {
     let body = |b: &'s Body, f: &mut dyn FnMut(&'s Stmt)| walk_stmts(&b.stmts, f);
     match &e.kind {
         ExprKind::DoBlock(b) => body(b, f),
-        ExprKind::Parallel { body: b, .. }
-        | ExprKind::For { body: b, .. }
-        | ExprKind::Repeat { body: b, .. }
-        | ExprKind::Loop { body: b, .. } => body(b, f),
-        ExprKind::Try {
-            body: b,
-            catch,
-            finally,
-        } => {
+        ExprKind::Parallel { body: b, .. } => body(b, f),
+        ExprKind::For(l) => body(&l.body, f),
+        ExprKind::Repeat(l) => body(&l.body, f),
+        ExprKind::Loop(l) => body(&l.body, f),
+        ExprKind::Try(t) => {
+            let TryBlock {
+                body: b,
+                catch,
+                finally,
+            } = &**t;
             body(b, f);
             if let Some(c) = catch {
                 body(&c.body, f);
@@ -265,7 +271,7 @@ impl Analyzer<'_> {
 
     fn collect(&mut self, program: &Program) {
         let mut executable_seen = false;
-        let mut use_paths: HashMap<String, Span> = HashMap::new();
+        let mut use_paths: HashMap<String, Span> = HashMap::default();
         for stmt in &program.stmts {
             match &stmt.kind {
                 StmtKind::Use { path, alias } => self.collect_use(path, alias, &mut use_paths),
@@ -285,7 +291,6 @@ impl Analyzer<'_> {
         // Agents and blocks may be defined anywhere; they are hoisted.
         let mut agents = Vec::new();
         let mut blocks = Vec::new();
-        let mut names = HashSet::new();
         walk_stmts(&program.stmts, &mut |s| match &s.kind {
             StmtKind::Agent(a) => agents.push(a),
             StmtKind::BlockDef(b) => blocks.push((s.span, b)),
@@ -300,8 +305,6 @@ impl Analyzer<'_> {
                 });
             }
         }
-        collect_declared_names(&program.stmts, &mut names);
-        self.all_names = names;
         for a in agents {
             let persistent = a.props.iter().any(|p| {
                 p.key.text == "persist"
@@ -370,7 +373,7 @@ impl Analyzer<'_> {
                     .with_secondary(prev, "agent defined here"),
                 );
             }
-            let mut seen = HashSet::new();
+            let mut seen = HashSet::default();
             for p in &b.params {
                 if !seen.insert(p.text.as_str()) {
                     self.diag(
@@ -596,16 +599,12 @@ impl Analyzer<'_> {
                     self.expr(m);
                 }
             }
-            StmtKind::Expr(e) => {
-                self.expr(e);
-                if let ExprKind::DoCall { name, .. } = &e.kind {
-                    self.declare_block_outputs(name);
-                }
-            }
+            StmtKind::Expr(e) => self.expr(e),
         }
     }
 
-    /// After `do f(...)`, the block's named outputs are visible to the caller.
+    /// After `do f(...)` (as a statement or inside a value), the block's named outputs are
+    /// visible to the caller.
     fn declare_block_outputs(&mut self, name: &Name) {
         let outputs = match self.blocks.get(&name.text) {
             Some(b) => b.outputs.clone(),
@@ -616,7 +615,7 @@ impl Analyzer<'_> {
                 self.scopes.flat.insert(
                     o,
                     Var {
-                        kind: VarKind::Let,
+                        kind: VarKind::BlockOutput,
                         span: name.span,
                         program: None,
                     },
@@ -629,7 +628,7 @@ impl Analyzer<'_> {
         &mut self,
         stmt: &Stmt,
         name: &Option<Name>,
-        description: &Option<Expr>,
+        description: &Option<Box<Expr>>,
         executable_seen: bool,
     ) {
         let Some(name) = name else {
@@ -641,7 +640,7 @@ impl Analyzer<'_> {
             .help = Some("write `input name: \"description\"`".into());
             return;
         };
-        let desc_empty = match description {
+        let desc_empty = match description.as_deref() {
             None => true,
             Some(Expr {
                 kind: ExprKind::Str(s) | ExprKind::Discretion(s),
@@ -723,7 +722,7 @@ impl Analyzer<'_> {
                         )
                         .with_secondary(prev.span, "declared const here"),
                     );
-                } else if !promotes {
+                } else if !promotes && prev.kind != VarKind::BlockOutput {
                     self.report(
                         Diagnostic::new(
                             Code::E102,
@@ -748,7 +747,12 @@ impl Analyzer<'_> {
                 self.outputs.entry(name.text.clone()).or_insert(name.span);
             }
             None => {
-                if let Some(prev) = self.lookup(&name.text) {
+                // A block's own output, seen from a caller that already ran `do block(...)`,
+                // is not a conflict.
+                if let Some(prev) = self
+                    .lookup(&name.text)
+                    .filter(|v| v.kind != VarKind::BlockOutput)
+                {
                     let prev = prev.clone();
                     self.report(
                         Diagnostic::new(
@@ -914,6 +918,20 @@ impl Analyzer<'_> {
         }
     }
 
+    /// Reports E028 when `field` is not an output of imported program `program`.
+    fn check_program_output(&mut self, program: &str, field: &str, span: Span) {
+        if let Some(c) = self.contract_of(program) {
+            if !c.outputs.iter().any(|o| o == field) {
+                self.diag(
+                    Code::E028,
+                    span,
+                    format!("program `{program}` has no output `{field}`"),
+                )
+                .help = Some(format!("its outputs: {}", list_or_none(&c.outputs)));
+            }
+        }
+    }
+
     fn contract_of(&self, program: &str) -> Option<Contract> {
         match &self.programs.get(program)?.status {
             ImportStatus::Resolved(c) => Some(c.clone()),
@@ -956,8 +974,12 @@ impl Analyzer<'_> {
     fn strlit(&mut self, s: &StrLit) {
         for part in &s.parts {
             if let StrPart::Interp(i) = part {
-                if self.lookup(&i.root).is_some() {
+                if let Some(var) = self.lookup(&i.root) {
+                    let program = var.program.clone();
                     self.resolutions.interpolations.insert(i.span.start);
+                    if let (Some(p), Some(PathSeg::Field(field))) = (program, i.path.first()) {
+                        self.check_program_output(&p, field, i.span);
+                    }
                 } else {
                     self.diag(
                         Code::E140,
@@ -980,7 +1002,13 @@ impl Analyzer<'_> {
     fn late_strlit(&mut self, s: &StrLit) {
         for part in &s.parts {
             if let StrPart::Interp(i) = part {
-                if self.all_names.contains(&i.root) {
+                let program = self.program;
+                let names = self.all_names.get_or_insert_with(|| {
+                    let mut names = HashSet::default();
+                    collect_declared_names(&program.stmts, &mut names);
+                    names
+                });
+                if names.contains(i.root.as_str()) {
                     self.resolutions.interpolations.insert(i.span.start);
                 } else {
                     self.diag(
@@ -1064,16 +1092,7 @@ impl Analyzer<'_> {
                 if let ExprKind::Name(n) = &base.kind {
                     let program = self.lookup(&n.text).and_then(|v| v.program.clone());
                     if let Some(p) = program {
-                        if let Some(c) = self.contract_of(&p) {
-                            if !c.outputs.contains(&field.text) {
-                                self.diag(
-                                    Code::E028,
-                                    field.span,
-                                    format!("program `{p}` has no output `{}`", field.text),
-                                )
-                                .help = Some(format!("its outputs: {}", list_or_none(&c.outputs)));
-                            }
-                        }
+                        self.check_program_output(&p, &field.text, field.span);
                     }
                 }
             }
@@ -1125,6 +1144,7 @@ impl Analyzer<'_> {
                         }
                     }
                 }
+                self.declare_block_outputs(name);
             }
             ExprKind::DoBlock(b) => self.body(b, Ctx::default(), "`do:` block"),
             ExprKind::Arrow(items) => items.iter().for_each(|i| self.expr(i)),
@@ -1139,13 +1159,14 @@ impl Analyzer<'_> {
                     "parallel block",
                 );
             }
-            ExprKind::For {
-                parallel,
-                item,
-                index,
-                iter,
-                body,
-            } => {
+            ExprKind::For(l) => {
+                let ForLoop {
+                    parallel,
+                    item,
+                    index,
+                    iter,
+                    body,
+                } = &**l;
                 if let Some(mods) = parallel {
                     props::parallel_mods(self, mods, None);
                 }
@@ -1156,7 +1177,8 @@ impl Analyzer<'_> {
                 self.body(body, Ctx::default(), "for loop");
                 self.scopes.pop();
             }
-            ExprKind::Repeat { count, index, body } => {
+            ExprKind::Repeat(l) => {
+                let RepeatLoop { count, index, body } = &**l;
                 match &count.kind {
                     ExprKind::Int(n) if *n < 1 => {
                         self.diag(
@@ -1185,13 +1207,14 @@ impl Analyzer<'_> {
                 self.body(body, Ctx::default(), "repeat loop");
                 self.scopes.pop();
             }
-            ExprKind::Loop {
-                kind,
-                cond,
-                mods,
-                index,
-                body,
-            } => {
+            ExprKind::Loop(l) => {
+                let UnboundedLoop {
+                    kind,
+                    cond,
+                    mods,
+                    index,
+                    body,
+                } = &**l;
                 let has_max = props::loop_mods(self, mods);
                 if let Some(c) = cond {
                     self.expr(c);
@@ -1212,11 +1235,12 @@ impl Analyzer<'_> {
                 self.body(body, Ctx::default(), "loop");
                 self.scopes.pop();
             }
-            ExprKind::Try {
-                body,
-                catch,
-                finally,
-            } => {
+            ExprKind::Try(t) => {
+                let TryBlock {
+                    body,
+                    catch,
+                    finally,
+                } = &**t;
                 if catch.is_none() && finally.is_none() {
                     self.diag(
                         Code::E124,
@@ -1262,7 +1286,7 @@ impl Analyzer<'_> {
                     )
                     .help = Some("add indented `option \"label\":` blocks".into());
                 }
-                let mut labels: HashMap<String, Span> = HashMap::new();
+                let mut labels: HashMap<String, Span> = HashMap::default();
                 for o in options {
                     let label = o.label.raw_text();
                     if let Some(prev) = labels.get(&label) {
@@ -1329,7 +1353,7 @@ impl Analyzer<'_> {
             ImportStatus::Resolved(c) => Some(c.clone()),
             _ => None,
         };
-        let mut given = HashSet::new();
+        let mut given = HashSet::default();
         for a in args {
             match &a.name {
                 None => {
@@ -1475,53 +1499,59 @@ fn list_or_none(items: &[String]) -> String {
 
 /// Collects every name a file declares anywhere (bindings, inputs, outputs, loop variables,
 /// parameters), for late-bound interpolation in agent prompts.
-fn collect_declared_names(stmts: &[Stmt], out: &mut HashSet<String>) {
-    fn expr_names(e: &Expr, out: &mut HashSet<String>) {
+fn collect_declared_names<'a>(stmts: &'a [Stmt], out: &mut HashSet<&'a str>) {
+    fn expr_names<'a>(e: &'a Expr, out: &mut HashSet<&'a str>) {
         match &e.kind {
-            ExprKind::For { item, index, .. } => {
-                out.insert(item.text.clone());
-                if let Some(i) = index {
-                    out.insert(i.text.clone());
+            ExprKind::For(l) => {
+                out.insert(l.item.text.as_str());
+                if let Some(i) = &l.index {
+                    out.insert(i.text.as_str());
                 }
             }
-            ExprKind::Repeat { index: Some(i), .. } | ExprKind::Loop { index: Some(i), .. } => {
-                out.insert(i.text.clone());
+            ExprKind::Repeat(l) => {
+                if let Some(i) = &l.index {
+                    out.insert(i.text.as_str());
+                }
             }
-            ExprKind::Try {
-                catch: Some(CatchClause { name: Some(n), .. }),
-                ..
-            } => {
-                out.insert(n.text.clone());
+            ExprKind::Loop(l) => {
+                if let Some(i) = &l.index {
+                    out.insert(i.text.as_str());
+                }
+            }
+            ExprKind::Try(t) => {
+                if let Some(CatchClause { name: Some(n), .. }) = &t.catch {
+                    out.insert(n.text.as_str());
+                }
             }
             ExprKind::Pipeline(_, stages) => {
-                out.insert("item".into());
+                out.insert("item");
                 for s in stages {
                     for p in s.params.iter().flatten() {
-                        out.insert(p.text.clone());
+                        out.insert(p.text.as_str());
                     }
                 }
             }
             _ => {}
         }
     }
-    let mut visit = |s: &Stmt| {
+    let mut visit = |s: &'a Stmt| {
         match &s.kind {
             StmtKind::Input { name: Some(n), .. } | StmtKind::Output { name: Some(n), .. } => {
-                out.insert(n.text.clone());
+                out.insert(n.text.as_str());
             }
             StmtKind::Bind { target, .. } => match target {
                 Target::Name(n) => {
-                    out.insert(n.text.clone());
+                    out.insert(n.text.as_str());
                 }
                 Target::Destructure(ns, _) => {
                     for n in ns {
-                        out.insert(n.text.clone());
+                        out.insert(n.text.as_str());
                     }
                 }
             },
             StmtKind::BlockDef(b) => {
                 for p in &b.params {
-                    out.insert(p.text.clone());
+                    out.insert(p.text.as_str());
                 }
                 collect_declared_names(&b.body.stmts, out);
             }

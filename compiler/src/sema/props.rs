@@ -4,7 +4,7 @@ use super::Analyzer;
 use crate::ast::*;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 const MODELS: [&str; 3] = ["sonnet", "opus", "haiku"];
 const AGENT_PROPS: [&str; 9] = [
@@ -31,7 +31,7 @@ const SESSION_PROPS: [&str; 8] = [
 
 /// Reports duplicate keys and returns the first occurrence of each.
 fn unique_props<'p>(a: &mut Analyzer, props: &'p [Property]) -> HashMap<&'p str, &'p Property> {
-    let mut seen: HashMap<&str, &Property> = HashMap::new();
+    let mut seen: HashMap<&str, &Property> = HashMap::default();
     for p in props {
         if let Some(first) = seen.get(p.key.text.as_str()) {
             let first = first.key.span;

@@ -6,7 +6,7 @@
 //! names and pipeline variables live in nested frames that close with their construct.
 
 use crate::span::Span;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// How a name was introduced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,12 +27,14 @@ pub enum VarKind {
     Error,
     /// Pipeline `item` or reduce names.
     Pipe,
+    /// A named output of a block, visible to the caller after `do block(...)`.
+    BlockOutput,
 }
 
 impl VarKind {
     /// Whether assignment to the name is allowed.
     pub fn is_mutable(self) -> bool {
-        matches!(self, VarKind::Let | VarKind::Output)
+        matches!(self, VarKind::Let | VarKind::Output | VarKind::BlockOutput)
     }
 
     /// How the kind is described in messages.
@@ -46,6 +48,7 @@ impl VarKind {
             VarKind::Param => "parameter",
             VarKind::Error => "error variable",
             VarKind::Pipe => "pipeline variable",
+            VarKind::BlockOutput => "block output",
         }
     }
 }
@@ -82,7 +85,7 @@ impl Scopes {
 
     /// Opens a frame.
     pub fn push(&mut self) {
-        self.frames.push(HashMap::new());
+        self.frames.push(HashMap::default());
     }
 
     /// Closes the innermost frame.

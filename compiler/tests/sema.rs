@@ -1,0 +1,90 @@
+//! Name resolution behaviours beyond single diagnostic codes: what is visible where, and what
+//! must not be reported.
+
+use prosec::compile::{Compilation, Options};
+use std::path::Path;
+
+fn codes_in(dir: &Path, files: &[(&str, &str)]) -> Vec<(String, u32)> {
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("write fixture");
+    }
+    let mut c = Compilation::new(Options::default());
+    c.add_file(&dir.join(files[0].0)).expect("load root");
+    c.diagnostics
+        .iter()
+        .map(|d| {
+            let line = c.sources.get(d.file).line_col(d.span.start as usize).line;
+            (d.code.as_str().to_string(), line)
+        })
+        .collect()
+}
+
+/// Checks one program, in a directory of its own (tests run in parallel).
+fn codes(src: &str) -> Vec<(String, u32)> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = tempdir(&format!("single-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    codes_in(&dir, &[("main.prose", src)])
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sema-{name}"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn block_outputs_are_visible_after_a_call_in_any_position() {
+    let src = "block grade(t):\n  output note = session \"Grade {t}\"\ndo grade(\"x\")\nsession \"a\"\n  context: note\nblock score(t):\n  output points = session \"Score {t}\"\nlet s = do score(\"y\")\nsession \"b\"\n  context: [points, s]\n";
+    assert_eq!(codes(src), []);
+}
+
+#[test]
+fn a_block_output_is_not_a_clash_with_its_caller_side_binding() {
+    let src = "block rec(d):\n  if d <= 0: output d\n  do rec(d - 1)\n  output result = session \"work\"\ndo rec(3)\nsession \"use\"\n  context: result\n";
+    assert_eq!(codes(src), []);
+}
+
+#[test]
+fn block_outputs_are_not_visible_before_the_call() {
+    let src = "block grade(t):\n  output note = session \"Grade {t}\"\nsession \"a\"\n  context: note\ndo grade(\"x\")\n";
+    assert_eq!(codes(src), [("E105".to_string(), 4)]);
+}
+
+#[test]
+fn interpolated_member_paths_are_checked_against_program_outputs() {
+    let dir = tempdir("outputs");
+    let got = codes_in(
+        &dir,
+        &[
+            ("main.prose", "use \"./lib.prose\" as lib\nlet u = lib(q: \"x\")\nsession \"{u.title} and {u.nope}\"\n"),
+            ("lib.prose", "input q: \"query\"\noutput title = session \"T {q}\"\n"),
+        ],
+    );
+    assert_eq!(got, [("E028".to_string(), 3)]);
+}
+
+#[test]
+fn parallel_branch_assignments_declare_named_results() {
+    let src = "parallel:\n  a = session \"A\"\n  b = session \"B\"\nsession \"both\"\n  context: { a, b }\n";
+    assert_eq!(codes(src), []);
+}
+
+#[test]
+fn agent_prompts_may_name_variables_bound_later() {
+    let src = "agent w:\n  model: sonnet\n  prompt: \"You write about {topic}\"\nlet topic = session \"Pick a topic\"\nsession: w\n";
+    assert_eq!(codes(src), []);
+}
+
+#[test]
+fn loop_variables_are_scoped_to_their_loop() {
+    let src = "for x in [1, 2]:\n  session \"{x}\"\nsession \"after {x}\"\n";
+    assert_eq!(codes(src), [("E140".to_string(), 3)]);
+}
+
+#[test]
+fn variables_declared_in_branches_stay_visible_afterwards() {
+    let src = "if **cheap**:\n  let plan = session \"quick\"\nelse:\n  let plan = session \"thorough\"\nsession \"run\"\n  context: plan\n";
+    // The second `let` is a relaxed re-declaration, treated as an assignment.
+    assert_eq!(codes(src), [("E019".to_string(), 4)]);
+}
