@@ -125,6 +125,38 @@ output report-{i} = session "Assemble the final report on {t}"
     }
 }
 
+/// A typical 50-statement program (counting nested statements): agents, sessions with
+/// properties, a parallel block, loops, a try, a choice and outputs.
+pub fn fifty_statements() -> String {
+    let mut src = String::from(
+        "input topic: \"The subject\"\n\nagent writer:\n  model: sonnet\n  prompt: \"You write clearly about {topic}\"\n\n",
+    );
+    for i in 0..10 {
+        src.push_str(&format!(
+            "let note-{i} = session: writer\n  prompt: \"Write note {i} about {{topic}}, in three sentences\"\n  context: topic\n"
+        ));
+    }
+    src.push_str("parallel:\n");
+    for i in 0..6 {
+        src.push_str(&format!(
+            "  part-{i} = session \"Draft part {i} of the report on {{topic}}\"\n"
+        ));
+    }
+    src.push_str("let parts = [part-0, part-1, part-2, part-3, part-4, part-5]\n");
+    src.push_str("for p, k in parts:\n  session \"Review part {k}\"\n    context: p\n");
+    src.push_str(
+        "loop until **the report reads well** (max: 3):\n  session \"Polish the report\"\n",
+    );
+    src.push_str("try:\n  session \"Publish the report\"\ncatch as err:\n  session \"Explain the failure\"\n    context: err\n");
+    src.push_str("choice **the best channel**:\n  option \"Email\":\n    session \"Send by email\"\n  option \"Blog\":\n    session \"Post on the blog\"\n");
+    for i in 0..16 {
+        src.push_str(&format!("session \"Follow-up task {i} for {{topic}}\"\n"));
+    }
+    src.push_str("if **the audience is technical**:\n  session \"Add an appendix\"\nelse:\n  session \"Add a glossary\"\n");
+    src.push_str("output summary = session \"Summarise everything\"\n  context: parts\n");
+    src
+}
+
 /// Programs `0..` until their total size reaches `bytes`.
 pub fn corpus(bytes: usize) -> Vec<Program> {
     let mut out = Vec::new();
@@ -141,6 +173,47 @@ pub fn corpus(bytes: usize) -> Vec<Program> {
 mod tests {
     use prosec::compile::{Compilation, Options};
     use std::path::Path;
+
+    #[test]
+    fn the_typical_program_has_fifty_statements_and_checks_clean() {
+        let src = super::fifty_statements();
+        let parsed = prosec::parser::parse(0, &src);
+        fn count(stmts: &[prosec::ast::Stmt]) -> usize {
+            use prosec::ast::{ExprKind, StmtKind};
+            stmts
+                .iter()
+                .map(|s| {
+                    1 + match &s.kind {
+                        StmtKind::Expr(e) | StmtKind::Bind { value: e, .. } => match &e.kind {
+                            ExprKind::Parallel { body, .. } => count(&body.stmts),
+                            ExprKind::For(l) => count(&l.body.stmts),
+                            ExprKind::Loop(l) => count(&l.body.stmts),
+                            ExprKind::Try(t) => {
+                                count(&t.body.stmts)
+                                    + t.catch.as_ref().map_or(0, |c| count(&c.body.stmts))
+                            }
+                            ExprKind::If {
+                                branches,
+                                else_body,
+                            } => {
+                                branches.iter().map(|(_, b)| count(&b.stmts)).sum::<usize>()
+                                    + else_body.as_ref().map_or(0, |b| count(&b.stmts))
+                            }
+                            ExprKind::Choice { options, .. } => {
+                                options.iter().map(|o| count(&o.body.stmts)).sum()
+                            }
+                            _ => 0,
+                        },
+                        _ => 0,
+                    }
+                })
+                .sum()
+        }
+        assert_eq!(count(&parsed.program.stmts), 50);
+        let mut c = Compilation::new(Options::default());
+        c.add_source(Path::new("typical.prose"), &src);
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    }
 
     #[test]
     fn generated_programs_check_clean() {

@@ -1,11 +1,14 @@
-//! The contract between the compiler and the VM: the instruction set, module tables, the
-//! `.pbc` artifact framing and its verifier (see `SPEC.md`).
-//!
-//! This crate currently holds the format's identity constants; the instruction set arrives
-//! with the code generator.
+//! The contract between the compiler and the VM: the instruction set ([`Op`]), the module
+//! tables ([`Module`]), the `.pbc` artifact framing ([`artifact`]), the verifier
+//! ([`verify`]) and a disassembler ([`dis`]). `SPEC.md` documents all of it for humans.
 
-/// The first bytes of every `.pbc` artifact.
-pub const MAGIC: [u8; 4] = *b"PBC\0";
+pub mod artifact;
+pub mod dis;
+mod ids;
+mod module;
+mod op;
+pub mod verify;
 
-/// The artifact format version this crate reads and writes.
-pub const FORMAT_VERSION: u16 = 1;
+pub use ids::*;
+pub use module::*;
+pub use op::*;

@@ -99,7 +99,13 @@ impl Compilation {
     /// `path` names an existing file (an editor buffer, say), the source stands for that file,
     /// so an import of it is recognized as a cycle.
     pub fn add_source(&mut self, path: &Path, text: &str) -> usize {
-        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        // The canonical path only matters to a program that imports others (cycles, relative
+        // paths); skip the file-system lookup for the rest.
+        let canonical = if text.contains("use") {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+        } else {
+            path.to_path_buf()
+        };
         self.add_text(
             path.display().to_string(),
             canonical,

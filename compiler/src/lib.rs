@@ -5,6 +5,7 @@
 //! rules). Every problem is a [`diagnostics::Diagnostic`] with a stable code.
 
 pub mod ast;
+pub mod codegen;
 pub mod compile;
 pub mod diagnostics;
 pub mod lexer;

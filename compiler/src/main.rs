@@ -25,6 +25,16 @@ struct Cli {
 enum Command {
     /// Validate programs and report diagnostics.
     Check(CheckArgs),
+    /// Compile a program (and the programs it imports) to a `.pbc` artifact.
+    Build(BuildArgs),
+    /// Print a readable listing of a `.pbc` artifact.
+    Dis(DisArgs),
+}
+
+#[derive(Args)]
+struct DisArgs {
+    /// The artifact.
+    file: PathBuf,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -58,6 +68,20 @@ struct CheckArgs {
     /// Files or directories (directories are searched recursively for *.prose).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct BuildArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The program to compile.
+    file: PathBuf,
+    /// Where to write the artifact (default: beside the source, with the `.pbc` extension).
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// Print the register count of every function.
+    #[arg(long)]
+    stats: bool,
 }
 
 fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -138,6 +162,79 @@ fn check(args: CheckArgs) -> ExitCode {
     report(&c, &args.common, files.len())
 }
 
+fn build(args: BuildArgs) -> ExitCode {
+    let mut c = Compilation::new(Options {
+        strict: args.common.strict,
+        lib_paths: args.common.lib_paths.clone(),
+        require_imports: true,
+    });
+    let root = match c.add_file(&args.file) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("prosec: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let status = report(&c, &args.common, 1);
+    if status != ExitCode::SUCCESS {
+        return status;
+    }
+    let (bytes, stats) = match prosec::codegen::build_bytes(&c, root) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("prosec: {}: {e}", args.file.display());
+            return ExitCode::from(1);
+        }
+    };
+    let out = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.file.with_extension("pbc"));
+    if let Err(e) = std::fs::write(&out, &bytes) {
+        eprintln!("prosec: cannot write {}: {e}", out.display());
+        return ExitCode::from(2);
+    }
+    let source_len = c.sources.get(c.modules[root].file).text.len();
+    eprintln!(
+        "wrote {}: {} bytes ({} bytes of source, {} function(s))",
+        out.display(),
+        bytes.len(),
+        source_len,
+        stats.registers.len()
+    );
+    if args.stats {
+        for (module, func, regs) in &stats.registers {
+            eprintln!("  {module}::{func}: {regs} register(s)");
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn dis(args: DisArgs) -> ExitCode {
+    let bytes = match std::fs::read(&args.file) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("prosec: cannot read {}: {e}", args.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let (header, artifact) = match bytecode_spec::artifact::read(&bytes) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("prosec: {}: {e}", args.file.display());
+            return ExitCode::from(1);
+        }
+    };
+    print!("{}", bytecode_spec::dis::disassemble(&header, &artifact));
+    match bytecode_spec::verify::verify(&artifact) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("prosec: {}: fails verification: {e}", args.file.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -152,5 +249,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Check(args) => check(args),
+        Command::Build(args) => build(args),
+        Command::Dis(args) => dis(args),
     }
 }

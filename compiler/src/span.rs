@@ -90,10 +90,11 @@ impl LineIndex {
         let offset = offset.min(text.len());
         let line = self.line_of(offset);
         let start = self.line_start(line);
-        let column = text
-            .get(start..offset)
-            .map(|s| s.chars().count())
-            .unwrap_or(offset - start);
+        let column = match text.get(start..offset) {
+            Some(prefix) if prefix.is_ascii() => prefix.len(),
+            Some(prefix) => prefix.chars().count(),
+            None => offset - start,
+        };
         LineCol {
             line: line as u32 + 1,
             column: column as u32 + 1,

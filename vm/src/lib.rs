@@ -5,7 +5,7 @@
 
 /// True when `bytes` start with the `.pbc` magic.
 pub fn looks_like_artifact(bytes: &[u8]) -> bool {
-    bytes.starts_with(&bytecode_spec::MAGIC)
+    bytes.starts_with(&bytecode_spec::artifact::MAGIC)
 }
 
 #[cfg(test)]

@@ -612,7 +612,7 @@ impl Analyzer<'_> {
         };
         for o in outputs {
             if self.lookup(&o).is_none() {
-                self.scopes.flat.insert(
+                self.scopes.ns().insert(
                     o,
                     Var {
                         kind: VarKind::BlockOutput,
@@ -694,7 +694,7 @@ impl Analyzer<'_> {
             );
             return;
         }
-        match self.scopes.flat.get(&name.text).cloned() {
+        match self.scopes.ns().get(&name.text).cloned() {
             Some(prev) if prev.kind == VarKind::Output => {
                 if let Some(first) = self.outputs.get(&name.text) {
                     let first = *first;
@@ -741,7 +741,7 @@ impl Analyzer<'_> {
                         )),
                     );
                 }
-                if let Some(v) = self.scopes.flat.get_mut(&name.text) {
+                if let Some(v) = self.scopes.ns().get_mut(&name.text) {
                     v.kind = VarKind::Output;
                 }
                 self.outputs.entry(name.text.clone()).or_insert(name.span);
@@ -770,7 +770,7 @@ impl Analyzer<'_> {
                 }
                 self.check_agent_clash(name);
                 self.outputs.insert(name.text.clone(), name.span);
-                self.scopes.flat.insert(
+                self.scopes.ns().insert(
                     name.text.clone(),
                     Var {
                         kind: VarKind::Output,
@@ -799,10 +799,23 @@ impl Analyzer<'_> {
 
     fn declare(&mut self, name: &Name, kind: VarKind, program: Option<String>) {
         self.check_agent_clash(name);
-        self.scopes.flat.insert(
+        self.scopes.ns().insert(
             name.text.clone(),
             Var {
                 kind,
+                span: name.span,
+                program,
+            },
+        );
+    }
+
+    /// Declares a parallel branch's named result in the namespace around the branch.
+    fn declare_result(&mut self, name: &Name, program: Option<String>) {
+        self.check_agent_clash(name);
+        self.scopes.outer_ns().insert(
+            name.text.clone(),
+            Var {
+                kind: VarKind::Let,
                 span: name.span,
                 program,
             },
@@ -851,23 +864,25 @@ impl Analyzer<'_> {
                         .with_secondary(prev.span, "declared here"),
                     );
                 }
-                if let Some(v) = self.scopes.flat.get_mut(&name.text) {
+                if let Some(v) = self.scopes.ns().get_mut(&name.text) {
                     v.program = program;
                 }
             }
+            (BindKind::Assign, None) if ctx.parallel_branch => {
+                // A parallel branch's named result: visible after the block.
+                self.declare_result(name, program);
+            }
             (BindKind::Assign, None) => {
-                if !ctx.parallel_branch {
-                    self.diag(
-                        Code::W117,
-                        name.span,
-                        format!("`{}` is assigned without being declared", name.text),
-                    )
-                    .help = Some(format!("declare it with `let {} = ...`", name.text));
-                }
+                self.diag(
+                    Code::W117,
+                    name.span,
+                    format!("`{}` is assigned without being declared", name.text),
+                )
+                .help = Some(format!("declare it with `let {} = ...`", name.text));
                 self.declare(name, VarKind::Let, program);
             }
             (BindKind::Let | BindKind::Const, Some(prev)) => {
-                let in_flat = self.scopes.flat.contains_key(&name.text);
+                let in_flat = self.scopes.ns().contains_key(&name.text);
                 if prev.kind == VarKind::Const
                     || (!prev.kind.is_mutable() && prev.kind != VarKind::Input)
                 {
@@ -901,7 +916,7 @@ impl Analyzer<'_> {
                     );
                 }
                 if in_flat {
-                    if let Some(v) = self.scopes.flat.get_mut(&name.text) {
+                    if let Some(v) = self.scopes.ns().get_mut(&name.text) {
                         v.program = program;
                     }
                 } else {
@@ -1151,13 +1166,20 @@ impl Analyzer<'_> {
             ExprKind::Pipeline(head, stages) => self.pipeline(head, stages),
             ExprKind::Parallel { mods, body } => {
                 props::parallel_mods(self, mods, Some(body.stmts.len()));
-                self.body(
-                    body,
-                    Ctx {
+                if body.stmts.is_empty() {
+                    self.diag(Code::W116, body.span, "parallel block has an empty body");
+                }
+                // Each branch declares into a namespace of its own.
+                self.depth += 1;
+                for branch in &body.stmts {
+                    self.scopes.push_branch();
+                    let ctx = Ctx {
                         parallel_branch: true,
-                    },
-                    "parallel block",
-                );
+                    };
+                    self.stmt(branch, ctx, true);
+                    self.scopes.pop_branch();
+                }
+                self.depth -= 1;
             }
             ExprKind::For(l) => {
                 let ForLoop {
@@ -1174,7 +1196,14 @@ impl Analyzer<'_> {
                 let mut names = vec![item];
                 names.extend(index.as_ref());
                 self.open_frame(&names, VarKind::Loop, Code::W106);
-                self.body(body, Ctx::default(), "for loop");
+                if parallel.is_some() {
+                    // Each iteration runs as a branch with a namespace of its own.
+                    self.scopes.push_branch();
+                    self.body(body, Ctx::default(), "for loop");
+                    self.scopes.pop_branch();
+                } else {
+                    self.body(body, Ctx::default(), "for loop");
+                }
                 self.scopes.pop();
             }
             ExprKind::Repeat(l) => {
@@ -1468,7 +1497,14 @@ impl Analyzer<'_> {
                     },
                 );
             }
-            self.body(&st.body, Ctx::default(), "pipeline stage");
+            if op == "pmap" {
+                // Each element runs as a branch with a namespace of its own.
+                self.scopes.push_branch();
+                self.body(&st.body, Ctx::default(), "pipeline stage");
+                self.scopes.pop_branch();
+            } else {
+                self.body(&st.body, Ctx::default(), "pipeline stage");
+            }
             self.scopes.pop();
         }
     }

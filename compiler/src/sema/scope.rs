@@ -71,6 +71,9 @@ pub struct Scopes {
     pub flat: HashMap<String, Var>,
     /// Nested frames (innermost last).
     pub frames: Vec<HashMap<String, Var>>,
+    /// Indices of the frames that are parallel branches: each branch has a namespace of its
+    /// own for the names it declares (every child fiber gets its own copy at run time).
+    branches: Vec<usize>,
 }
 
 impl Scopes {
@@ -91,6 +94,38 @@ impl Scopes {
     /// Closes the innermost frame.
     pub fn pop(&mut self) {
         self.frames.pop();
+    }
+
+    /// Opens a parallel branch's namespace.
+    pub fn push_branch(&mut self) {
+        self.frames.push(HashMap::default());
+        self.branches.push(self.frames.len() - 1);
+    }
+
+    /// Closes the innermost branch namespace.
+    pub fn pop_branch(&mut self) {
+        self.branches.pop();
+        self.frames.pop();
+    }
+
+    /// The namespace `let` and friends declare into: the innermost branch, else the
+    /// function's flat namespace.
+    pub fn ns(&mut self) -> &mut HashMap<String, Var> {
+        match self.branches.last() {
+            Some(&i) => &mut self.frames[i],
+            None => &mut self.flat,
+        }
+    }
+
+    /// The namespace enclosing the innermost branch (where a branch's named result goes).
+    pub fn outer_ns(&mut self) -> &mut HashMap<String, Var> {
+        match self.branches.len() {
+            0 | 1 => &mut self.flat,
+            n => {
+                let i = self.branches[n - 2];
+                &mut self.frames[i]
+            }
+        }
     }
 
     /// Declares a name in the innermost frame.
