@@ -219,7 +219,8 @@ pub struct ChoiceDesc {
 pub enum Strategy {
     /// Wait for every branch.
     All,
-    /// The first branch to finish wins; the others are cancelled.
+    /// The first branch to succeed wins; the others are cancelled (the reference: "the
+    /// first successful result wins").
     First,
     /// Wait for `count` successful branches; the others are cancelled.
     Any,

@@ -52,13 +52,9 @@ pub struct LineIndex {
 impl LineIndex {
     /// Indexes the line starts of `text` (LF and CRLF both end a line).
     pub fn new(text: &str) -> LineIndex {
-        let mut starts = vec![0u32];
-        starts.extend(
-            text.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i as u32 + 1),
-        );
+        let mut starts = Vec::with_capacity(text.len() / 32 + 1);
+        starts.push(0u32);
+        starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i as u32 + 1));
         LineIndex { starts }
     }
 

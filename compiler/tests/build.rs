@@ -230,3 +230,59 @@ fn a_missing_registry_import_is_a_build_error() {
         .iter()
         .any(|d| d.code.as_str() == "E138" && d.is_error()));
 }
+
+#[test]
+fn every_corruption_of_a_compiled_artifact_is_rejected() {
+    let bytes = build_file(&workspace().join("examples/hello.prose"));
+    assert!(artifact::load(&bytes).is_ok());
+    for i in 0..bytes.len() {
+        for mask in [0x01u8, 0x80, 0xff] {
+            let mut bad = bytes.clone();
+            bad[i] ^= mask;
+            assert!(
+                artifact::load(&bad).is_err(),
+                "flipping byte {i} with {mask:#x} was accepted"
+            );
+        }
+    }
+    for len in 0..bytes.len() {
+        assert!(
+            artifact::load(&bytes[..len]).is_err(),
+            "truncation to {len} bytes was accepted"
+        );
+    }
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(artifact::load(&longer).is_err());
+}
+
+#[test]
+fn random_mutations_of_compiled_artifacts_never_panic() {
+    use proptest::prelude::*;
+    let corpus: Vec<Vec<u8>> = ["hello", "divide-and-conquer", "code-review"]
+        .iter()
+        .map(|n| build_file(&workspace().join(format!("examples/{n}.prose"))))
+        .collect();
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: 300,
+        ..Default::default()
+    });
+    let strategy = (
+        0..corpus.len(),
+        prop::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+    );
+    runner
+        .run(&strategy, |(which, edits)| {
+            let mut bytes = corpus[which].clone();
+            for (at, v) in edits {
+                let i = at % bytes.len();
+                bytes[i] = v;
+            }
+            // Loading may succeed only if the edits left the bytes unchanged.
+            if artifact::load(&bytes).is_ok() {
+                prop_assert_eq!(&bytes, &corpus[which]);
+            }
+            Ok(())
+        })
+        .expect("no mutation is accepted or panics");
+}

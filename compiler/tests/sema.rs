@@ -88,3 +88,13 @@ fn variables_declared_in_branches_stay_visible_afterwards() {
     // The second `let` is a relaxed re-declaration, treated as an assignment.
     assert_eq!(codes(src), [("E019".to_string(), 4)]);
 }
+
+#[test]
+fn names_declared_inside_a_parallel_branch_stay_in_the_branch() {
+    // `r` belongs to each iteration of the fan-out; `acc` is shared; `a` is a named result.
+    let src = "let acc = []\nparallel for t in [\"x\", \"y\"]:\n  let r = session \"{t}\"\n  acc = acc + [r]\nparallel:\n  a = session \"A\"\n  do:\n    let inner = session \"B\"\nsession \"use\"\n  context: [acc, a]\nsession \"bad\"\n  context: [r, inner]\n";
+    assert_eq!(
+        codes(src),
+        [("E105".to_string(), 12), ("E105".to_string(), 12)]
+    );
+}

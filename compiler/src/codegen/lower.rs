@@ -56,6 +56,8 @@ pub struct Lowerer<'a> {
     fns: Vec<FnBuilder>,
     /// The program body's namespace, seen from block functions (one static link out).
     main_scope: Option<FxHashMap<String, Reg>>,
+    /// The last offset turned into a location (consecutive instructions share spans).
+    last_loc: (u32, Loc),
 }
 
 fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
@@ -190,7 +192,10 @@ impl<'a> Lowerer<'a> {
             outputs: FxHashMap::default(),
             fns: Vec::new(),
             main_scope: None,
+            last_loc: (u32::MAX, Loc::default()),
         };
+        lw.strs.reserve(64);
+        lw.consts.reserve(16);
         let entry = lw.reserve_func("main", FuncKind::Main);
         lw.m.entry = entry;
         lw.collect(program, imports);
@@ -602,11 +607,18 @@ impl<'a> Lowerer<'a> {
     }
 
     fn set_loc(&mut self, span: Span) {
-        let lc = self.src.line_col(span.start as usize);
-        self.fb().loc = Loc {
-            line: lc.line,
-            col: lc.column,
-        };
+        if self.last_loc.0 != span.start {
+            let lc = self.src.line_col(span.start as usize);
+            self.last_loc = (
+                span.start,
+                Loc {
+                    line: lc.line,
+                    col: lc.column,
+                },
+            );
+        }
+        let loc = self.last_loc.1;
+        self.fb().loc = loc;
     }
 
     fn temp(&mut self) -> Reg {
