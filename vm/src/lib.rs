@@ -1,18 +1,12 @@
-//! `prosevm`: executes `.pbc` artifacts produced by `prosec`.
+//! `prosevm`: runs `.pbc` artifacts produced by `prosec`.
 //!
-//! The interpreter arrives with the VM issue; for now the crate only checks that an
-//! artifact carries the format's magic bytes.
+//! [`machine::Machine`] is the deterministic interpreter; [`runner`] serves its requests
+//! with a [`driver::Driver`] (the [`driver::mock`] driver is built in) under tokio.
 
-/// True when `bytes` start with the `.pbc` magic.
-pub fn looks_like_artifact(bytes: &[u8]) -> bool {
-    bytes.starts_with(&bytecode_spec::artifact::MAGIC)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn recognises_magic() {
-        assert!(super::looks_like_artifact(b"PBC\0rest"));
-        assert!(!super::looks_like_artifact(b"nope"));
-    }
-}
+pub mod convert;
+pub mod driver;
+pub mod machine;
+pub mod request;
+pub mod runner;
+pub mod trace;
+pub mod value;

@@ -1028,8 +1028,21 @@ impl<'a> Lowerer<'a> {
                 dst
             }
             ExprKind::Binary(op, l, r) => {
-                let a = self.expr(l);
-                let b = self.expr(r);
+                let mut a = self.expr(l);
+                let mut b = self.expr(r);
+                // Text compared with or subtracted from a number must become a number.
+                if matches!(
+                    op,
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::Sub
+                ) {
+                    let literal =
+                        |e: &Expr| matches!(e.kind, ExprKind::Int(_) | ExprKind::Float(_));
+                    if literal(r) && !literal(l) {
+                        a = self.convert(a, bc::Shape::Int);
+                    } else if literal(l) && !literal(r) {
+                        b = self.convert(b, bc::Shape::Int);
+                    }
+                }
                 let op = match op {
                     BinOp::Add => bc::BinOp::Add,
                     BinOp::Sub => bc::BinOp::Sub,

@@ -1,0 +1,76 @@
+//! Drivers answer the VM's requests. A driver has one async entry point per request kind;
+//! a driver that can answer without waiting (the mock at zero latency) also offers
+//! [`Driver::answer_now`], which the runner uses to skip task scheduling.
+
+pub mod mock;
+
+use crate::request::{Request, RequestKind, SessionRequest};
+use crate::value::Value;
+use bytecode_spec::Shape;
+use std::future::Future;
+
+/// Why a request failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DriverError(pub String);
+
+/// The result of one request.
+pub type Answer<T> = Result<T, DriverError>;
+
+/// Something that answers requests. Each entry point receives the whole request (its id,
+/// site and the kind-specific fields); a failure is the request's failure (and the runner
+/// applies the session's retry policy).
+pub trait Driver: Send + Sync + 'static {
+    /// A short name for traces.
+    fn name(&self) -> &str;
+
+    /// Runs a session; the answer is its text.
+    fn session(
+        &self,
+        req: &Request,
+        session: &SessionRequest,
+    ) -> impl Future<Output = Answer<String>> + Send;
+
+    /// Judges a discretion condition.
+    fn evaluate(&self, req: &Request, condition: &str)
+        -> impl Future<Output = Answer<bool>> + Send;
+
+    /// Picks one of `options`; returns its 0-based index.
+    fn choose(
+        &self,
+        req: &Request,
+        options: &[String],
+    ) -> impl Future<Output = Answer<usize>> + Send;
+
+    /// Provides a mid-program input.
+    fn input(&self, req: &Request, name: &str) -> impl Future<Output = Answer<Value>> + Send;
+
+    /// Converts text to `shape`.
+    fn convert(
+        &self,
+        req: &Request,
+        text: &str,
+        shape: Shape,
+    ) -> impl Future<Output = Answer<Value>> + Send;
+
+    /// Answers at once if this driver never waits (used to skip scheduling).
+    fn answer_now(&self, _req: &Request) -> Option<crate::request::Reply> {
+        None
+    }
+}
+
+/// Serves `req` with `driver`, once (retries are the runner's business).
+pub async fn serve<D: Driver>(driver: &D, req: &Request) -> crate::request::Reply {
+    use crate::request::Reply;
+    let answer = match &req.kind {
+        RequestKind::Session(s) => driver.session(req, s).await.map(Reply::Text),
+        RequestKind::Evaluate { condition, .. } => {
+            driver.evaluate(req, condition).await.map(Reply::Bool)
+        }
+        RequestKind::Choose { options, .. } => driver.choose(req, options).await.map(Reply::Choice),
+        RequestKind::Input { name, .. } => driver.input(req, name).await.map(Reply::Value),
+        RequestKind::Convert { text, shape } => {
+            driver.convert(req, text, *shape).await.map(Reply::Value)
+        }
+    };
+    answer.unwrap_or_else(|e| Reply::Failed(e.0))
+}

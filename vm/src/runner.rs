@@ -1,0 +1,173 @@
+//! The async runner: serves the machine's requests with a driver, concurrently up to a
+//! limit, retries failed sessions with their backoff, withdraws requests of cancelled
+//! fibers, and feeds answers back.
+
+use crate::driver::{serve, Driver};
+use crate::machine::{Machine, RuntimeError, Step};
+use crate::request::{Reply, Request, RequestKind};
+use crate::trace::Event;
+use crate::value::Value;
+use bytecode_spec::Backoff;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::{AbortHandle, JoinSet};
+
+/// How the runner serves requests.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Requests in flight at once.
+    pub max_concurrency: usize,
+    /// The unit of backoff delays (linear: n units before attempt n+1; exponential: 2^(n-1)).
+    pub backoff_unit: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> RunConfig {
+        RunConfig {
+            max_concurrency: 8,
+            backoff_unit: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The delay before attempt `attempt` (2 for the first retry).
+pub fn backoff_delay(policy: Backoff, unit: Duration, attempt: u32) -> Duration {
+    let n = attempt.saturating_sub(1);
+    match policy {
+        Backoff::None => Duration::ZERO,
+        Backoff::Linear => unit * n,
+        Backoff::Exponential => unit * 2u32.saturating_pow(n.saturating_sub(1)),
+    }
+}
+
+fn retries(req: &Request) -> (u32, Backoff) {
+    match &req.kind {
+        RequestKind::Session(s) => (s.retry, s.backoff),
+        _ => (0, Backoff::None),
+    }
+}
+
+/// Serves one request with its retry policy; returns the reply and the retry events.
+async fn serve_with_retry<D: Driver>(
+    driver: Arc<D>,
+    req: Request,
+    unit: Duration,
+) -> (Request, Reply, Vec<Event>) {
+    let (retry, policy) = retries(&req);
+    let mut events = Vec::new();
+    let mut attempt = 1;
+    loop {
+        let reply = serve(&*driver, &req).await;
+        match reply {
+            Reply::Failed(e) if attempt <= retry => {
+                attempt += 1;
+                events.push(Event::Retry {
+                    id: req.id.clone(),
+                    attempt,
+                    error: e,
+                });
+                tokio::time::sleep(backoff_delay(policy, unit, attempt)).await;
+            }
+            reply => return (req, reply, events),
+        }
+    }
+}
+
+/// Runs `machine` to the end with `driver`; `on_event` sees every trace event.
+pub async fn run<D: Driver>(
+    mut machine: Machine,
+    driver: Arc<D>,
+    cfg: &RunConfig,
+    mut on_event: impl FnMut(&Event),
+) -> Result<Vec<(String, Value)>, RuntimeError> {
+    let mut queue: VecDeque<Request> = VecDeque::new();
+    let mut tasks: JoinSet<(Request, Reply, Vec<Event>)> = JoinSet::new();
+    let mut inflight: HashMap<String, AbortHandle> = HashMap::new();
+    let limit = cfg.max_concurrency.max(1);
+    loop {
+        let step = machine.run();
+        for e in machine.take_events() {
+            on_event(&e);
+        }
+        match step {
+            Step::Finished(outputs) => return Ok(outputs),
+            Step::Failed(e) => return Err(e),
+            Step::Waiting {
+                requests,
+                withdrawn,
+            } => {
+                for w in withdrawn {
+                    if let Some(h) = inflight.remove(&w) {
+                        h.abort();
+                    }
+                    queue.retain(|r| r.id != w);
+                }
+                queue.extend(requests);
+            }
+        }
+        // Drivers that never wait answer here, in order, without scheduling a task.
+        let mut answered = false;
+        while let Some(req) = queue.front() {
+            match driver.answer_now(req) {
+                Some(Reply::Failed(_)) if retries(req).0 > 0 => break,
+                Some(reply) => {
+                    let req = queue.pop_front().expect("front exists");
+                    if let Reply::Failed(e) = &reply {
+                        on_event(&Event::RequestFailed {
+                            id: req.id.clone(),
+                            error: e.clone(),
+                        });
+                    }
+                    machine.complete(&req.id, reply);
+                    answered = true;
+                }
+                None => break,
+            }
+        }
+        if answered {
+            continue;
+        }
+        while inflight.len() < limit {
+            let Some(req) = queue.pop_front() else { break };
+            let id = req.id.clone();
+            let handle = tasks.spawn(serve_with_retry(driver.clone(), req, cfg.backoff_unit));
+            inflight.insert(id, handle);
+        }
+        match tasks.join_next().await {
+            Some(Ok((req, reply, events))) => {
+                inflight.remove(&req.id);
+                for e in &events {
+                    on_event(e);
+                }
+                if let Reply::Failed(e) = &reply {
+                    on_event(&Event::RequestFailed {
+                        id: req.id.clone(),
+                        error: e.clone(),
+                    });
+                }
+                machine.complete(&req.id, reply);
+            }
+            Some(Err(e)) if e.is_cancelled() => {}
+            Some(Err(e)) => {
+                return Err(RuntimeError {
+                    message: format!("a driver task failed: {e}"),
+                    module: String::new(),
+                    line: 0,
+                    statement: String::new(),
+                })
+            }
+            None => {
+                if queue.is_empty() {
+                    return Err(RuntimeError {
+                        message: "internal error: the run waits for answers nobody was asked for"
+                            .into(),
+                        module: String::new(),
+                        line: 0,
+                        statement: String::new(),
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Trace events: the narration protocol for people following a run, JSON lines for tools.
+
+use serde::Serialize;
+
+/// Something that happened during a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The program starts.
+    ProgramStart {
+        /// Its name.
+        name: String,
+    },
+    /// A session starts (a request goes to the driver).
+    Session {
+        /// Its source line.
+        line: u32,
+        /// Its label or prompt.
+        text: String,
+    },
+    /// A session answered.
+    Answer {
+        /// The request.
+        id: String,
+        /// The answer.
+        text: String,
+    },
+    /// A discretion condition is being judged.
+    Evaluate {
+        /// The condition.
+        condition: String,
+    },
+    /// A judgement came back.
+    Flow {
+        /// The request.
+        id: String,
+        /// The verdict.
+        result: bool,
+    },
+    /// A fork starts.
+    Parallel {
+        /// How many branches.
+        branches: usize,
+        /// Its join strategy.
+        strategy: String,
+    },
+    /// A fork joined.
+    Joined {
+        /// Branches that succeeded.
+        succeeded: usize,
+        /// Branches in all.
+        branches: usize,
+    },
+    /// A loop iteration starts.
+    LoopIteration {
+        /// 1-based.
+        iteration: u64,
+        /// The loop's max, if any.
+        max: Option<i64>,
+    },
+    /// A loop ended.
+    LoopExit {
+        /// Iterations run.
+        iterations: u64,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A protected region starts.
+    TryEnter,
+    /// An error was caught.
+    Catch {
+        /// Its message.
+        message: String,
+    },
+    /// A block call.
+    FramePush {
+        /// The block.
+        block: String,
+        /// Stack depth before the call.
+        depth: usize,
+    },
+    /// A block returned.
+    FramePop {
+        /// Stack depth after the return.
+        depth: usize,
+    },
+    /// An imported program starts.
+    Import {
+        /// Its name.
+        program: String,
+    },
+    /// An imported program finished.
+    ImportDone {
+        /// Its name.
+        program: String,
+    },
+    /// A failed session is tried again.
+    Retry {
+        /// The request.
+        id: String,
+        /// The attempt about to start (2 for the first retry).
+        attempt: u32,
+        /// Why the previous attempt failed.
+        error: String,
+    },
+    /// A request failed for good.
+    RequestFailed {
+        /// The request.
+        id: String,
+        /// Why.
+        error: String,
+    },
+    /// A program output was bound.
+    Output {
+        /// The output.
+        name: String,
+        /// Its value.
+        value: String,
+    },
+}
+
+fn short(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.chars().count() > 70 {
+        format!("{}...", line.chars().take(67).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
+
+impl Event {
+    /// The event as a narration line.
+    pub fn narrate(&self) -> String {
+        match self {
+            Event::ProgramStart { name } => format!("[Program] Program start: {name}"),
+            Event::Session { line, text } => {
+                format!("[Position] line {line}: session \"{}\"", short(text))
+            }
+            Event::Answer { id, text } => format!("[Success] {id}: \"{}\"", short(text)),
+            Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
+            Event::Flow { result, .. } => {
+                format!(
+                    "[Flow] {}",
+                    if *result {
+                        "Satisfied"
+                    } else {
+                        "Not satisfied"
+                    }
+                )
+            }
+            Event::Parallel { branches, strategy } => {
+                format!("[Parallel] Entering parallel block ({branches} branches, strategy: {strategy})")
+            }
+            Event::Joined {
+                succeeded,
+                branches,
+            } => {
+                format!(
+                    "[Parallel] Parallel complete: {succeeded} of {branches} branches succeeded"
+                )
+            }
+            Event::LoopIteration { iteration, max } => match max {
+                Some(m) => format!("[Loop] Iteration {iteration} of max {m}"),
+                None => format!("[Loop] Iteration {iteration}"),
+            },
+            Event::LoopExit { iterations, reason } => {
+                format!("[Loop] Loop exited after {iterations} iteration(s): {reason}")
+            }
+            Event::TryEnter => "[Try] Entering try block".into(),
+            Event::Catch { message } => format!("[Try] Caught: {}", short(message)),
+            Event::FramePush { block, depth } => {
+                format!("[Frame+] Entering block: {block} (depth {})", depth + 1)
+            }
+            Event::FramePop { depth } => format!("[Frame-] Exiting block (depth {})", depth + 1),
+            Event::Import { program } => format!("[Import] Invoking: {program}"),
+            Event::ImportDone { program } => format!("[Import] Import complete: {program}"),
+            Event::Retry { id, attempt, error } => format!(
+                "[Warning] {id} failed ({}); attempt {attempt}",
+                short(error)
+            ),
+            Event::RequestFailed { id, error } => {
+                format!("[Warning] {id} failed: {}", short(error))
+            }
+            Event::Output { name, value } => {
+                format!("[Output] output {name} = \"{}\"", short(value))
+            }
+        }
+    }
+}
