@@ -157,6 +157,48 @@ pub fn fifty_statements() -> String {
     src
 }
 
+/// A chain of `n` sequential sessions, each given the previous answer as context.
+pub fn session_chain(n: usize) -> String {
+    format!("let prev = session \"Start the chain\"\nrepeat {n}:\n  prev = session \"Continue the chain\"\n    context: prev\noutput last = prev\n")
+}
+
+/// A fan-out of `n` sessions over a list built by appending in a `repeat`, then one
+/// session joining the results.
+pub fn fan_out(n: usize) -> String {
+    format!("let items = []\nrepeat {n} as i:\n  items = items + [i]\nlet results = items | pmap:\n  session \"Work on item {{item}}\"\noutput joined = session \"Join the results\"\n  context: results\n")
+}
+
+/// Compiles `src` (which must be valid) to an artifact.
+pub fn compile(src: &str) -> bytecode_spec::Artifact {
+    let mut c = prosec::compile::Compilation::new(prosec::compile::Options::default());
+    let root = c.add_source(std::path::Path::new("bench.prose"), src);
+    assert_eq!(c.error_count(), 0, "{:?}", c.diagnostics);
+    prosec::codegen::build(&c, root).0
+}
+
+/// Runs an artifact to completion with the zero-latency mock driver; returns the outputs.
+pub fn run_mock(
+    artifact: &std::sync::Arc<bytecode_spec::Artifact>,
+) -> Vec<(String, prosevm::value::Value)> {
+    use prosevm::driver::mock::{Mock, MockOptions};
+    use prosevm::machine::{Limits, Machine};
+    let mut machine =
+        Machine::new(artifact.clone(), &Default::default(), Limits::default()).expect("inputs");
+    machine.set_trace(false);
+    let driver = std::sync::Arc::new(Mock::new(MockOptions::default()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(prosevm::runner::run(
+        machine,
+        driver,
+        &Default::default(),
+        |_| {},
+    ))
+    .expect("runs")
+}
+
 /// Programs `0..` until their total size reaches `bytes`.
 pub fn corpus(bytes: usize) -> Vec<Program> {
     let mut out = Vec::new();

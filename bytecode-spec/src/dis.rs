@@ -672,6 +672,14 @@ impl Dis<'_> {
                 func.nregs
             ),
         );
+        if !func.vars.is_empty() {
+            let names: Vec<String> = func
+                .vars
+                .iter()
+                .map(|(r, n)| format!("{}={r}", self.name(*n)))
+                .collect();
+            self.line(2, format!("vars: {}", names.join(", ")));
+        }
         if func.locs.len() != func.code.len() {
             self.line(
                 2,
@@ -1112,12 +1120,14 @@ mod tests {
             nregs: 8,
             code: Vec::new(),
             locs: Vec::new(),
+            vars: Vec::new(),
         });
         let branch = b.m.funcs.push(Function {
             name: branch_name,
             kind: FuncKind::Branch,
             params: 0,
             nregs: 3,
+            vars: Vec::new(),
             code: vec![
                 Op::MakeList {
                     dst: r(1),
@@ -1282,6 +1292,7 @@ module 0 research (main program)
             nregs: 1,
             code: vec![Op::Return { src: r(0) }],
             locs: vec![loc(1)],
+            vars: Vec::new(),
         });
         helper.m.import_path = "@alice/helper".into();
         a.modules.push(helper.m);
@@ -1363,6 +1374,7 @@ module 0 research (main program)
             kind: FuncKind::Main,
             params: 0,
             nregs: 3,
+            vars: Vec::new(),
             code: vec![
                 Op::LoadInput { dst: r(0), input },
                 Op::MakeList {

@@ -315,4 +315,7 @@ pub struct Function {
     pub code: Vec<Op>,
     /// The source position of each instruction.
     pub locs: Vec<Loc>,
+    /// Debug names: which registers hold which named variables (for traces and the run
+    /// directory's binding files).
+    pub vars: Vec<(Reg, StrId)>,
 }

@@ -551,6 +551,15 @@ fn function(
     if f.params > f.nregs {
         return cx.err("more parameters than registers");
     }
+    for (reg, name) in &f.vars {
+        cx.s(*name)?;
+        if reg.as_u32() >= f.nregs {
+            return cx.err(format!(
+                "debug name for register {reg}, beyond the {} registers",
+                f.nregs
+            ));
+        }
+    }
     if f.locs.len() != f.code.len() {
         return cx.err("debug table length differs from the code length");
     }

@@ -22,8 +22,11 @@ use std::sync::Arc;
 pub struct Limits {
     /// Loop iterations across the whole run.
     pub iterations: u64,
-    /// Frames on one fiber's stack (block recursion and imports).
+    /// Nested frames (block recursion and imports), counting those of the fibers that
+    /// forked a branch: recursion through `parallel` nests too.
     pub depth: usize,
+    /// Parallel branches alive at once, nested ones included.
+    pub fibers: usize,
 }
 
 impl Default for Limits {
@@ -31,6 +34,7 @@ impl Default for Limits {
         Limits {
             iterations: 1_000_000,
             depth: 256,
+            fibers: 100_000,
         }
     }
 }
@@ -158,7 +162,9 @@ struct Fiber {
     wait: Wait,
     group: Option<(usize, usize)>,
     owned: Vec<usize>,
-    last_answer: Option<String>,
+    last_answer: Option<Arc<str>>,
+    /// Frames below this fiber's stack: those of the fibers that forked it, which wait.
+    base: usize,
 }
 
 struct Group {
@@ -187,6 +193,10 @@ pub struct Machine {
     iterations: u64,
     main: InstRef,
     failure: Option<RuntimeError>,
+    /// Branch fibers neither finished nor cancelled.
+    live: usize,
+    /// Whether trace events are recorded (off when nobody reads them).
+    trace: bool,
 }
 
 enum Flow {
@@ -259,6 +269,8 @@ impl Machine {
             iterations: 0,
             main: inst.clone(),
             failure: None,
+            live: 0,
+            trace: true,
         };
         let frame = machine.new_frame(&inst, 0, m.entry, None, Ret::Fiber);
         inst.borrow_mut().main = Some(frame.clone());
@@ -272,9 +284,15 @@ impl Machine {
             group: None,
             owned: Vec::new(),
             last_answer: None,
+            base: 0,
         });
         machine.ready.push_back(0);
         Ok(machine)
+    }
+
+    /// Turns trace events on or off (on by default).
+    pub fn set_trace(&mut self, on: bool) {
+        self.trace = on;
     }
 
     /// Trace events since the last call.
@@ -369,12 +387,15 @@ impl Machine {
         let value = match (reply, expect) {
             (Reply::Failed(msg), _) => Err(err(msg)),
             (Reply::Text(t), Expect::Text) => {
-                self.events.push(Event::Answer {
-                    id: id.to_string(),
-                    text: t.clone(),
-                });
+                if self.trace {
+                    self.events.push(Event::Answer {
+                        id: id.to_string(),
+                        text: t.clone(),
+                    });
+                }
+                let t: Arc<str> = Arc::from(t);
                 self.fibers[f].last_answer = Some(t.clone());
-                Ok(Value::text(t))
+                Ok(Value::Text(t))
             }
             (Reply::Bool(b), Expect::Bool) => {
                 self.events.push(Event::Flow {
@@ -481,6 +502,7 @@ impl Machine {
 
     fn finish_fiber(&mut self, f: usize, result: Result<Value, Arc<ErrorValue>>) {
         if let Some((g, i)) = self.fibers[f].group {
+            self.live -= 1;
             self.child_finished(g, i, result);
         } else if f == 0 {
             if let Err(e) = result {
@@ -516,6 +538,9 @@ impl Machine {
             return;
         }
         self.fibers[f].state = State::Cancelled;
+        if self.fibers[f].group.is_some() {
+            self.live -= 1;
+        }
         if let Wait::Request { id, .. } = std::mem::replace(&mut self.fibers[f].wait, Wait::Nothing)
         {
             self.pending.remove(&id);
@@ -788,6 +813,12 @@ impl Machine {
         Flow::Block
     }
 
+    /// How deeply fiber `f`'s current frame is nested, counting the frames of the fibers
+    /// that forked it (they wait at their `Join`).
+    fn depth(&self, f: usize) -> usize {
+        self.fibers[f].base + self.fibers[f].stack.len()
+    }
+
     fn spawn(&mut self, parent: usize, g: usize, i: usize, frame: FrameRef) -> usize {
         let lineage = format!(
             "{}/{}.{i}",
@@ -803,7 +834,9 @@ impl Machine {
             group: Some((g, i)),
             owned: Vec::new(),
             last_answer: self.fibers[parent].last_answer.clone(),
+            base: self.depth(parent),
         });
+        self.live += 1;
         let id = self.fibers.len() - 1;
         self.ready.push_back(id);
         id
@@ -882,8 +915,10 @@ impl Machine {
             Op::Binary { op, dst, a, b } => {
                 let v = match op {
                     BinOp::Add => {
-                        // Take the left operand when it is overwritten, so a list can grow in place.
-                        let left = if dst == a {
+                        // Take the left operand when it is overwritten, so a list can grow in
+                        // place. Only a list: appending to one cannot fail, and a failed `add`
+                        // must leave the variable as it was (a `catch` may read it).
+                        let left = if dst == a && matches!(fr.regs[r(*a)], Value::List(_)) {
                             std::mem::take(&mut fr.regs[r(*a)])
                         } else {
                             fr.regs[r(*a)].clone()
@@ -1008,7 +1043,6 @@ impl Machine {
                 index,
                 exit,
             } => {
-                self.tick()?;
                 let Value::List(l) = fr.regs[r(*list)].clone() else {
                     return Err(err(format!(
                         "cannot iterate over {}",
@@ -1020,6 +1054,7 @@ impl Machine {
                     _ => 0,
                 };
                 if i < l.len() {
+                    self.tick()?;
                     fr.regs[r(*item)] = l[i].clone();
                     if let Some(ix) = index {
                         fr.regs[r(*ix)] = Value::Int(i as i64);
@@ -1035,7 +1070,6 @@ impl Machine {
                 index,
                 exit,
             } => {
-                self.tick()?;
                 let n = match fr.regs[r(*count)] {
                     Value::Int(n) => n,
                     ref v => {
@@ -1050,6 +1084,7 @@ impl Machine {
                     _ => 0,
                 };
                 if i < n {
+                    self.tick()?;
                     if let Some(ix) = index {
                         fr.regs[r(*ix)] = Value::Int(i);
                     }
@@ -1064,7 +1099,6 @@ impl Machine {
                 index,
                 exit,
             } => {
-                self.tick()?;
                 let i = match fr.regs[r(*counter)] {
                     Value::Int(i) => i,
                     _ => 0,
@@ -1086,6 +1120,7 @@ impl Machine {
                     });
                     fr.pc = *exit;
                 } else {
+                    self.tick()?;
                     self.events.push(Event::LoopIteration {
                         iteration: i as u64 + 1,
                         max: limit,
@@ -1153,7 +1188,7 @@ impl Machine {
                 argc,
                 dst,
             } => {
-                if self.fibers[f].stack.len() >= self.limits.depth {
+                if self.depth(f) >= self.limits.depth {
                     return Err(err(format!(
                         "block calls nest deeper than {} (runaway recursion?)",
                         self.limits.depth
@@ -1227,7 +1262,7 @@ impl Machine {
                 fr.outputs.push((key, v));
             }
             Op::Invoke { prog, args, dst } => {
-                if self.fibers[f].stack.len() >= self.limits.depth {
+                if self.depth(f) >= self.limits.depth {
                     return Err(err("imported programs nest too deeply"));
                 }
                 let target = m.programs[*prog].module;
@@ -1313,10 +1348,12 @@ impl Machine {
                     retry: sd.retry,
                     backoff: sd.backoff,
                 };
-                self.events.push(Event::Session {
-                    line: sd.line,
-                    text: req.label.clone().unwrap_or_else(|| req.prompt.clone()),
-                });
+                if self.trace {
+                    self.events.push(Event::Session {
+                        line: sd.line,
+                        text: req.label.clone().unwrap_or_else(|| req.prompt.clone()),
+                    });
+                }
                 return Ok(self.request(f, &fr, RequestKind::Session(req), *dst, Expect::Text));
             }
             Op::Evaluate { dst, cond } => {
@@ -1324,7 +1361,7 @@ impl Machine {
                 self.events.push(Event::Evaluate {
                     condition: condition.clone(),
                 });
-                let context = self.fibers[f].last_answer.clone();
+                let context = self.fibers[f].last_answer.as_deref().map(String::from);
                 return Ok(self.request(
                     f,
                     &fr,
@@ -1336,11 +1373,8 @@ impl Machine {
             Op::Choose { dst, choice } => {
                 let ch = &m.choices[*choice];
                 let criteria = self.render(&fr, ch.criteria);
-                let options: Vec<String> = ch
-                    .options
-                    .iter()
-                    .map(|o| self.render(&fr, *o))
-                    .collect();
+                let options: Vec<String> =
+                    ch.options.iter().map(|o| self.render(&fr, *o)).collect();
                 let n = options.len();
                 return Ok(self.request(
                     f,
@@ -1379,6 +1413,12 @@ impl Machine {
                     },
                     _ => vec![None; desc.branches.len()],
                 };
+                if self.live + items.len() > self.limits.fibers {
+                    return Err(err(format!(
+                        "more than {} parallel branches at once (runaway recursion?)",
+                        self.limits.fibers
+                    )));
+                }
                 let g = self.groups.len();
                 fr.regs[r(*handle)] = Value::Group(g as u32);
                 let inst = fr.inst.clone();
@@ -1444,6 +1484,8 @@ impl Machine {
         Ok(Flow::Next)
     }
 
+    /// Counts one loop iteration against the run's limit. Loop steps call it only when the
+    /// body is about to run, so the step that finds a loop finished costs nothing.
     fn tick(&mut self) -> Result<(), ErrorValue> {
         self.iterations += 1;
         if self.iterations > self.limits.iterations {

@@ -167,10 +167,11 @@ fn execute(artifact: bytecode_spec::Artifact, args: &RunArgs) -> ExitCode {
         iterations: args.max_iterations,
         ..Limits::default()
     };
-    let machine = match Machine::new(Arc::new(artifact), &inputs, limits) {
+    let mut machine = match Machine::new(Arc::new(artifact), &inputs, limits) {
         Ok(m) => m,
         Err(e) => return fail(e, 1),
     };
+    machine.set_trace(args.trace != Trace::Quiet);
     let driver = Arc::new(Mock::new(MockOptions {
         conditions: Some(args.mock_conditions),
         inputs: args.mock_inputs,

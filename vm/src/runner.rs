@@ -49,16 +49,21 @@ fn retries(req: &Request) -> (u32, Backoff) {
 }
 
 /// Serves one request with its retry policy; returns the reply and the retry events.
+/// `failed` is the error of a first attempt already made (by [`Driver::answer_now`]).
 async fn serve_with_retry<D: Driver>(
     driver: Arc<D>,
     req: Request,
     unit: Duration,
+    mut failed: Option<String>,
 ) -> (Request, Reply, Vec<Event>) {
     let (retry, policy) = retries(&req);
     let mut events = Vec::new();
     let mut attempt = 1;
     loop {
-        let reply = serve(&*driver, &req).await;
+        let reply = match failed.take() {
+            Some(e) => Reply::Failed(e),
+            None => serve(&*driver, &req).await,
+        };
         match reply {
             Reply::Failed(e) if attempt <= retry => {
                 attempt += 1;
@@ -84,6 +89,8 @@ pub async fn run<D: Driver>(
     let mut queue: VecDeque<Request> = VecDeque::new();
     let mut tasks: JoinSet<(Request, Reply, Vec<Event>)> = JoinSet::new();
     let mut inflight: HashMap<String, AbortHandle> = HashMap::new();
+    // Failed first attempts of retrying sessions, answered at once, waiting for their task.
+    let mut first_failures: HashMap<String, String> = HashMap::new();
     let limit = cfg.max_concurrency.max(1);
     loop {
         let step = machine.run();
@@ -102,6 +109,7 @@ pub async fn run<D: Driver>(
                         h.abort();
                     }
                     queue.retain(|r| r.id != w);
+                    first_failures.remove(&w);
                 }
                 queue.extend(requests);
             }
@@ -109,8 +117,17 @@ pub async fn run<D: Driver>(
         // Drivers that never wait answer here, in order, without scheduling a task.
         let mut answered = false;
         while let Some(req) = queue.front() {
+            if first_failures.contains_key(&req.id) {
+                break;
+            }
             match driver.answer_now(req) {
-                Some(Reply::Failed(_)) if retries(req).0 > 0 => break,
+                // A session that may retry goes to a task, which starts from this failed
+                // attempt: asking again there would make an attempt nobody counts (and use
+                // up scripted failures).
+                Some(Reply::Failed(e)) if retries(req).0 > 0 => {
+                    first_failures.insert(req.id.clone(), e);
+                    break;
+                }
                 Some(reply) => {
                     let req = queue.pop_front().expect("front exists");
                     if let Reply::Failed(e) = &reply {
@@ -131,7 +148,13 @@ pub async fn run<D: Driver>(
         while inflight.len() < limit {
             let Some(req) = queue.pop_front() else { break };
             let id = req.id.clone();
-            let handle = tasks.spawn(serve_with_retry(driver.clone(), req, cfg.backoff_unit));
+            let failed = first_failures.remove(&id);
+            let handle = tasks.spawn(serve_with_retry(
+                driver.clone(),
+                req,
+                cfg.backoff_unit,
+                failed,
+            ));
             inflight.insert(id, handle);
         }
         match tasks.join_next().await {

@@ -70,13 +70,48 @@ impl Value {
         }
     }
 
-    /// The value as a person or a model reads it: text verbatim, structures as JSON.
+    /// The value as a person or a model reads it: text verbatim, structures as JSON (records
+    /// keep their keys in order).
     pub fn display(&self) -> String {
         match self {
             Value::Text(t) => t.to_string(),
             Value::Null => "null".into(),
             Value::Error(e) => e.message.clone(),
-            other => other.to_json().to_string(),
+            other => {
+                let mut out = String::new();
+                other.write_json(&mut out);
+                out
+            }
+        }
+    }
+
+    /// Writes the value as compact JSON. Unlike [`Value::to_json`] (whose objects sort their
+    /// keys), records are written in their own key order, the order the program gave.
+    fn write_json(&self, out: &mut String) {
+        match self {
+            Value::List(l) => {
+                out.push('[');
+                for (i, v) in l.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    v.write_json(out);
+                }
+                out.push(']');
+            }
+            Value::Record(r) => {
+                out.push('{');
+                for (i, (k, v)) in r.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&serde_json::Value::String(k.to_string()).to_string());
+                    out.push(':');
+                    v.write_json(out);
+                }
+                out.push('}');
+            }
+            other => out.push_str(&other.to_json().to_string()),
         }
     }
 

@@ -99,6 +99,7 @@ impl ModuleBuilder {
             nregs,
             code,
             locs,
+            vars: Vec::new(),
         })
     }
 

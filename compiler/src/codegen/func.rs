@@ -31,6 +31,8 @@ pub struct FnBuilder {
     pub scopes: Vec<FxHashMap<String, Reg>>,
     /// Error registers of the enclosing catch clauses (a bare `throw` rethrows the innermost).
     pub catch_errs: Vec<Reg>,
+    /// Every named variable's register (the function's debug table).
+    pub names: Vec<(String, Reg)>,
 }
 
 impl FnBuilder {
@@ -46,6 +48,7 @@ impl FnBuilder {
             temps: Vec::new(),
             scopes: vec![FxHashMap::default()],
             catch_errs: Vec::new(),
+            names: Vec::new(),
         }
     }
 
@@ -112,6 +115,7 @@ impl FnBuilder {
         if let Some(s) = self.scopes.last_mut() {
             s.insert(name.to_string(), r);
         }
+        self.names.push((name.to_string(), r));
         r
     }
 
@@ -122,6 +126,7 @@ impl FnBuilder {
         }
         let r = self.var_reg();
         self.scopes[0].insert(name.to_string(), r);
+        self.names.push((name.to_string(), r));
         r
     }
 
@@ -130,6 +135,7 @@ impl FnBuilder {
         if let Some(s) = self.scopes.last_mut() {
             s.insert(name.to_string(), r);
         }
+        self.names.push((name.to_string(), r));
     }
 
     /// Finds `name` in this function's scopes.

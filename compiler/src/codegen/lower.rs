@@ -277,10 +277,13 @@ impl<'a> Lowerer<'a> {
             nregs: 0,
             code: Vec::new(),
             locs: Vec::new(),
+            vars: Vec::new(),
         })
     }
 
-    fn finish_func(&mut self, id: FuncId, fb: FnBuilder) {
+    fn finish_func(&mut self, id: FuncId, mut fb: FnBuilder) {
+        fb.names.sort();
+        fb.names.dedup();
         let f = &mut self.m.funcs[id];
         f.kind = fb.kind;
         f.params = match fb.kind {
@@ -290,6 +293,11 @@ impl<'a> Lowerer<'a> {
         f.nregs = fb.nregs.max(1);
         f.code = fb.code;
         f.locs = fb.locs;
+        for (name, reg) in fb.names {
+            let s = self.s(&name);
+            self.m.funcs[id].vars.push((reg, s));
+        }
+        self.m.funcs[id].vars.sort_by_key(|(r, _)| *r);
     }
 
     /// A template for `lit`, resolving `{name}` groups against the variables visible here.
@@ -483,7 +491,10 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    fn permissions(&mut self, p: Option<&Property>, scoped: bool) -> Vec<bc::Permission> {
+    /// Permission rules. `scope`: `None` for the agent table (rendered outside any frame, so
+    /// kept as written); `Some(late)` resolved in the current scope, where `late` (an
+    /// agent's rules used by a session) interpolates every visible name.
+    fn permissions(&mut self, p: Option<&Property>, scope: Option<bool>) -> Vec<bc::Permission> {
         let Some(Property {
             value: PropValue::Block(entries),
             ..
@@ -502,8 +513,13 @@ impl<'a> Lowerer<'a> {
                     let mut pats = Vec::new();
                     for item in items {
                         match &item.kind {
-                            ExprKind::Str(l) if scoped => pats.push(self.template(l, false)),
+                            ExprKind::Str(l) if scope.is_some() => {
+                                pats.push(self.template(l, scope == Some(true)))
+                            }
                             ExprKind::Str(l) => pats.push(self.text_template(&l.raw_text())),
+                            ExprKind::Name(n) if scope.is_none() => {
+                                pats.push(self.text_template(&format!("{{{}}}", n.text)))
+                            }
                             ExprKind::Name(n) => {
                                 let lit = StrLit {
                                     parts: vec![StrPart::Interp(Box::new(Interp {
@@ -557,7 +573,7 @@ impl<'a> Lowerer<'a> {
         };
         let persist = self.persist(prop_expr(&a.props, "persist"));
         let skills = self.skills(prop_expr(&a.props, "skills"));
-        let permissions = self.permissions(prop(&a.props, "permissions"), false);
+        let permissions = self.permissions(prop(&a.props, "permissions"), None);
         let mut extra = Vec::new();
         for p in &a.props {
             if matches!(
@@ -721,19 +737,28 @@ impl<'a> Lowerer<'a> {
         let result = self.fb().var_reg();
         let c = self.const_null();
         self.emit(Op::LoadConst { dst: result, c });
-        for s in stmts {
+        for (i, s) in stmts.iter().enumerate() {
             let mark = self.fb().temp_mark();
-            if let Some(v) = self.stmt(s) {
-                if v != result {
-                    self.emit(Op::Move {
-                        dst: result,
-                        src: v,
-                    });
-                }
+            let v = self.stmt(s);
+            if let Some(v) = v.filter(|&v| v != result && i + 1 == stmts.len()) {
+                self.emit(Op::Move {
+                    dst: result,
+                    src: v,
+                });
             }
             self.fb().release_to(mark);
         }
         result
+    }
+
+    /// Lowers a loop body, whose value nobody reads (keeping it would hold a second
+    /// reference to a list the body appends to, forcing a copy per append).
+    fn stmts(&mut self, stmts: &'a [Stmt]) {
+        for s in stmts {
+            let mark = self.fb().temp_mark();
+            self.stmt(s);
+            self.fb().release_to(mark);
+        }
     }
 
     fn stmt(&mut self, s: &'a Stmt) -> Option<Reg> {
@@ -754,6 +779,17 @@ impl<'a> Lowerer<'a> {
                 {
                     self.emit(Op::LoadInput { dst: r, input: id });
                 } else {
+                    // A mid-program question may interpolate the variables in scope here.
+                    if let StmtKind::Input {
+                        description: Some(d),
+                        ..
+                    } = &s.kind
+                    {
+                        if let ExprKind::Str(lit) | ExprKind::Discretion(lit) = &d.kind {
+                            let t = self.template(lit, false);
+                            self.m.inputs[id].description = Some(t);
+                        }
+                    }
                     self.emit(Op::Ask { dst: r, input: id });
                 }
                 self.write(loc, r);
@@ -766,6 +802,9 @@ impl<'a> Lowerer<'a> {
                 target,
                 value,
             } => {
+                if let Some(v) = self.append_in_place(target, value) {
+                    return Some(v);
+                }
                 let v = self.expr(value);
                 match target {
                     Target::Name(n) => {
@@ -815,6 +854,30 @@ impl<'a> Lowerer<'a> {
             }
             StmtKind::Expr(e) => Some(self.expr(e)),
         }
+    }
+
+    /// `x = x + e` with `x` a variable of this frame: one `binary x, x + e`, so the VM can
+    /// extend a list in place (appending in a loop stays linear).
+    fn append_in_place(&mut self, target: &Target, value: &'a Expr) -> Option<Reg> {
+        let (Target::Name(n), ExprKind::Binary(BinOp::Add, l, r)) = (target, &value.kind) else {
+            return None;
+        };
+        let ExprKind::Name(lhs) = &l.kind else {
+            return None;
+        };
+        let loc = self.lookup(&n.text).filter(|loc| loc.depth == 0)?;
+        if lhs.text != n.text {
+            return None;
+        }
+        let b = self.expr(r);
+        self.set_loc(value.span);
+        self.emit(Op::Binary {
+            op: bc::BinOp::Add,
+            dst: loc.reg,
+            a: loc.reg,
+            b,
+        });
+        Some(loc.reg)
     }
 
     fn innermost_catch_err(&self) -> Option<VarLoc> {
@@ -1239,10 +1302,12 @@ impl<'a> Lowerer<'a> {
             .and_then(word)
             .map(|w| self.s(&w))
             .or_else(|| agent.and_then(|(id, _)| self.m.agents[id].model));
-        let mut permissions = agent
-            .map(|(id, _)| self.m.agents[id].permissions.clone())
-            .unwrap_or_default();
-        for p in self.permissions(prop(&s.props, "permissions"), true) {
+        // The agent's permission lists may name variables: resolve them in this session's scope.
+        let mut permissions = match agent {
+            Some((_, def)) => self.permissions(prop(&def.props, "permissions"), Some(true)),
+            None => Vec::new(),
+        };
+        for p in self.permissions(prop(&s.props, "permissions"), Some(false)) {
             permissions.retain(|q| q.kind != p.kind);
             permissions.push(p);
         }
@@ -1468,7 +1533,7 @@ impl<'a> Lowerer<'a> {
             index,
             exit: 0,
         });
-        self.stmts_value(&l.body.stmts);
+        self.stmts(&l.body.stmts);
         self.emit(Op::Jump { target: head });
         let exit = self.fb().here();
         self.fb().patch(head, exit);
@@ -1493,7 +1558,7 @@ impl<'a> Lowerer<'a> {
             index,
             exit: 0,
         });
-        self.stmts_value(&l.body.stmts);
+        self.stmts(&l.body.stmts);
         self.emit(Op::Jump { target: head });
         let exit = self.fb().here();
         self.fb().patch(head, exit);
@@ -1535,7 +1600,7 @@ impl<'a> Lowerer<'a> {
             self.fb().release_to(mark);
             exits.push(j);
         }
-        self.stmts_value(&l.body.stmts);
+        self.stmts(&l.body.stmts);
         self.emit(Op::Jump { target: head });
         let exit = self.fb().here();
         for j in exits {

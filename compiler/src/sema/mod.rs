@@ -1013,6 +1013,18 @@ impl Analyzer<'_> {
         }
     }
 
+    /// Whether the program declares `name` anywhere (for names bound late).
+    fn declared_anywhere(&mut self, name: &str) -> bool {
+        let program = self.program;
+        self.all_names
+            .get_or_insert_with(|| {
+                let mut names = HashSet::default();
+                collect_declared_names(&program.stmts, &mut names);
+                names
+            })
+            .contains(name)
+    }
+
     /// Interpolations in agent prompts resolve when a session uses the agent.
     fn late_strlit(&mut self, s: &StrLit) {
         for part in &s.parts {

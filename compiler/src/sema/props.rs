@@ -6,6 +6,11 @@ use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
 use rustc_hash::FxHashMap as HashMap;
 
+/// `permissions` of an agent definition (bound late).
+const AGENT: bool = true;
+/// `permissions` of a session (bound where it stands).
+const SESSION: bool = false;
+
 const MODELS: [&str; 3] = ["sonnet", "opus", "haiku"];
 const AGENT_PROPS: [&str; 9] = [
     "model",
@@ -119,7 +124,7 @@ pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
         skills(a, p);
     }
     if let Some(p) = props.get("permissions") {
-        permissions(a, p);
+        permissions(a, p, AGENT);
     }
     for key in ["retry", "backoff"] {
         if let Some(p) = props.get(key) {
@@ -198,7 +203,9 @@ fn skills(a: &mut Analyzer, p: &Property) {
     }
 }
 
-fn permissions(a: &mut Analyzer, p: &Property) {
+/// Checks a `permissions:` block. An agent's (`late`) resolves names and interpolations when
+/// a session uses the agent, so they may name any variable of the program.
+fn permissions(a: &mut Analyzer, p: &Property, late: bool) {
     let PropValue::Block(entries) = &p.value else {
         a.diag(
             Code::E015,
@@ -242,8 +249,10 @@ fn permissions(a: &mut Analyzer, p: &Property) {
                 }
                 for item in items {
                     match &item.kind {
+                        ExprKind::Str(s) if late => a.late_strlit(s),
                         ExprKind::Str(s) => a.strlit(s),
-                        ExprKind::Name(n) if a.lookup(&n.text).is_some() => {}
+                        ExprKind::Name(n) if !late && a.lookup(&n.text).is_some() => {}
+                        ExprKind::Name(n) if late && a.declared_anywhere(&n.text) => {}
                         _ => {
                             a.diag(Code::E016, item.span, "permission patterns must be strings");
                         }
@@ -442,7 +451,7 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
         }
     }
     if let Some(p) = props.get("permissions") {
-        permissions(a, p);
+        permissions(a, p, SESSION);
     }
     if let Some(p) = props.get("skills") {
         skills(a, p);

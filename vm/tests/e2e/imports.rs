@@ -1,0 +1,100 @@
+//! Imported programs: invocation passes inputs and returns outputs.
+
+use crate::harness::*;
+use prosec::compile::Compilation;
+use serde_json::json;
+
+/// Compiles `main` with `lib/digest.prose` beside it, both written to a fresh temp dir.
+fn build(test: &str, lib: &str, main: &str) -> std::sync::Arc<bytecode_spec::Artifact> {
+    let dir = std::env::temp_dir().join(format!("prosevm-e2e-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("lib")).expect("temp dir");
+    std::fs::write(dir.join("lib/digest.prose"), lib).expect("write lib");
+    std::fs::write(dir.join("main.prose"), main).expect("write main");
+    let mut c = Compilation::new(Default::default());
+    let root = c.add_file(&dir.join("main.prose")).expect("read main");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    compiled(c, root)
+}
+
+#[test]
+fn an_invocation_passes_inputs_and_returns_outputs() {
+    let lib = r#"input source-text: "The text"
+input reader: "Who reads it"
+let points = session "Key points of {source-text} for {reader}"
+output headline = session "Headline for {reader}"
+output digest = session "Digest of {points}"
+"#;
+    let main = r#"use "./lib/digest.prose" as condense
+let user-notes = condense(source-text: "the changelog", reader: "users")
+let { headline, digest } = condense(
+  reader: "operators",
+  source-text: "the ops log",
+)
+session "Announce '{user-notes.headline}'; ops: {headline}"
+  context: { user-notes.digest, ops: digest }
+output announcement = user-notes.headline
+"#;
+    let mut h = Harness::with(build("invoke", lib, main), &[], Default::default());
+    h.run(|req| reply(&format!("<{}>", text(req))));
+    assert_eq!(
+        h.seen(),
+        [
+            "0:0 session: Key points of the changelog for users",
+            "0:1 session: Headline for users",
+            "0:2 session: Digest of <Key points of the changelog for users>",
+            "0:3 session: Key points of the ops log for operators",
+            "0:4 session: Headline for operators",
+            "0:5 session: Digest of <Key points of the ops log for operators>",
+            "0:6 session: Announce '<Headline for users>'; ops: <Headline for operators>",
+        ]
+    );
+    let sites: Vec<&str> = h.log.iter().map(|r| r.site.as_str()).collect();
+    assert_eq!(
+        sites,
+        ["digest:3", "digest:4", "digest:5", "digest:3", "digest:4", "digest:5", "main:7"]
+    );
+    assert_eq!(
+        h.sessions()[6].context,
+        [
+            (
+                "digest".to_string(),
+                "<Digest of <Key points of the changelog for users>>".to_string()
+            ),
+            (
+                "ops".to_string(),
+                "<Digest of <Key points of the ops log for operators>>".to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        h.outputs(),
+        json!({ "announcement": "<Headline for users>" })
+    );
+}
+
+#[test]
+fn an_error_in_an_imported_program_reaches_the_caller() {
+    let lib = r#"input source-text: "The text"
+session "Read {source-text}"
+if source-text == "":
+  throw "nothing to condense"
+output digest = session "Digest {source-text}"
+"#;
+    let main = r#"use "./lib/digest.prose" as condense
+let a = try:
+  condense(source-text: "")
+catch as e:
+  e.message
+let b = condense(source-text: "")
+output a = a
+"#;
+    let mut h = Harness::with(build("throw", lib, main), &[], Default::default());
+    h.run(echo);
+    assert_eq!(h.seen(), ["0:0 session: Read ", "0:1 session: Read "]);
+    let e = h.error();
+    assert_eq!(
+        (e.message.as_str(), e.module.as_str(), e.line),
+        ("nothing to condense", "digest", 4)
+    );
+    assert_eq!(e.statement.trim(), r#"throw "nothing to condense""#);
+}

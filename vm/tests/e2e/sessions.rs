@@ -1,0 +1,160 @@
+//! Sessions: agent prompts, context, model, permissions, interpolation.
+
+use crate::harness::*;
+use prosevm::machine::Limits;
+use prosevm::value::Value;
+use serde_json::json;
+
+#[test]
+fn session_requests_carry_agent_context_model_and_permissions() {
+    let src = r#"input topic: "The topic"
+
+agent writer:
+  model: opus
+  prompt: "You write about {topic} for {audience}."
+  permissions:
+    bash: deny
+
+const out-dir = "out"
+let audience = "engineers"
+let facts = { title: "Rust", tags: ["fast", "safe"] }
+let draft = session: writer
+  prompt: "Write about {facts.title} ({facts.tags[1]})"
+  context: [facts, audience]
+let review = session "Review the draft of {topic}"
+  model: haiku
+  context: { draft, who: audience }
+  permissions:
+    write: [out-dir, "{out-dir}/{topic}.md"]
+    network: allow
+output result = review
+"#;
+    let mut h = Harness::with(
+        compile(src),
+        &[("topic", Value::text("borrowing"))],
+        Limits::default(),
+    );
+    h.run(echo);
+    assert_eq!(
+        h.seen(),
+        [
+            "0:0 session: Write about Rust (safe)",
+            "0:1 session: Review the draft of borrowing",
+        ]
+    );
+    let s = h.sessions();
+    assert_eq!(s[0].agent.as_deref(), Some("writer"));
+    assert_eq!(
+        s[0].system.as_deref(),
+        Some("You write about borrowing for engineers.")
+    );
+    assert_eq!(s[0].model.as_deref(), Some("opus"));
+    assert_eq!(
+        s[0].context,
+        [
+            (
+                "facts".to_string(),
+                r#"{"title":"Rust","tags":["fast","safe"]}"#.to_string()
+            ),
+            ("audience".to_string(), "engineers".to_string()),
+        ]
+    );
+    assert_eq!(
+        s[0].permissions,
+        [("bash".to_string(), vec!["deny".to_string()])]
+    );
+    assert!(!s[0].resume);
+    assert_eq!(s[1].agent, None);
+    assert_eq!(s[1].system, None);
+    assert_eq!(s[1].model.as_deref(), Some("haiku"));
+    assert_eq!(
+        s[1].context,
+        [
+            (
+                "draft".to_string(),
+                "Write about Rust (safe) done".to_string()
+            ),
+            ("who".to_string(), "engineers".to_string()),
+        ]
+    );
+    assert_eq!(
+        s[1].permissions,
+        [
+            (
+                "write".to_string(),
+                vec!["out".to_string(), "out/borrowing.md".to_string()]
+            ),
+            ("network".to_string(), vec!["allow".to_string()]),
+        ]
+    );
+    assert_eq!(
+        h.outputs(),
+        json!({ "result": "Review the draft of borrowing done" })
+    );
+}
+
+#[test]
+fn labels_resume_skills_and_retry_reach_the_request() {
+    let src = r#"import "web-search" from "github:openprose/skills"
+
+agent captain:
+  model: sonnet
+  persist: true
+  prompt: "You coordinate."
+  skills: ["web-search"]
+
+let plan = session "Plan"
+  prompt: "Plan the {step} step"
+  retry: 2
+  backoff: linear
+let step = "second"
+let next = resume: captain
+  prompt: "Continue from: {plan}"
+output plan = next
+"#;
+    let mut h = Harness::new(src);
+    h.run(echo);
+    assert_eq!(
+        h.seen(),
+        [
+            "0:0 session: Plan the {step} step",
+            "0:1 resume: Continue from: Plan the {step} step done"
+        ]
+    );
+    let s = h.sessions();
+    assert_eq!(s[0].label.as_deref(), Some("Plan"));
+    assert_eq!(s[0].retry, 2);
+    assert_eq!(s[0].backoff, bytecode_spec::Backoff::Linear);
+    assert!(s[1].resume);
+    assert_eq!(s[1].agent.as_deref(), Some("captain"));
+    assert_eq!(s[1].system.as_deref(), Some("You coordinate."));
+    assert_eq!(s[1].skills, ["web-search"]);
+    assert_eq!(
+        h.outputs(),
+        json!({ "plan": "Continue from: Plan the {step} step done done" })
+    );
+}
+
+#[test]
+fn agent_permission_lists_resolve_in_the_sessions_scope() {
+    let src = r#"agent archivist:
+  permissions:
+    write: [log-root, "{log-root}/archive/*.md"]
+let log-root = "/var/log/app"
+session: archivist
+  prompt: "Archive the logs"
+"#;
+    let mut h = Harness::new(src);
+    h.run(echo);
+    let s = h.sessions();
+    assert_eq!(
+        s[0].permissions,
+        [(
+            "write".to_string(),
+            vec![
+                "/var/log/app".to_string(),
+                "/var/log/app/archive/*.md".to_string()
+            ]
+        )]
+    );
+}
