@@ -133,7 +133,8 @@ enum State {
 
 #[derive(Clone, Copy)]
 enum Expect {
-    Text,
+    /// A session's answer; for a persistent agent, where its memory is kept.
+    Session(Option<(u32, AgentId)>),
     Bool,
     Choice(usize),
     Value,
@@ -197,6 +198,10 @@ pub struct Machine {
     live: usize,
     /// Whether trace events are recorded (off when nobody reads them).
     trace: bool,
+    /// Persistent agents' memory, by module and agent.
+    memory: FxHashMap<(u32, AgentId), String>,
+    /// `program:line` strings of request sites, built once each.
+    sites: FxHashMap<(u32, u32), String>,
 }
 
 enum Flow {
@@ -206,6 +211,11 @@ enum Flow {
 }
 
 type OpResult = Result<Flow, ErrorValue>;
+
+/// The session reply match above only binds the two session variants.
+fn unreachable_reply() -> (String, Option<String>) {
+    (String::new(), None)
+}
 
 fn err(message: impl Into<String>) -> ErrorValue {
     ErrorValue {
@@ -271,6 +281,8 @@ impl Machine {
             failure: None,
             live: 0,
             trace: true,
+            memory: FxHashMap::default(),
+            sites: FxHashMap::default(),
         };
         let frame = machine.new_frame(&inst, 0, m.entry, None, Ret::Fiber);
         inst.borrow_mut().main = Some(frame.clone());
@@ -386,7 +398,15 @@ impl Machine {
         self.fibers[f].state = State::Ready;
         let value = match (reply, expect) {
             (Reply::Failed(msg), _) => Err(err(msg)),
-            (Reply::Text(t), Expect::Text) => {
+            (reply @ (Reply::Text(_) | Reply::Remembered { .. }), Expect::Session(key)) => {
+                let (t, memory) = match reply {
+                    Reply::Remembered { text, memory } => (text, Some(memory)),
+                    Reply::Text(text) => (text, None),
+                    _ => unreachable_reply(),
+                };
+                if let (Some(key), Some(memory)) = (key, memory) {
+                    self.memory.insert(key, memory);
+                }
                 if self.trace {
                     self.events.push(Event::Answer {
                         id: id.to_string(),
@@ -425,6 +445,9 @@ impl Machine {
                 }
             }
             (Reply::Text(t), Expect::Value) => Ok(Value::text(t)),
+            (Reply::Remembered { .. }, _) => Err(err(
+                "the driver sent a memory update for a request that is not a session",
+            )),
             (other, _) => Err(err(format!(
                 "the driver answered {other:?} to a different kind of request"
             ))),
@@ -501,6 +524,11 @@ impl Machine {
     }
 
     fn finish_fiber(&mut self, f: usize, result: Result<Value, Arc<ErrorValue>>) {
+        // A finished fiber asks nothing more: release what it held.
+        let fiber = &mut self.fibers[f];
+        fiber.stack = Vec::new();
+        fiber.lineage = String::new();
+        fiber.last_answer = None;
         if let Some((g, i)) = self.fibers[f].group {
             self.live -= 1;
             self.child_finished(g, i, result);
@@ -563,8 +591,11 @@ impl Machine {
         if self.groups[g].outcome.is_some() {
             return;
         }
-        let desc = self.artifact.modules[self.groups[g].module as usize].forks[self.groups[g].fork]
-            .clone();
+        let (strategy, count, on_fail) = {
+            let d =
+                &self.artifact.modules[self.groups[g].module as usize].forks[self.groups[g].fork];
+            (d.strategy, d.count, d.on_fail)
+        };
         let group = &mut self.groups[g];
         group.finished += 1;
         let failed = result.is_err();
@@ -576,40 +607,40 @@ impl Machine {
         group.results[i] = Some(result);
         let n = group.children.len();
         let all_done = group.finished == n;
-        let outcome: Option<Result<(), Arc<ErrorValue>>> =
-            if failed && desc.on_fail == OnFail::FailFast {
-                group.first_error.clone().map(Err)
-            } else {
-                let enough = match desc.strategy {
-                    Strategy::All => all_done,
-                    Strategy::First => group.successes >= 1,
-                    Strategy::Any => group.successes >= desc.count as usize,
-                };
-                let impossible = match desc.strategy {
-                    Strategy::All => false,
-                    Strategy::First => all_done && group.successes == 0,
-                    Strategy::Any => group.successes + (n - group.finished) < desc.count as usize,
-                };
-                if enough
-                    && !(desc.strategy == Strategy::All
-                        && desc.on_fail == OnFail::Continue
-                        && group.first_error.is_some())
-                {
-                    Some(Ok(()))
-                } else if enough || impossible {
-                    match desc.on_fail {
-                        OnFail::Ignore => Some(Ok(())),
-                        _ => Some(Err(group.first_error.clone().unwrap_or_else(|| {
-                            Arc::new(err(format!(
-                                "only {} of {} branches succeeded",
-                                group.successes, n
-                            )))
-                        }))),
-                    }
-                } else {
-                    None
-                }
+        let outcome: Option<Result<(), Arc<ErrorValue>>> = if failed && on_fail == OnFail::FailFast
+        {
+            group.first_error.clone().map(Err)
+        } else {
+            let enough = match strategy {
+                Strategy::All => all_done,
+                Strategy::First => group.successes >= 1,
+                Strategy::Any => group.successes >= count as usize,
             };
+            let impossible = match strategy {
+                Strategy::All => false,
+                Strategy::First => all_done && group.successes == 0,
+                Strategy::Any => group.successes + (n - group.finished) < count as usize,
+            };
+            if enough
+                && !(strategy == Strategy::All
+                    && on_fail == OnFail::Continue
+                    && group.first_error.is_some())
+            {
+                Some(Ok(()))
+            } else if enough || impossible {
+                match on_fail {
+                    OnFail::Ignore => Some(Ok(())),
+                    _ => Some(Err(group.first_error.clone().unwrap_or_else(|| {
+                        Arc::new(err(format!(
+                            "only {} of {} branches succeeded",
+                            group.successes, n
+                        )))
+                    }))),
+                }
+            } else {
+                None
+            }
+        };
         if let Some(o) = outcome {
             self.complete_group(g, o);
         }
@@ -804,12 +835,13 @@ impl Machine {
             .locs
             .get(fr.pc.saturating_sub(1) as usize)
             .map_or(0, |l| l.line);
+        let site = self
+            .sites
+            .entry((fr.module, line))
+            .or_insert_with(|| format!("{}:{line}", m.name))
+            .clone();
         self.pending.insert(id.clone(), f);
-        self.new_requests.push(Request {
-            id,
-            site: format!("{}:{line}", m.name),
-            kind,
-        });
+        self.new_requests.push(Request { id, site, kind });
         Flow::Block
     }
 
@@ -858,6 +890,17 @@ impl Machine {
         }
     }
 
+    /// Records a binding event when `reg` of function `func` is a named variable.
+    fn note_binding(&mut self, m: &Module, func: FuncId, reg: Reg, value: &Value) {
+        let vars = &m.funcs[func].vars;
+        if let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) {
+            self.events.push(Event::Binding {
+                name: m.strings[vars[i].1].clone(),
+                value: value.display(),
+            });
+        }
+    }
+
     fn step(&mut self, f: usize, art: &Arc<Artifact>, frame: &FrameRef) -> OpResult {
         let mut fr = frame.borrow_mut();
         let m = &art.modules[fr.module as usize];
@@ -877,7 +920,13 @@ impl Machine {
                     Const::Str(s) => Value::text(m.strings[*s].as_str()),
                 };
             }
-            Op::Move { dst, src } => fr.regs[r(*dst)] = fr.regs[r(*src)].clone(),
+            Op::Move { dst, src } => {
+                let v = fr.regs[r(*src)].clone();
+                if self.trace {
+                    self.note_binding(m, fr.func, *dst, &v);
+                }
+                fr.regs[r(*dst)] = v;
+            }
             Op::GetUp { dst, depth, reg } => {
                 let link = fr.link.clone().ok_or_else(|| err("no enclosing frame"))?;
                 let target = up(&link, depth - 1).ok_or_else(|| err("no enclosing frame"))?;
@@ -888,6 +937,11 @@ impl Machine {
                 let v = fr.regs[r(*src)].clone();
                 let link = fr.link.clone().ok_or_else(|| err("no enclosing frame"))?;
                 let target = up(&link, depth - 1).ok_or_else(|| err("no enclosing frame"))?;
+                if self.trace {
+                    let func = target.borrow().func;
+                    let tm = &art.modules[target.borrow().module as usize];
+                    self.note_binding(tm, func, *reg, &v);
+                }
                 target.borrow_mut().regs[r(*reg)] = v;
             }
             Op::Format { dst, tpl } => {
@@ -1335,7 +1389,25 @@ impl Machine {
                         (m.strings[p.kind].clone(), values)
                     })
                     .collect();
+                let persistent = sd
+                    .agent
+                    .filter(|a| m.agents[*a].persist != Persist::None)
+                    .map(|a| (fr.module, a));
+                let memory = match (sd.kind, persistent) {
+                    (SessionKind::Resume, Some(key)) => match self.memory.get(&key) {
+                        Some(mem) => Some(mem.clone()),
+                        None => {
+                            let name = &m.strings[m.agents[key.1].name];
+                            return Err(err(format!(
+                                "E018: `resume: {name}` but {name} has no memory yet; use `session: {name}` for its first session"
+                            )));
+                        }
+                    },
+                    _ => None,
+                };
                 let req = SessionRequest {
+                    persistent: persistent.is_some(),
+                    memory,
                     resume: sd.kind == SessionKind::Resume,
                     agent: sd.agent.map(|a| m.strings[m.agents[a].name].clone()),
                     label: sd.label.map(|l| m.strings[l].clone()),
@@ -1354,7 +1426,13 @@ impl Machine {
                         text: req.label.clone().unwrap_or_else(|| req.prompt.clone()),
                     });
                 }
-                return Ok(self.request(f, &fr, RequestKind::Session(req), *dst, Expect::Text));
+                return Ok(self.request(
+                    f,
+                    &fr,
+                    RequestKind::Session(Box::new(req)),
+                    *dst,
+                    Expect::Session(persistent),
+                ));
             }
             Op::Evaluate { dst, cond } => {
                 let condition = self.render(&fr, *cond);

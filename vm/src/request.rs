@@ -29,6 +29,10 @@ pub struct SessionRequest {
     pub permissions: Vec<(String, Vec<String>)>,
     /// Skills.
     pub skills: Vec<String>,
+    /// The agent is persistent: the driver may return a memory update with the answer.
+    pub persistent: bool,
+    /// The agent's memory, sent with `resume:` (a fresh `session:` starts without it).
+    pub memory: Option<String>,
     /// Extra attempts after a failure.
     pub retry: u32,
     /// Delay policy between attempts.
@@ -41,7 +45,7 @@ pub struct SessionRequest {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum RequestKind {
     /// Run a session; the answer is text.
-    Session(SessionRequest),
+    Session(Box<SessionRequest>),
     /// Judge a discretion condition; the answer is a boolean.
     Evaluate {
         /// The condition.
@@ -99,6 +103,13 @@ pub struct Request {
 pub enum Reply {
     /// A session's answer.
     Text(String),
+    /// A persistent agent's answer with its updated memory (which replaces the old one).
+    Remembered {
+        /// The answer.
+        text: String,
+        /// The agent's memory after this session.
+        memory: String,
+    },
     /// An evaluation's verdict.
     Bool(bool),
     /// A choice's 0-based option index.

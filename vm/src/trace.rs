@@ -18,6 +18,13 @@ pub enum Event {
         /// Its label or prompt.
         text: String,
     },
+    /// A named variable was bound.
+    Binding {
+        /// The variable.
+        name: String,
+        /// Its new value, as text.
+        value: String,
+    },
     /// A session answered.
     Answer {
         /// The request.
@@ -136,6 +143,7 @@ impl Event {
             Event::Session { line, text } => {
                 format!("[Position] line {line}: session \"{}\"", short(text))
             }
+            Event::Binding { name, value } => format!("[Binding] {name} = \"{}\"", short(value)),
             Event::Answer { id, text } => format!("[Success] {id}: \"{}\"", short(text)),
             Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
             Event::Flow { result, .. } => {

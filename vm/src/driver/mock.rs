@@ -3,7 +3,7 @@
 //! placeholders (with `--mock-inputs`); conversions get a small value of the asked shape.
 //! A script (`--mock-script file.json`) overrides any of this per request site or prompt.
 
-use super::{Answer, Driver, DriverError};
+use super::{Answer, Driver, DriverError, SessionAnswer};
 use crate::request::{Reply, Request, RequestKind, SessionRequest};
 use crate::value::Value;
 use bytecode_spec::Shape;
@@ -181,6 +181,17 @@ impl Mock {
             }
         }
         match &req.kind {
+            RequestKind::Session(s) if s.persistent => {
+                // A persistent agent keeps one line per session in its memory.
+                let text = answer_for(&s.prompt);
+                let agent = s.agent.as_deref().unwrap_or("agent");
+                let line = format!("- {agent} answered: {text}");
+                let memory = match &s.memory {
+                    Some(m) => format!("{m}\n{line}"),
+                    None => line,
+                };
+                Reply::Remembered { text, memory }
+            }
             RequestKind::Session(s) => Reply::Text(answer_for(&s.prompt)),
             RequestKind::Evaluate { .. } => {
                 Reply::Bool(match self.opts.conditions.unwrap_or(Conditions::True) {
@@ -243,9 +254,13 @@ impl Driver for Mock {
         "mock"
     }
 
-    async fn session(&self, req: &Request, _: &SessionRequest) -> Answer<String> {
+    async fn session(&self, req: &Request, _: &SessionRequest) -> Answer<SessionAnswer> {
         expect(self.wait(req).await, |r| match r {
-            Reply::Text(t) => Some(t),
+            Reply::Text(t) => Some(t.into()),
+            Reply::Remembered { text, memory } => Some(SessionAnswer {
+                text,
+                memory: Some(memory),
+            }),
             _ => None,
         })
     }

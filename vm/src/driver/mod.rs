@@ -9,6 +9,21 @@ use crate::value::Value;
 use bytecode_spec::Shape;
 use std::future::Future;
 
+/// A session's answer, with a persistent agent's updated memory when the driver has one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionAnswer {
+    /// The answer text.
+    pub text: String,
+    /// The agent's memory after the session (persistent agents only).
+    pub memory: Option<String>,
+}
+
+impl From<String> for SessionAnswer {
+    fn from(text: String) -> SessionAnswer {
+        SessionAnswer { text, memory: None }
+    }
+}
+
 /// Why a request failed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DriverError(pub String);
@@ -23,12 +38,13 @@ pub trait Driver: Send + Sync + 'static {
     /// A short name for traces.
     fn name(&self) -> &str;
 
-    /// Runs a session; the answer is its text.
+    /// Runs a session; the answer is its text, and for a persistent agent possibly its
+    /// updated memory.
     fn session(
         &self,
         req: &Request,
         session: &SessionRequest,
-    ) -> impl Future<Output = Answer<String>> + Send;
+    ) -> impl Future<Output = Answer<SessionAnswer>> + Send;
 
     /// Judges a discretion condition.
     fn evaluate(&self, req: &Request, condition: &str)
@@ -62,7 +78,13 @@ pub trait Driver: Send + Sync + 'static {
 pub async fn serve<D: Driver>(driver: &D, req: &Request) -> crate::request::Reply {
     use crate::request::Reply;
     let answer = match &req.kind {
-        RequestKind::Session(s) => driver.session(req, s).await.map(Reply::Text),
+        RequestKind::Session(s) => driver.session(req, s).await.map(|a| match a.memory {
+            Some(memory) => Reply::Remembered {
+                text: a.text,
+                memory,
+            },
+            None => Reply::Text(a.text),
+        }),
         RequestKind::Evaluate { condition, .. } => {
             driver.evaluate(req, condition).await.map(Reply::Bool)
         }

@@ -218,6 +218,14 @@ pub fn reply(s: &str) -> Reply {
 /// with the first option; panics on anything else.
 pub fn echo(req: &Request) -> Reply {
     match &req.kind {
+        // A persistent agent remembers every prompt it was given.
+        RequestKind::Session(s) if s.persistent => Reply::Remembered {
+            text: format!("{} done", s.prompt),
+            memory: match &s.memory {
+                Some(m) => format!("{m}; {}", s.prompt),
+                None => s.prompt.clone(),
+            },
+        },
         RequestKind::Session(s) => Reply::Text(format!("{} done", s.prompt)),
         RequestKind::Evaluate { .. } => Reply::Bool(true),
         RequestKind::Choose { .. } => Reply::Choice(0),

@@ -3,7 +3,7 @@
 use crate::harness::compile;
 use bytecode_spec::Shape;
 use prosevm::driver::mock::{Mock, MockOptions, Rule};
-use prosevm::driver::{Answer, Driver};
+use prosevm::driver::{Answer, Driver, SessionAnswer};
 use prosevm::machine::{Limits, Machine, RuntimeError};
 use prosevm::request::{Request, SessionRequest};
 use prosevm::runner::{run, RunConfig};
@@ -34,7 +34,7 @@ impl Driver for Recording {
         "recording"
     }
 
-    async fn session(&self, req: &Request, session: &SessionRequest) -> Answer<String> {
+    async fn session(&self, req: &Request, session: &SessionRequest) -> Answer<SessionAnswer> {
         self.attempts.lock().expect("lock").push(req.id.clone());
         self.inner.session(req, session).await
     }

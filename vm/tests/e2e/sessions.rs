@@ -108,6 +108,8 @@ let plan = session "Plan"
   retry: 2
   backoff: linear
 let step = "second"
+session: captain
+  prompt: "Start"
 let next = resume: captain
   prompt: "Continue from: {plan}"
 output plan = next
@@ -118,17 +120,21 @@ output plan = next
         h.seen(),
         [
             "0:0 session: Plan the {step} step",
-            "0:1 resume: Continue from: Plan the {step} step done"
+            "0:1 session: Start",
+            "0:2 resume: Continue from: Plan the {step} step done"
         ]
     );
     let s = h.sessions();
     assert_eq!(s[0].label.as_deref(), Some("Plan"));
     assert_eq!(s[0].retry, 2);
     assert_eq!(s[0].backoff, bytecode_spec::Backoff::Linear);
-    assert!(s[1].resume);
-    assert_eq!(s[1].agent.as_deref(), Some("captain"));
-    assert_eq!(s[1].system.as_deref(), Some("You coordinate."));
-    assert_eq!(s[1].skills, ["web-search"]);
+    // `session:` on a persistent agent starts fresh; `resume:` carries its memory.
+    assert!(!s[1].resume && s[1].persistent && s[1].memory.is_none());
+    assert!(s[2].resume);
+    assert_eq!(s[2].memory.as_deref(), Some("Start"));
+    assert_eq!(s[2].agent.as_deref(), Some("captain"));
+    assert_eq!(s[2].system.as_deref(), Some("You coordinate."));
+    assert_eq!(s[2].skills, ["web-search"]);
     assert_eq!(
         h.outputs(),
         json!({ "plan": "Continue from: Plan the {step} step done done" })
@@ -157,4 +163,24 @@ session: archivist
             ]
         )]
     );
+}
+
+#[test]
+fn resume_without_memory_is_the_specs_error() {
+    let src = "agent captain:\n  persist: true\n  prompt: \"You coordinate.\"\nresume: captain\n  prompt: \"Go on\"\n";
+    let mut h = Harness::new(src);
+    h.run(echo);
+    let e = h.error();
+    assert!(e.message.starts_with("E018"), "{e}");
+    assert_eq!(e.line, 4);
+}
+
+#[test]
+fn each_session_replaces_the_agents_memory() {
+    let src = "agent scribe:\n  persist: true\nsession: scribe\n  prompt: \"one\"\nresume: scribe\n  prompt: \"two\"\nsession: scribe\n  prompt: \"three\"\nresume: scribe\n  prompt: \"four\"\n";
+    let mut h = Harness::new(src);
+    h.run(echo);
+    let memories: Vec<Option<&str>> = h.sessions().iter().map(|s| s.memory.as_deref()).collect();
+    // A fresh `session:` ignores the memory, and its update replaces it.
+    assert_eq!(memories, [None, Some("one"), None, Some("three")]);
 }
