@@ -153,7 +153,7 @@ impl Harness {
         self.log
             .iter()
             .filter_map(|r| match &r.kind {
-                RequestKind::Session(s) => Some(s),
+                RequestKind::Session(s) => Some(&**s),
                 _ => None,
             })
             .collect()
