@@ -8,5 +8,6 @@ pub mod driver;
 pub mod machine;
 pub mod request;
 pub mod runner;
+pub mod store;
 pub mod trace;
 pub mod value;

@@ -6,8 +6,10 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
+use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
-use prosevm::runner::{run, RunConfig};
+use prosevm::runner::{run_durable, Durable, RunConfig};
+use prosevm::store::{self, journal, RunDir, RunInfo};
 use prosevm::value::Value;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
@@ -43,6 +45,30 @@ enum Command {
         lib_paths: Vec<PathBuf>,
         #[command(flatten)]
         opts: RunArgs,
+    },
+    /// Continue an interrupted run (by id or path) without asking anything twice.
+    Resume {
+        /// The run's id or directory.
+        run: String,
+        #[command(flatten)]
+        opts: RunArgs,
+    },
+    /// List runs: id, program, status, start time, answers journaled.
+    Runs {
+        /// Where runs live (default: `.prose` in the working directory).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Show a run's record.
+    Inspect {
+        /// The run's id or directory.
+        run: String,
+        /// Where runs live (default: `.prose` in the working directory).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Print JSON for tools.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -109,6 +135,12 @@ struct RunArgs {
     /// Mock: scripted answers, failures and delays (a JSON list of rules).
     #[arg(long, value_name = "FILE")]
     mock_script: Option<PathBuf>,
+    /// Mock: append the id of every request it serves to FILE.
+    #[arg(long, value_name = "FILE")]
+    mock_log: Option<PathBuf>,
+    /// Where runs live (default: `.prose` in the working directory).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
 }
 
 fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
@@ -139,23 +171,43 @@ fn parse_inputs(args: &RunArgs) -> Result<FxHashMap<String, Value>, String> {
     Ok(inputs)
 }
 
-fn execute(artifact: bytecode_spec::Artifact, args: &RunArgs) -> ExitCode {
-    let mut inputs = match parse_inputs(args) {
-        Ok(i) => i,
-        Err(e) => return fail(e, 2),
-    };
+/// Where an artifact came from: its bytes, and the file it was read or compiled from.
+struct Program {
+    artifact: bytecode_spec::Artifact,
+    bytes: Vec<u8>,
+    origin: PathBuf,
+}
+
+fn mock(args: &RunArgs) -> Result<Mock, ExitCode> {
     let script: Vec<Rule> = match &args.mock_script {
         None => Vec::new(),
-        Some(f) => match std::fs::read_to_string(f)
+        Some(f) => std::fs::read_to_string(f)
             .map_err(|e| e.to_string())
             .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(s) => s,
-            Err(e) => return fail(format!("--mock-script {}: {e}", f.display()), 2),
-        },
+            .map_err(|e| fail(format!("--mock-script {}: {e}", f.display()), 2))?,
     };
-    if args.mock_inputs {
-        let m = &artifact.modules[0];
+    Ok(Mock::new(MockOptions {
+        conditions: Some(args.mock_conditions),
+        inputs: args.mock_inputs,
+        latency: Duration::from_millis(args.mock_latency),
+        script,
+        log: args.mock_log.clone(),
+    }))
+}
+
+/// Runs a program in a run directory (a new one, or `resume`'s), journaling every answer.
+fn execute(
+    program: Program,
+    mut inputs: FxHashMap<String, Value>,
+    args: &RunArgs,
+    resume: Option<RunDir>,
+) -> ExitCode {
+    let driver = match mock(args) {
+        Ok(d) => Arc::new(d),
+        Err(code) => return code,
+    };
+    if args.mock_inputs && resume.is_none() {
+        let m = &program.artifact.modules[0];
         for inp in m.inputs.values().filter(|i| i.parameter) {
             let name = m.strings[inp.name].clone();
             inputs
@@ -167,23 +219,68 @@ fn execute(artifact: bytecode_spec::Artifact, args: &RunArgs) -> ExitCode {
         iterations: args.max_iterations,
         ..Limits::default()
     };
-    let mut machine = match Machine::new(Arc::new(artifact), &inputs, limits) {
+    let artifact = Arc::new(program.artifact);
+    let mut machine = match Machine::new(artifact.clone(), &inputs, limits) {
         Ok(m) => m,
         Err(e) => return fail(e, 1),
     };
     machine.set_trace(args.trace != Trace::Quiet);
-    let driver = Arc::new(Mock::new(MockOptions {
-        conditions: Some(args.mock_conditions),
-        inputs: args.mock_inputs,
-        latency: Duration::from_millis(args.mock_latency),
-        script,
-    }));
+    let (dir, replay) = match resume {
+        Some(dir) => match journal::read(&dir.journal_path()) {
+            Ok(records) => (
+                dir,
+                records
+                    .into_iter()
+                    .collect::<std::collections::HashMap<_, _>>(),
+            ),
+            Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
+        },
+        None => {
+            let inputs_json: serde_json::Map<String, serde_json::Value> = inputs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect();
+            let info = RunInfo {
+                program: artifact.modules[0].name.clone(),
+                origin: program.origin.clone(),
+                artifact_sha256: store::sha256_hex(&program.bytes),
+                inputs: serde_json::Value::Object(inputs_json),
+            };
+            match RunDir::create(
+                args.state_dir.as_deref(),
+                &info,
+                &artifact.modules[0].source,
+                &program.bytes,
+            ) {
+                Ok(dir) => (dir, Default::default()),
+                Err(e) => return fail(e, 2),
+            }
+        }
+    };
+    let _lock = match dir.lock() {
+        Ok(l) => l,
+        Err(e) => return fail(e, 1),
+    };
+    let journal = match journal::Journal::open(&dir.journal_path()) {
+        Ok(j) => j,
+        Err(e) => return fail(e, 2),
+    };
+    let replayed = replay.len();
+    let mut durable = Durable {
+        journal,
+        replay,
+        batch: driver.side_effect_free(),
+    };
     let cfg = RunConfig {
         max_concurrency: args.max_concurrency,
         backoff_unit: Duration::from_millis(args.backoff_unit_ms),
     };
     let trace = args.trace;
     if trace == Trace::Narrate {
+        eprintln!("[Program] run {} in {}", dir.id, dir.path.display());
+        if replayed > 0 {
+            eprintln!("[Program] resuming: {replayed} answer(s) replayed from the journal");
+        }
         eprintln!("[Program] driver: mock (no provider configured; answers are placeholders)");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -194,37 +291,180 @@ fn execute(artifact: bytecode_spec::Artifact, args: &RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
     };
-    let result = runtime.block_on(run(machine, driver, &cfg, |e| match trace {
-        Trace::Narrate => eprintln!("{}", e.narrate()),
-        Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
-        Trace::Quiet => {}
-    }));
-    match result {
+    let result = runtime.block_on(run_durable(
+        machine,
+        driver,
+        &cfg,
+        Some(&mut durable),
+        |e| match trace {
+            Trace::Narrate => eprintln!("{}", e.narrate()),
+            Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
+            Trace::Quiet => {}
+        },
+    ));
+    let mut meta = dir.meta().unwrap_or_default();
+    let code = match &result {
         Ok(outputs) => {
             if trace == Trace::Narrate {
                 eprintln!("[Program] Program complete");
             }
-            match args.output {
-                Output::Json => {
-                    let obj: serde_json::Map<String, serde_json::Value> = outputs
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.to_json()))
-                        .collect();
-                    println!("{}", serde_json::Value::Object(obj));
-                }
-                Output::Text => {
-                    for (k, v) in &outputs {
-                        println!("{k}: {}", v.display());
+            let obj: serde_json::Map<String, serde_json::Value> = outputs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect();
+            meta["status"] = "finished".into();
+            meta["outputs"] = serde_json::Value::Object(obj);
+            print_outputs(&meta["outputs"], args.output);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            meta["status"] = "failed".into();
+            meta["error"] = e.to_string().into();
+            fail(format!("runtime error: {e}"), 1)
+        }
+    };
+    if let Err(e) = dir.write_meta(&meta) {
+        return fail(e, 2);
+    }
+    code
+}
+
+fn print_outputs(outputs: &serde_json::Value, format: Output) {
+    match format {
+        Output::Json => println!("{outputs}"),
+        Output::Text => {
+            if let serde_json::Value::Object(map) = outputs {
+                for (k, v) in map {
+                    match v {
+                        serde_json::Value::String(s) => println!("{k}: {s}"),
+                        other => println!("{k}: {other}"),
                     }
                 }
             }
-            ExitCode::SUCCESS
         }
-        Err(e) => fail(format!("runtime error: {e}"), 1),
     }
 }
 
-fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<bytecode_spec::Artifact, ExitCode> {
+fn resume(run: &str, args: &RunArgs) -> ExitCode {
+    let dir = match RunDir::open(args.state_dir.as_deref(), run) {
+        Ok(d) => d,
+        Err(e) => return fail(e, 2),
+    };
+    let meta = match dir.meta() {
+        Ok(m) => m,
+        Err(e) => return fail(e, 1),
+    };
+    match meta["status"].as_str() {
+        Some("finished") => {
+            eprintln!("run {} already finished", dir.id);
+            print_outputs(&meta["outputs"], args.output);
+            return ExitCode::SUCCESS;
+        }
+        Some("failed") => {
+            return fail(
+                format!(
+                    "run {} already failed: {}",
+                    dir.id,
+                    meta["error"].as_str().unwrap_or("")
+                ),
+                1,
+            );
+        }
+        _ => {}
+    }
+    // The program must be the one the run started with.
+    let origin = PathBuf::from(meta["origin"].as_str().unwrap_or_default());
+    let current = if origin.extension().is_some_and(|x| x == "prose") {
+        compile(&origin, &[]).ok().map(|p| p.bytes)
+    } else {
+        std::fs::read(&origin).ok()
+    };
+    let recorded = meta["artifact_sha256"].as_str().unwrap_or_default();
+    match current {
+        Some(bytes) if store::sha256_hex(&bytes) == recorded => {}
+        Some(_) => {
+            return fail(
+                format!("run {}: {} has changed since the run started; refusing to resume a different program", dir.id, origin.display()),
+                1,
+            )
+        }
+        None => return fail(format!("run {}: cannot read its program {}", dir.id, origin.display()), 1),
+    }
+    let bytes = match std::fs::read(dir.path.join("artifact.pbc")) {
+        Ok(b) => b,
+        Err(e) => return fail(format!("run {}: {e}", dir.id), 2),
+    };
+    let artifact = match bytecode_spec::artifact::load(&bytes) {
+        Ok((_, a)) => a,
+        Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
+    };
+    let inputs = match &meta["inputs"] {
+        serde_json::Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from_json(v)))
+            .collect(),
+        _ => FxHashMap::default(),
+    };
+    execute(
+        Program {
+            artifact,
+            bytes,
+            origin,
+        },
+        inputs,
+        args,
+        Some(dir),
+    )
+}
+
+fn runs(state_dir: Option<&Path>) -> ExitCode {
+    println!(
+        "{:24} {:20} {:9} {:20} answered",
+        "id", "program", "status", "started"
+    );
+    for dir in RunDir::list(state_dir) {
+        let meta = dir.meta().unwrap_or_default();
+        let answered = journal::read(&dir.journal_path())
+            .map(|r| r.len())
+            .unwrap_or(0);
+        println!(
+            "{:24} {:20} {:9} {:20} {answered}",
+            dir.id,
+            meta["program"].as_str().unwrap_or("?"),
+            meta["status"].as_str().unwrap_or("?"),
+            meta["started"].as_str().unwrap_or("?")
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
+    let dir = match RunDir::open(state_dir, run) {
+        Ok(d) => d,
+        Err(e) => return fail(e, 2),
+    };
+    let mut meta = match dir.meta() {
+        Ok(m) => m,
+        Err(e) => return fail(e, 1),
+    };
+    let answers = match journal::read(&dir.journal_path()) {
+        Ok(r) => r,
+        Err(e) => return fail(e, 1),
+    };
+    meta["answered"] = answers.len().into();
+    meta["path"] = dir.path.display().to_string().into();
+    if json {
+        println!("{meta}");
+    } else {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&meta).unwrap_or_default()
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<Program, ExitCode> {
     use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
     let mut c = prosec::compile::Compilation::new(prosec::compile::Options {
         lib_paths: lib_paths.to_vec(),
@@ -240,7 +480,13 @@ fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<bytecode_spec::Artifact
             1,
         ));
     }
-    Ok(prosec::codegen::build(&c, root).0)
+    let (bytes, _) = prosec::codegen::build_bytes(&c, root).map_err(|e| fail(e, 1))?;
+    let (_, artifact) = bytecode_spec::artifact::load(&bytes).map_err(|e| fail(e, 1))?;
+    Ok(Program {
+        artifact,
+        bytes,
+        origin: file.to_path_buf(),
+    })
 }
 
 fn main() -> ExitCode {
@@ -261,8 +507,22 @@ fn main() -> ExitCode {
                 Ok(b) => b,
                 Err(e) => return fail(format!("cannot read {}: {e}", file.display()), 2),
             };
+            let inputs = match parse_inputs(&opts) {
+                Ok(i) => i,
+                Err(e) => return fail(e, 2),
+            };
+            let origin = std::fs::canonicalize(&file).unwrap_or(file.clone());
             match bytecode_spec::artifact::load(&bytes) {
-                Ok((_, artifact)) => execute(artifact, &opts),
+                Ok((_, artifact)) => execute(
+                    Program {
+                        artifact,
+                        bytes,
+                        origin,
+                    },
+                    inputs,
+                    &opts,
+                    None,
+                ),
                 Err(e) => fail(format!("{}: {e}", file.display()), 1),
             }
         }
@@ -270,9 +530,23 @@ fn main() -> ExitCode {
             file,
             lib_paths,
             opts,
-        } => match compile(&file, &lib_paths) {
-            Ok(artifact) => execute(artifact, &opts),
-            Err(code) => code,
-        },
+        } => {
+            let inputs = match parse_inputs(&opts) {
+                Ok(i) => i,
+                Err(e) => return fail(e, 2),
+            };
+            let file = std::fs::canonicalize(&file).unwrap_or(file);
+            match compile(&file, &lib_paths) {
+                Ok(program) => execute(program, inputs, &opts, None),
+                Err(code) => code,
+            }
+        }
+        Command::Resume { run, opts } => resume(&run, &opts),
+        Command::Runs { state_dir } => runs(state_dir.as_deref()),
+        Command::Inspect {
+            run,
+            state_dir,
+            json,
+        } => inspect(state_dir.as_deref(), &run, json),
     }
 }

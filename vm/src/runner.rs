@@ -5,6 +5,7 @@
 use crate::driver::{serve, Driver};
 use crate::machine::{Machine, RuntimeError, Step};
 use crate::request::{Reply, Request, RequestKind};
+use crate::store::journal::Journal;
 use crate::trace::Event;
 use crate::value::Value;
 use bytecode_spec::Backoff;
@@ -82,11 +83,47 @@ async fn serve_with_retry<D: Driver>(
     }
 }
 
+/// What makes a run durable: the journal new answers go to, and the answers of an earlier
+/// attempt, replayed instead of asking the driver again.
+pub struct Durable {
+    /// Where answers are appended.
+    pub journal: Journal,
+    /// Answers already journaled, by request id.
+    pub replay: HashMap<String, Reply>,
+    /// The driver has no side effects (the mock): answers may be consumed before they are
+    /// synced, with syncs batched. Otherwise every answer is durable before it is consumed.
+    pub batch: bool,
+}
+
+/// Answers journaled between syncs when batching.
+const SYNC_BATCH: usize = 256;
+
+fn journal_error(e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError {
+        message: format!("cannot write the journal: {e}"),
+        module: String::new(),
+        line: 0,
+        statement: String::new(),
+    }
+}
+
 /// Runs `machine` to the end with `driver`; `on_event` sees every trace event.
 pub async fn run<D: Driver>(
+    machine: Machine,
+    driver: Arc<D>,
+    cfg: &RunConfig,
+    on_event: impl FnMut(&Event),
+) -> Result<Vec<(String, Value)>, RuntimeError> {
+    run_durable(machine, driver, cfg, None, on_event).await
+}
+
+/// Runs `machine` to the end like [`run`], journaling answers and replaying journaled ones
+/// when `durable` is given.
+pub async fn run_durable<D: Driver>(
     mut machine: Machine,
     driver: Arc<D>,
     cfg: &RunConfig,
+    mut durable: Option<&mut Durable>,
     mut on_event: impl FnMut(&Event),
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
     let mut queue: VecDeque<Request> = VecDeque::new();
@@ -99,6 +136,12 @@ pub async fn run<D: Driver>(
         let step = machine.run();
         for e in machine.take_events() {
             on_event(&e);
+        }
+        let finished = matches!(step, Step::Finished(_) | Step::Failed(_));
+        if finished {
+            if let Some(d) = durable.as_deref_mut() {
+                d.journal.sync().map_err(journal_error)?;
+            }
         }
         match step {
             Step::Finished(outputs) => return Ok(outputs),
@@ -114,12 +157,29 @@ pub async fn run<D: Driver>(
                     queue.retain(|r| r.id != w);
                     first_failures.remove(&w);
                 }
-                queue.extend(requests);
+                let mut replayed = false;
+                for req in requests {
+                    match durable
+                        .as_deref_mut()
+                        .and_then(|d| d.replay.remove(&req.id))
+                    {
+                        // Answered before the interruption: never ask again.
+                        Some(reply) => {
+                            driver.observe(&req, &reply);
+                            machine.complete(&req.id, reply);
+                            replayed = true;
+                        }
+                        None => queue.push_back(req),
+                    }
+                }
+                if replayed {
+                    continue;
+                }
             }
         }
         // Drivers that never wait answer here, in order, without scheduling a task.
         // In chunks: the answered fibers resume while their memory is still in cache.
-        let mut answered = false;
+        let mut answered = Vec::new();
         let mut budget = IMMEDIATE_CHUNK;
         while let Some(req) = queue.front() {
             if first_failures.contains_key(&req.id) || budget == 0 {
@@ -142,14 +202,28 @@ pub async fn run<D: Driver>(
                             error: e.clone(),
                         });
                     }
-                    machine.complete(&req.id, reply);
-                    answered = true;
+                    answered.push((req.id, reply));
                 }
                 None => break,
             }
         }
-        if answered {
+        if !answered.is_empty() {
+            if let Some(d) = durable.as_deref_mut() {
+                for (id, reply) in &answered {
+                    d.journal.append(id, reply).map_err(journal_error)?;
+                }
+                if !d.batch || d.journal.unsynced() >= SYNC_BATCH {
+                    d.journal.sync().map_err(journal_error)?;
+                }
+            }
+            for (id, reply) in answered {
+                machine.complete(&id, reply);
+            }
             continue;
+        }
+        // Before a request reaches a driver, everything answered so far is durable.
+        if let Some(d) = durable.as_deref_mut() {
+            d.journal.sync().map_err(journal_error)?;
         }
         while inflight.len() < limit {
             let Some(req) = queue.pop_front() else { break };
@@ -174,6 +248,10 @@ pub async fn run<D: Driver>(
                         id: req.id.clone(),
                         error: e.clone(),
                     });
+                }
+                if let Some(d) = durable.as_deref_mut() {
+                    d.journal.append(&req.id, &reply).map_err(journal_error)?;
+                    d.journal.sync().map_err(journal_error)?;
                 }
                 machine.complete(&req.id, reply);
             }

@@ -75,6 +75,8 @@ pub struct MockOptions {
     pub latency: Duration,
     /// Scripted answers, tried in order.
     pub script: Vec<Rule>,
+    /// Append the id of every request served to this file (for tests of durable runs).
+    pub log: Option<std::path::PathBuf>,
 }
 
 /// The mock driver.
@@ -232,7 +234,22 @@ impl Mock {
         }
     }
 
+    /// Records that `req` was asked of this driver.
+    fn log(&self, req: &Request) {
+        use std::io::Write;
+        if let Some(path) = &self.opts.log {
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{}", req.id);
+            }
+        }
+    }
+
     async fn wait(&self, req: &Request) -> Reply {
+        self.log(req);
         let (reply, delay) = self.decide(req);
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
@@ -294,10 +311,21 @@ impl Driver for Mock {
         })
     }
 
+    fn observe(&self, req: &Request, _reply: &Reply) {
+        // Deterministic: deciding again advances the per-site counters and scripted rules
+        // exactly as the original answer did.
+        let _ = self.decide(req);
+    }
+
+    fn side_effect_free(&self) -> bool {
+        true
+    }
+
     fn answer_now(&self, req: &Request) -> Option<Reply> {
         if !self.opts.latency.is_zero() || self.opts.script.iter().any(|r| r.delay_ms.is_some()) {
             return None;
         }
+        self.log(req);
         Some(self.decide(req).0)
     }
 }

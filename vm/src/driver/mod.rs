@@ -68,6 +68,15 @@ pub trait Driver: Send + Sync + 'static {
         shape: Shape,
     ) -> impl Future<Output = Answer<Value>> + Send;
 
+    /// Sees an answer replayed from the journal of an interrupted run (a stateful driver
+    /// advances as if it had given it). The default does nothing.
+    fn observe(&self, _req: &Request, _reply: &crate::request::Reply) {}
+
+    /// Whether the driver has no side effects, so journal syncs may be batched (the mock).
+    fn side_effect_free(&self) -> bool {
+        false
+    }
+
     /// Answers at once if this driver never waits (used to skip scheduling).
     fn answer_now(&self, _req: &Request) -> Option<crate::request::Reply> {
         None

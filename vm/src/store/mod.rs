@@ -1,0 +1,312 @@
+//! Durable runs: each run lives in `.prose/runs/{YYYYMMDD}-{HHMMSS}-{random6}/` with the
+//! program's source, its artifact, `run.json` (what was run, with which inputs, and how it
+//! ended), and the journal of every driver answer. Replaying the journal through the
+//! deterministic machine resumes an interrupted run without asking anything twice.
+
+pub mod journal;
+
+use serde_json::{json, Value as Json};
+use sha2::{Digest, Sha256};
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Why a run directory cannot be used.
+#[derive(Debug)]
+pub enum StoreError {
+    /// File-system trouble.
+    Io(PathBuf, std::io::Error),
+    /// The run's files are not what they should be.
+    Invalid(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            StoreError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
+    r.map_err(|e| StoreError::Io(path.to_path_buf(), e))
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
+/// never sees half a file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = path.with_extension("tmp");
+    let mut f = io(&tmp, std::fs::File::create(&tmp))?;
+    io(&tmp, f.write_all(bytes))?;
+    io(&tmp, f.sync_all())?;
+    io(path, std::fs::rename(&tmp, path))
+}
+
+/// SHA-256 of `bytes`, in hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The UTC date and time of `secs` since the epoch as (`YYYYMMDD`, `HHMMSS`, ISO 8601).
+fn timestamp(secs: u64) -> (String, String, String) {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    (
+        format!("{y:04}{mo:02}{d:02}"),
+        format!("{h:02}{m:02}{s:02}"),
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z"),
+    )
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Six random lowercase alphanumerics (from the process's hash randomness).
+fn random6() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    let mut n = h.finish();
+    let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    (0..6)
+        .map(|_| {
+            let c = alphabet[(n % 36) as usize] as char;
+            n /= 36;
+            c
+        })
+        .collect()
+}
+
+/// A run directory.
+pub struct RunDir {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its id (the directory name).
+    pub id: String,
+}
+
+/// What `run.json` records.
+pub struct RunInfo {
+    /// The program's name.
+    pub program: String,
+    /// Where the artifact came from (`.pbc` path, or the `.prose` source for `prosevm run`).
+    pub origin: PathBuf,
+    /// SHA-256 of the artifact bytes.
+    pub artifact_sha256: String,
+    /// The top-level inputs.
+    pub inputs: Json,
+}
+
+impl RunDir {
+    /// The runs directory under `state_dir` (default: `.prose` in the working directory).
+    pub fn runs_root(state_dir: Option<&Path>) -> PathBuf {
+        state_dir
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from(".prose"))
+            .join("runs")
+    }
+
+    /// Creates a new run directory with its program, artifact and `run.json`.
+    pub fn create(
+        state_dir: Option<&Path>,
+        info: &RunInfo,
+        source: &str,
+        artifact: &[u8],
+    ) -> Result<RunDir, StoreError> {
+        let root = Self::runs_root(state_dir);
+        io(&root, std::fs::create_dir_all(&root))?;
+        let secs = now();
+        let (date, time, iso) = timestamp(secs);
+        // Built under a temporary name and renamed into place, so a run directory either
+        // has all its files or does not exist (a crash in between leaves only a `.tmp-`).
+        let (id, tmp) = loop {
+            let id = format!("{date}-{time}-{}", random6());
+            let tmp = root.join(format!(".tmp-{id}"));
+            if root.join(&id).exists() {
+                continue;
+            }
+            match std::fs::create_dir(&tmp) {
+                Ok(()) => break (id, tmp),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(StoreError::Io(tmp, e)),
+            }
+        };
+        let staging = RunDir {
+            path: tmp.clone(),
+            id: id.clone(),
+        };
+        write_atomic(&tmp.join("program.prose"), source.as_bytes())?;
+        write_atomic(&tmp.join("artifact.pbc"), artifact)?;
+        let meta = json!({
+            "id": id,
+            "program": info.program,
+            "origin": info.origin.display().to_string(),
+            "artifact_sha256": info.artifact_sha256,
+            "inputs": info.inputs,
+            "started": iso,
+            "status": "running",
+        });
+        staging.write_meta(&meta)?;
+        let path = root.join(&id);
+        io(&path, std::fs::rename(&tmp, &path))?;
+        let dir = RunDir { path, id };
+        Ok(dir)
+    }
+
+    /// Opens an existing run by id (under the runs root) or by path.
+    pub fn open(state_dir: Option<&Path>, run: &str) -> Result<RunDir, StoreError> {
+        let direct = PathBuf::from(run);
+        let path = if direct.join("run.json").is_file() {
+            direct
+        } else {
+            Self::runs_root(state_dir).join(run)
+        };
+        if !path.join("run.json").is_file() {
+            return Err(StoreError::Invalid(format!(
+                "no run `{run}` (looked in {})",
+                path.display()
+            )));
+        }
+        let id = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(RunDir { path, id })
+    }
+
+    /// The run's `run.json`.
+    pub fn meta(&self) -> Result<Json, StoreError> {
+        let p = self.path.join("run.json");
+        let text = io(&p, std::fs::read_to_string(&p))?;
+        serde_json::from_str(&text)
+            .map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
+    }
+
+    /// Rewrites `run.json` atomically.
+    pub fn write_meta(&self, meta: &Json) -> Result<(), StoreError> {
+        let text = serde_json::to_string_pretty(meta).unwrap_or_default();
+        write_atomic(&self.path.join("run.json"), text.as_bytes())
+    }
+
+    /// The journal's path.
+    pub fn journal_path(&self) -> PathBuf {
+        self.path.join("journal.log")
+    }
+
+    /// Takes the run's lock (refusing if a live process holds it); released on drop.
+    pub fn lock(&self) -> Result<Lock, StoreError> {
+        let p = self.path.join("lock");
+        for _ in 0..2 {
+            match OpenOptions::new().write(true).create_new(true).open(&p) {
+                Ok(mut f) => {
+                    io(&p, write!(f, "{}", std::process::id()))?;
+                    return Ok(Lock { path: p });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let pid: Option<u32> = std::fs::read_to_string(&p)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok());
+                    let alive = pid.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+                    if alive {
+                        return Err(StoreError::Invalid(format!(
+                            "run {} is in use by process {} (remove {} if that is wrong)",
+                            self.id,
+                            pid.unwrap_or(0),
+                            p.display()
+                        )));
+                    }
+                    // The holder died: the lock is stale.
+                    io(&p, std::fs::remove_file(&p))?;
+                }
+                Err(e) => return Err(StoreError::Io(p, e)),
+            }
+        }
+        Err(StoreError::Invalid(format!("cannot lock run {}", self.id)))
+    }
+
+    /// Every run under the runs root, oldest first.
+    pub fn list(state_dir: Option<&Path>) -> Vec<RunDir> {
+        let root = Self::runs_root(state_dir);
+        let mut runs: Vec<RunDir> = std::fs::read_dir(&root)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .filter(|e| e.path().join("run.json").is_file())
+                    .map(|e| RunDir {
+                        id: e.file_name().to_string_lossy().into_owned(),
+                        path: e.path(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        runs.sort_by(|a, b| a.id.cmp(&b.id));
+        runs
+    }
+}
+
+/// A held run lock; dropping it releases the run.
+pub struct Lock {
+    path: PathBuf,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        assert_eq!(timestamp(0).0, "19700101");
+        assert_eq!(
+            timestamp(1_763_799_296),
+            (
+                "20251122".into(),
+                "081456".into(),
+                "2025-11-22T08:14:56Z".into()
+            )
+        );
+        assert_eq!(timestamp(951_782_400).0, "20000229");
+    }
+
+    #[test]
+    fn random_ids_have_six_characters() {
+        let r = random6();
+        assert_eq!(r.len(), 6);
+        assert!(r
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+    }
+}

@@ -1,0 +1,286 @@
+//! Durable runs with real processes: a run killed (SIGKILL) at random moments resumes to the
+//! same outputs as an uninterrupted run, and no answer journaled before the kill is asked
+//! of the driver again. Also: resuming a finished run, a changed program, a torn and a
+//! corrupted journal, and two runs side by side.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const PROGRAM: &str = r#"let plan = session "Plan the work"
+parallel:
+  a = session "Branch A, step 1" -> session "Branch A, step 2"
+  b = session "Branch B, step 1" -> session "Branch B, step 2"
+  c = session "Branch C"
+let results = ["x", "y", "z", "w"] | pmap:
+  session "Item {item}"
+loop until **the summary is ready** (max: 3):
+  session "Refine"
+output summary = session "Summarise"
+  context: [plan, a, b, c, results]
+"#;
+
+fn vm() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_prosevm"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("durable-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn program(dir: &Path) -> PathBuf {
+    let p = dir.join("work.prose");
+    std::fs::write(&p, PROGRAM).expect("program");
+    p
+}
+
+fn output(cmd: &mut Command) -> (i32, String, String) {
+    let out = cmd.output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn run_ids(state: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(state.join("runs"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+fn journal_ids(state: &Path, id: &str) -> Vec<String> {
+    std::fs::read_to_string(state.join("runs").join(id).join("journal.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(_, json)| serde_json::from_str::<serde_json::Value>(json).ok())
+        .filter_map(|j| j["id"].as_str().map(String::from))
+        .collect()
+}
+
+fn reference(dir: &Path, prog: &Path) -> String {
+    let (code, out, err) = output(
+        vm().args([
+            "run",
+            prog.to_str().expect("path"),
+            "--trace",
+            "quiet",
+            "--output",
+            "json",
+            "--state-dir",
+        ])
+        .arg(dir.join("ref")),
+    );
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+/// A small deterministic pseudo-random sequence (no extra dependencies).
+fn next(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+#[test]
+fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
+    let dir = scratch("kill");
+    let prog = program(&dir);
+    let expected = reference(&dir, &prog);
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut resumed = 0;
+    for trial in 0..50 {
+        let state = dir.join(format!("state-{trial}"));
+        let before_log = dir.join(format!("before-{trial}.log"));
+        let after_log = dir.join(format!("after-{trial}.log"));
+        let mut child = vm()
+            .args([
+                "run",
+                prog.to_str().expect("path"),
+                "--trace",
+                "quiet",
+                "--output",
+                "json",
+                "--mock-latency",
+                "15",
+                "--max-concurrency",
+                "2",
+            ])
+            .arg("--state-dir")
+            .arg(&state)
+            .arg("--mock-log")
+            .arg(&before_log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(next(&mut seed) % 220));
+        let _ = child.kill();
+        let _ = child.wait();
+        let ids = run_ids(&state);
+        let Some(id) = ids.first() else {
+            continue; // killed before the run directory existed: nothing to resume
+        };
+        let journaled = journal_ids(&state, id);
+        let (code, out, err) = output(
+            vm().args(["resume", id, "--trace", "quiet", "--output", "json"])
+                .arg("--state-dir")
+                .arg(&state)
+                .arg("--mock-log")
+                .arg(&after_log),
+        );
+        assert_eq!(code, 0, "trial {trial}: {err}");
+        assert_eq!(out, expected, "trial {trial}: outputs differ after resume");
+        let asked_again: Vec<String> = std::fs::read_to_string(&after_log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| journaled.iter().any(|j| j == l))
+            .map(String::from)
+            .collect();
+        assert!(
+            asked_again.is_empty(),
+            "trial {trial}: asked again for journaled answers {asked_again:?}"
+        );
+        resumed += 1;
+    }
+    assert!(
+        resumed >= 25,
+        "only {resumed} trials had something to resume"
+    );
+}
+
+#[test]
+fn resuming_a_finished_run_prints_its_outputs() {
+    let dir = scratch("finished");
+    let prog = program(&dir);
+    let expected = reference(&dir, &prog);
+    let id = run_ids(&dir.join("ref")).remove(0);
+    let (code, out, err) = output(
+        vm().args(["resume", &id, "--output", "json", "--state-dir"])
+            .arg(dir.join("ref")),
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out, expected);
+    assert!(err.contains("already finished"), "{err}");
+}
+
+/// Starts a run and kills it once it has journaled something.
+fn interrupted(dir: &Path, prog: &Path) -> (PathBuf, String) {
+    let state = dir.join("state");
+    let mut child = vm()
+        .args([
+            "run",
+            prog.to_str().expect("path"),
+            "--trace",
+            "quiet",
+            "--mock-latency",
+            "40",
+        ])
+        .arg("--state-dir")
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    for _ in 0..200 {
+        std::thread::sleep(Duration::from_millis(10));
+        if let Some(id) = run_ids(&state).first() {
+            if journal_ids(&state, id).len() >= 2 {
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let id = run_ids(&state).remove(0);
+    (state, id)
+}
+
+#[test]
+fn a_changed_program_is_refused() {
+    let dir = scratch("changed");
+    let prog = program(&dir);
+    let (state, id) = interrupted(&dir, &prog);
+    std::fs::write(&prog, PROGRAM.replace("Summarise", "Summarize")).expect("edit");
+    let (code, _, err) = output(vm().args(["resume", &id]).arg("--state-dir").arg(&state));
+    assert_eq!(code, 1);
+    assert!(err.contains("has changed"), "{err}");
+}
+
+#[test]
+fn a_torn_journal_tail_is_dropped_and_a_corrupted_journal_refused() {
+    let dir = scratch("torn");
+    let prog = program(&dir);
+    let expected = reference(&dir, &prog);
+    let (state, id) = interrupted(&dir, &prog);
+    let journal = state.join("runs").join(&id).join("journal.log");
+    let mut bytes = std::fs::read(&journal).expect("journal");
+    let good = bytes.clone();
+    bytes.extend_from_slice(b"0badc0de {\"id\":\"0:9\",\"te");
+    std::fs::write(&journal, &bytes).expect("tear");
+    let (code, out, err) = output(
+        vm().args(["resume", &id, "--trace", "quiet", "--output", "json"])
+            .arg("--state-dir")
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, expected);
+    // A damaged record before the last one is corruption: a clear error, nothing run.
+    let (state2, id2) = {
+        let d = scratch("corrupt");
+        let p = program(&d);
+        interrupted(&d, &p)
+    };
+    let j2 = state2.join("runs").join(&id2).join("journal.log");
+    let mut b2 = std::fs::read(&j2).expect("journal");
+    b2[3] ^= 0x01;
+    std::fs::write(&j2, &b2).expect("corrupt");
+    let (code, _, err) = output(vm().args(["resume", &id2]).arg("--state-dir").arg(&state2));
+    assert_eq!(code, 1);
+    assert!(err.contains("corrupted at line 1"), "{err}");
+    let _ = good;
+}
+
+#[test]
+fn two_runs_side_by_side_do_not_interfere() {
+    let dir = scratch("side");
+    let prog = program(&dir);
+    let expected = reference(&dir, &prog);
+    let state = dir.join("shared");
+    let spawn = || {
+        vm().args([
+            "run",
+            prog.to_str().expect("path"),
+            "--trace",
+            "quiet",
+            "--output",
+            "json",
+            "--mock-latency",
+            "5",
+        ])
+        .arg("--state-dir")
+        .arg(&state)
+        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+    };
+    let (a, b) = (spawn(), spawn());
+    let out_a = a.wait_with_output().expect("a");
+    let out_b = b.wait_with_output().expect("b");
+    assert_eq!(String::from_utf8_lossy(&out_a.stdout), expected);
+    assert_eq!(String::from_utf8_lossy(&out_b.stdout), expected);
+    assert_eq!(run_ids(&state).len(), 2);
+}
