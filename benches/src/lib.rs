@@ -199,6 +199,51 @@ pub fn run_mock(
     .expect("runs")
 }
 
+/// Runs an artifact as `prosevm run` does, durably in the run directory `dir` (emptied
+/// first): every answer journaled (syncs batched, as for the mock), trace events on and the
+/// binding files and `state.md` kept up to date. Returns the outputs.
+pub fn run_mock_durable(
+    artifact: &std::sync::Arc<bytecode_spec::Artifact>,
+    dir: &std::path::Path,
+) -> Vec<(String, prosevm::value::Value)> {
+    use prosevm::driver::mock::{Mock, MockOptions};
+    use prosevm::machine::{Limits, Machine};
+    use prosevm::runner::Durable;
+    use prosevm::store::{journal::Journal, view::RunView};
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("run directory");
+    let machine =
+        Machine::new(artifact.clone(), &Default::default(), Limits::default()).expect("inputs");
+    let driver = std::sync::Arc::new(Mock::new(MockOptions::default()));
+    let mut durable = Durable {
+        journal: Journal::open(&dir.join("journal.log")).expect("journal"),
+        replay: Default::default(),
+        batch: true,
+    };
+    let mut view = RunView::new(
+        dir.to_path_buf(),
+        "bench".into(),
+        String::new(),
+        artifact.clone(),
+        &[],
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let out = rt
+        .block_on(prosevm::runner::run_durable(
+            machine,
+            driver,
+            &Default::default(),
+            Some(&mut durable),
+            |e| view.observe(e),
+        ))
+        .expect("runs");
+    view.finish("finished").expect("views");
+    out
+}
+
 /// Programs `0..` until their total size reaches `bytes`.
 pub fn corpus(bytes: usize) -> Vec<Program> {
     let mut out = Vec::new();

@@ -120,6 +120,9 @@ struct Frame {
     outputs: Vec<(Arc<str>, Value)>,
     pc: Pc,
     ret: Ret,
+    /// The execution id of the block invocation this frame belongs to (0 at the top level;
+    /// fork branches share their parent's), which scopes its binding files.
+    exec: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -198,6 +201,8 @@ pub struct Machine {
     live: usize,
     /// Whether trace events are recorded (off when nobody reads them).
     trace: bool,
+    /// Execution ids handed out to block calls and program invocations so far.
+    execs: u32,
     /// Persistent agents' memory, by module and agent.
     memory: FxHashMap<(u32, AgentId), String>,
     /// `program:line` strings of request sites, built once each.
@@ -281,10 +286,11 @@ impl Machine {
             failure: None,
             live: 0,
             trace: true,
+            execs: 0,
             memory: FxHashMap::default(),
             sites: FxHashMap::default(),
         };
-        let frame = machine.new_frame(&inst, 0, m.entry, None, Ret::Fiber);
+        let frame = machine.new_frame(&inst, 0, m.entry, None, Ret::Fiber, 0);
         inst.borrow_mut().main = Some(frame.clone());
         machine.fibers.push(Fiber {
             lineage: "0".into(),
@@ -324,6 +330,7 @@ impl Machine {
         func: FuncId,
         link: Option<FrameRef>,
         ret: Ret,
+        exec: u32,
     ) -> FrameRef {
         let nregs = self.artifact.modules[module as usize].funcs[func].nregs as usize;
         Rc::new(RefCell::new(Frame {
@@ -336,6 +343,7 @@ impl Machine {
             outputs: Vec::new(),
             pc: 0,
             ret,
+            exec,
         }))
     }
 
@@ -890,13 +898,19 @@ impl Machine {
         }
     }
 
-    /// Records a binding event when `reg` of function `func` is a named variable.
-    fn note_binding(&mut self, m: &Module, func: FuncId, reg: Reg, value: &Value) {
+    /// Records a binding event when `reg` of function `func` (in module `module`, frame
+    /// execution id `exec`) is a named variable; `line` is the assigning statement's.
+    fn note_binding(&mut self, at: (u32, FuncId, u32), reg: Reg, line: u32, value: &Value) {
+        let (module, func, exec) = at;
+        let m = &self.artifact.modules[module as usize];
         let vars = &m.funcs[func].vars;
         if let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) {
             self.events.push(Event::Binding {
                 name: m.strings[vars[i].1].clone(),
                 value: value.display(),
+                module,
+                line,
+                scope: exec,
             });
         }
     }
@@ -923,7 +937,8 @@ impl Machine {
             Op::Move { dst, src } => {
                 let v = fr.regs[r(*src)].clone();
                 if self.trace {
-                    self.note_binding(m, fr.func, *dst, &v);
+                    let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
+                    self.note_binding((fr.module, fr.func, fr.exec), *dst, line, &v);
                 }
                 fr.regs[r(*dst)] = v;
             }
@@ -938,9 +953,11 @@ impl Machine {
                 let link = fr.link.clone().ok_or_else(|| err("no enclosing frame"))?;
                 let target = up(&link, depth - 1).ok_or_else(|| err("no enclosing frame"))?;
                 if self.trace {
-                    let func = target.borrow().func;
-                    let tm = &art.modules[target.borrow().module as usize];
-                    self.note_binding(tm, func, *reg, &v);
+                    let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
+                    let t = target.borrow();
+                    let at = (t.module, t.func, t.exec);
+                    drop(t);
+                    self.note_binding(at, *reg, line, &v);
                 }
                 target.borrow_mut().regs[r(*reg)] = v;
             }
@@ -1250,7 +1267,9 @@ impl Machine {
                 }
                 let inst = fr.inst.clone();
                 let main = inst.borrow().main.clone();
-                let new = self.new_frame(&inst, fr.module, *func, main, Ret::Call(*dst));
+                self.execs += 1;
+                let new =
+                    self.new_frame(&inst, fr.module, *func, main, Ret::Call(*dst), self.execs);
                 {
                     let mut nf = new.borrow_mut();
                     for i in 0..*argc as usize {
@@ -1336,7 +1355,15 @@ impl Machine {
                     inputs,
                     main: None,
                 }));
-                let new = self.new_frame(&inst, target, callee.entry, None, Ret::Invoke(*dst));
+                self.execs += 1;
+                let new = self.new_frame(
+                    &inst,
+                    target,
+                    callee.entry,
+                    None,
+                    Ret::Invoke(*dst),
+                    self.execs,
+                );
                 inst.borrow_mut().main = Some(new.clone());
                 drop(fr);
                 self.events.push(Event::Import {
@@ -1421,7 +1448,10 @@ impl Machine {
                     backoff: sd.backoff,
                 };
                 if self.trace {
+                    let fiber = &self.fibers[f];
                     self.events.push(Event::Session {
+                        id: format!("{}:{}", fiber.lineage, fiber.seq),
+                        module: fr.module,
                         line: sd.line,
                         text: req.label.clone().unwrap_or_else(|| req.prompt.clone()),
                     });
@@ -1501,6 +1531,7 @@ impl Machine {
                 fr.regs[r(*handle)] = Value::Group(g as u32);
                 let inst = fr.inst.clone();
                 let module = fr.module;
+                let exec = fr.exec;
                 drop(fr);
                 self.groups.push(Group {
                     module,
@@ -1524,7 +1555,7 @@ impl Machine {
                         desc.branches[i]
                     };
                     let child =
-                        self.new_frame(&inst, module, func, Some(frame.clone()), Ret::Fiber);
+                        self.new_frame(&inst, module, func, Some(frame.clone()), Ret::Fiber, exec);
                     if let Some((v, ix)) = item {
                         let mut c = child.borrow_mut();
                         c.regs[0] = v;

@@ -9,6 +9,7 @@ use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
 use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
 use prosevm::runner::{run_durable, Durable, RunConfig};
+use prosevm::store::view::RunView;
 use prosevm::store::{self, journal, RunDir, RunInfo};
 use prosevm::value::Value;
 use rustc_hash::FxHashMap;
@@ -220,11 +221,12 @@ fn execute(
         ..Limits::default()
     };
     let artifact = Arc::new(program.artifact);
-    let mut machine = match Machine::new(artifact.clone(), &inputs, limits) {
+    let machine = match Machine::new(artifact.clone(), &inputs, limits) {
         Ok(m) => m,
         Err(e) => return fail(e, 1),
     };
-    machine.set_trace(args.trace != Trace::Quiet);
+    // Trace events feed the run directory's binding files and state.md, so they stay on
+    // even when nothing is printed.
     let (dir, replay) = match resume {
         Some(dir) => match journal::read(&dir.journal_path()) {
             Ok(records) => (
@@ -276,6 +278,21 @@ fn execute(
         backoff_unit: Duration::from_millis(args.backoff_unit_ms),
     };
     let trace = args.trace;
+    let started = dir
+        .meta()
+        .ok()
+        .and_then(|m| m["started"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    let mut top_inputs: Vec<(String, Value)> =
+        inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    top_inputs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut view = RunView::new(
+        dir.path.clone(),
+        dir.id.clone(),
+        started,
+        artifact.clone(),
+        &top_inputs,
+    );
     if trace == Trace::Narrate {
         eprintln!("[Program] run {} in {}", dir.id, dir.path.display());
         if replayed > 0 {
@@ -296,10 +313,13 @@ fn execute(
         driver,
         &cfg,
         Some(&mut durable),
-        |e| match trace {
-            Trace::Narrate => eprintln!("{}", e.narrate()),
-            Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
-            Trace::Quiet => {}
+        |e| {
+            view.observe(e);
+            match trace {
+                Trace::Narrate => eprintln!("{}", e.narrate()),
+                Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
+                Trace::Quiet => {}
+            }
         },
     ));
     let mut meta = dir.meta().unwrap_or_default();
@@ -323,6 +343,12 @@ fn execute(
             fail(format!("runtime error: {e}"), 1)
         }
     };
+    // The views first: run.json saying the run ended is the commit point, so a run killed
+    // in between is resumed (and its views rebuilt) rather than reported finished.
+    let status = if result.is_ok() { "finished" } else { "failed" };
+    if let Err(e) = view.finish(status) {
+        return fail(e, 2);
+    }
     if let Err(e) = dir.write_meta(&meta) {
         return fail(e, 2);
     }
@@ -453,6 +479,7 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
     };
     meta["answered"] = answers.len().into();
     meta["path"] = dir.path.display().to_string().into();
+    meta["bindings"] = serde_json::json!(store::view::read_bindings(&dir.path));
     if json {
         println!("{meta}");
     } else {

@@ -96,7 +96,7 @@ pub struct Durable {
 }
 
 /// Answers journaled between syncs when batching.
-const SYNC_BATCH: usize = 256;
+const SYNC_BATCH: usize = 4096;
 
 fn journal_error(e: impl std::fmt::Display) -> RuntimeError {
     RuntimeError {

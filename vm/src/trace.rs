@@ -13,6 +13,10 @@ pub enum Event {
     },
     /// A session starts (a request goes to the driver).
     Session {
+        /// The request's id.
+        id: String,
+        /// The module it is in (0: the program run).
+        module: u32,
         /// Its source line.
         line: u32,
         /// Its label or prompt.
@@ -24,6 +28,12 @@ pub enum Event {
         name: String,
         /// Its new value, as text.
         value: String,
+        /// The module (0: the program run; others: imported programs).
+        module: u32,
+        /// The assigning statement's line.
+        line: u32,
+        /// The execution id of the block invocation it belongs to (0: the top level).
+        scope: u32,
     },
     /// A session answered.
     Answer {
@@ -140,10 +150,12 @@ impl Event {
     pub fn narrate(&self) -> String {
         match self {
             Event::ProgramStart { name } => format!("[Program] Program start: {name}"),
-            Event::Session { line, text } => {
+            Event::Session { line, text, .. } => {
                 format!("[Position] line {line}: session \"{}\"", short(text))
             }
-            Event::Binding { name, value } => format!("[Binding] {name} = \"{}\"", short(value)),
+            Event::Binding { name, value, .. } => {
+                format!("[Binding] {name} = \"{}\"", short(value))
+            }
             Event::Answer { id, text } => format!("[Success] {id}: \"{}\"", short(text)),
             Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
             Event::Flow { result, .. } => {

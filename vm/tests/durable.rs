@@ -1,6 +1,7 @@
 //! Durable runs with real processes: a run killed (SIGKILL) at random moments resumes to the
 //! same outputs as an uninterrupted run, and no answer journaled before the kill is asked
-//! of the driver again. Also: resuming a finished run, a changed program, a torn and a
+//! of the driver again, and its binding files come out the same. Also: the binding files
+//! and `state.md` of a run, resuming a finished run, a changed program, a torn and a
 //! corrupted journal, and two runs side by side.
 
 use std::path::{Path, PathBuf};
@@ -86,6 +87,20 @@ fn reference(dir: &Path, prog: &Path) -> String {
     out
 }
 
+/// The files in a run's `bindings/`, by name, with their contents.
+fn binding_files(state: &Path, id: &str) -> std::collections::BTreeMap<String, String> {
+    std::fs::read_dir(state.join("runs").join(id).join("bindings"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| {
+                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                    (e.file_name().to_string_lossy().into_owned(), text)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A small deterministic pseudo-random sequence (no extra dependencies).
 fn next(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
@@ -99,6 +114,19 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
     let dir = scratch("kill");
     let prog = program(&dir);
     let expected = reference(&dir, &prog);
+    let ref_id = run_ids(&dir.join("ref")).remove(0);
+    let expected_bindings = binding_files(&dir.join("ref"), &ref_id);
+    assert_eq!(
+        expected_bindings.keys().collect::<Vec<_>>(),
+        [
+            "a.md",
+            "b.md",
+            "c.md",
+            "plan.md",
+            "results.md",
+            "summary.md"
+        ]
+    );
     let mut seed = 0x9E37_79B9_7F4A_7C15u64;
     let mut resumed = 0;
     for trial in 0..50 {
@@ -153,12 +181,94 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
             asked_again.is_empty(),
             "trial {trial}: asked again for journaled answers {asked_again:?}"
         );
+        let got = binding_files(&state, id);
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            expected_bindings.keys().collect::<Vec<_>>(),
+            "trial {trial}: other binding files after resume"
+        );
+        assert_eq!(
+            got, expected_bindings,
+            "trial {trial}: binding files differ after resume"
+        );
         resumed += 1;
     }
     assert!(
         resumed >= 25,
         "only {resumed} trials had something to resume"
     );
+}
+
+#[test]
+fn a_run_writes_binding_files_and_its_state() {
+    let dir = scratch("bindings");
+    let prog = dir.join("scoped.prose");
+    std::fs::write(
+        &prog,
+        r#"input topic: "What to write about"
+block draft(subject):
+  let outline = session "Outline {subject}"
+  output session "Draft from the outline"
+    context: outline
+let text = do draft(topic)
+let again = do draft("a second subject")
+const title = "fixed"
+session "Polish"
+  context: text
+"#,
+    )
+    .expect("program");
+    let state = dir.join("state");
+    let (code, _, err) = output(
+        vm().args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+            .args(["--input", "topic=rivers", "--state-dir"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = run_ids(&state).remove(0);
+    let files = binding_files(&state, &id);
+    assert_eq!(
+        files.keys().collect::<Vec<_>>(),
+        [
+            "again.md",
+            "outline__1.md",
+            "outline__2.md",
+            "text.md",
+            "title.md",
+            "topic.md"
+        ]
+    );
+    assert_eq!(files["topic.md"], "# topic\n\nkind: input\n\nsource:\n```prose\ninput topic: \"What to write about\"\n```\n\n---\n\nrivers\n");
+    assert!(files["outline__2.md"].starts_with("# outline\n\nkind: let\nexecution_id: 2\n"));
+    assert!(files["outline__2.md"].ends_with("\n---\n\n[mock] Outline a second subject\n"));
+    assert!(files["title.md"].contains("kind: const\n"));
+    assert!(files["text.md"].contains("```prose\nlet text = do draft(topic)\n```"));
+    let state_md =
+        std::fs::read_to_string(state.join("runs").join(&id).join("state.md")).expect("state.md");
+    assert!(state_md.starts_with(&format!(
+        "# Execution State\n\nrun: {id}\nprogram: scoped\n"
+    )));
+    assert!(state_md.contains("status: finished\n"), "{state_md}");
+    assert!(
+        state_md.contains("let text = do draft(topic)                   # --> bindings/text.md\n"),
+        "{state_md}"
+    );
+    assert!(
+        state_md.contains("session \"Polish\"                             # (complete)\n"),
+        "{state_md}"
+    );
+    assert!(
+        state_md.contains("| outline | let | bindings/outline__2.md | 2 | scoped |\n"),
+        "{state_md}"
+    );
+    let (code, out, _) = output(
+        vm().args(["inspect", &id, "--json", "--state-dir"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0);
+    let meta: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(meta["bindings"]["outline__1"], "[mock] Outline rivers");
+    assert_eq!(meta["bindings"]["topic"], "rivers");
 }
 
 #[test]

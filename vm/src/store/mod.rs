@@ -4,6 +4,7 @@
 //! deterministic machine resumes an interrupted run without asking anything twice.
 
 pub mod journal;
+pub mod view;
 
 use serde_json::{json, Value as Json};
 use sha2::{Digest, Sha256};
@@ -55,7 +56,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// The UTC date and time of `secs` since the epoch as (`YYYYMMDD`, `HHMMSS`, ISO 8601).
-fn timestamp(secs: u64) -> (String, String, String) {
+pub(crate) fn timestamp(secs: u64) -> (String, String, String) {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
@@ -76,7 +77,7 @@ fn timestamp(secs: u64) -> (String, String, String) {
     )
 }
 
-fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

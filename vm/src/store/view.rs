@@ -1,0 +1,394 @@
+//! The readable side of a run directory: `bindings/{name}.md` for every named value and
+//! `state.md`, the program annotated with where the run is. Both are derived from the trace
+//! events, so they are rebuilt exactly when a run resumes (the replay re-emits them); the
+//! journal stays the only record the VM trusts. Files are written through a temporary file
+//! and a rename, at most every [`FLUSH_EVERY`] and when the run stops, so a loop rebinding a
+//! variable a million times costs a million map updates, not a million writes.
+
+use super::{now, timestamp, write_atomic, StoreError};
+use crate::trace::Event;
+use crate::value::Value;
+use bytecode_spec::Artifact;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The longest the files may lag behind the run while it is going.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
+
+/// One bound name: where and how it was last bound, and its value.
+struct Bound {
+    name: String,
+    /// A top-level input (bound before the program starts).
+    input: bool,
+    scope: u32,
+    module: u32,
+    line: u32,
+    value: String,
+    /// Changed since its file was last written.
+    dirty: bool,
+}
+
+impl Bound {
+    /// Records a new binding of this name.
+    fn set(&mut self, module: u32, line: u32, value: &str) {
+        self.input = false;
+        self.module = module;
+        self.line = line;
+        self.value.clear();
+        self.value.push_str(value);
+        self.dirty = true;
+    }
+}
+
+/// Keeps `bindings/` and `state.md` of one run up to date.
+pub struct RunView {
+    dir: PathBuf,
+    id: String,
+    started: String,
+    artifact: Arc<Artifact>,
+    /// Bindings by file stem (`name` or `name__{execution_id}`).
+    bound: BTreeMap<String, Bound>,
+    /// Sessions asked and not yet answered: request id to (module, line).
+    executing: BTreeMap<String, (u32, u32)>,
+    /// Top-level program lines whose sessions have answered.
+    complete: BTreeSet<u32>,
+    /// Top-level program lines that bound a name, with the binding's stem.
+    bound_at: BTreeMap<u32, String>,
+    last_flush: Instant,
+    error: Option<StoreError>,
+}
+
+impl RunView {
+    /// Starts the view of the run in `dir` (id `id`, started at `started`), writing a binding
+    /// file for each top-level input. Temporary files a killed process left are removed.
+    pub fn new(
+        dir: PathBuf,
+        id: String,
+        started: String,
+        artifact: Arc<Artifact>,
+        inputs: &[(String, Value)],
+    ) -> RunView {
+        let mut view = RunView {
+            dir,
+            id,
+            started,
+            artifact,
+            bound: BTreeMap::new(),
+            executing: BTreeMap::new(),
+            complete: BTreeSet::new(),
+            bound_at: BTreeMap::new(),
+            last_flush: Instant::now(),
+            error: None,
+        };
+        if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
+            for e in entries.flatten() {
+                if e.path().extension().is_some_and(|x| x == "tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        for (name, value) in inputs {
+            view.bound.insert(
+                name.clone(),
+                Bound {
+                    name: name.clone(),
+                    input: true,
+                    scope: 0,
+                    module: 0,
+                    line: 0,
+                    value: value.display(),
+                    dirty: true,
+                },
+            );
+        }
+        view
+    }
+
+    /// Takes one trace event into account, writing files when they are due.
+    pub fn observe(&mut self, event: &Event) {
+        match event {
+            Event::Session {
+                id, module, line, ..
+            } => {
+                self.executing.insert(id.clone(), (*module, *line));
+            }
+            Event::Answer { id, .. } => {
+                if let Some((0, line)) = self.executing.remove(id) {
+                    self.complete.insert(line);
+                }
+            }
+            Event::Binding {
+                name,
+                value,
+                module,
+                line,
+                scope,
+            } => self.bind(name, value, *module, *line, *scope),
+            _ => {}
+        }
+        if self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.flush("running");
+        }
+    }
+
+    fn bind(&mut self, name: &str, value: &str, module: u32, line: u32, scope: u32) {
+        // The common case, a top-level name bound again, without allocating.
+        if let (0, Some(b)) = (scope, self.bound.get_mut(name)) {
+            b.set(module, line, value);
+            if module == 0 && self.bound_at.get(&line).map(String::as_str) != Some(name) {
+                self.bound_at.insert(line, name.to_string());
+            }
+            return;
+        }
+        let stem = if scope == 0 {
+            name.to_string()
+        } else {
+            format!("{name}__{scope}")
+        };
+        if module == 0 && scope == 0 && self.bound_at.get(&line) != Some(&stem) {
+            self.bound_at.insert(line, stem.clone());
+        }
+        let b = self.bound.entry(stem).or_insert_with(|| Bound {
+            name: name.to_string(),
+            input: false,
+            scope,
+            module,
+            line,
+            value: String::new(),
+            dirty: true,
+        });
+        b.set(module, line, value);
+    }
+
+    /// The statement a binding comes from, and its kind.
+    fn origin(&self, b: &Bound) -> (String, &'static str) {
+        let source = self
+            .artifact
+            .modules
+            .get(b.module as usize)
+            .map_or("", |m| m.source.as_str());
+        let snippet = if b.line == 0 {
+            String::new()
+        } else {
+            statement(source, b.line)
+        };
+        let kind = if b.input { "input" } else { kind_of(&snippet) };
+        (snippet, kind)
+    }
+
+    /// Writes the pending binding files and `state.md` with `status`; the first failure is
+    /// kept for [`RunView::finish`].
+    fn flush(&mut self, status: &str) {
+        self.last_flush = Instant::now();
+        if self.error.is_some() {
+            return;
+        }
+        let bindings = self.dir.join("bindings");
+        if let Err(e) = std::fs::create_dir_all(&bindings) {
+            self.error = Some(StoreError::Io(bindings, e));
+            return;
+        }
+        for (stem, b) in &self.bound {
+            if !b.dirty {
+                continue;
+            }
+            let (snippet, kind) = self.origin(b);
+            let program = (b.module != 0)
+                .then(|| self.artifact.modules.get(b.module as usize))
+                .flatten()
+                .map(|m| m.name.as_str());
+            let text = binding_file(&b.name, kind, b.scope, program, &snippet, &b.value);
+            if let Err(e) = write_atomic(&bindings.join(format!("{stem}.md")), text.as_bytes()) {
+                self.error = Some(e);
+                return;
+            }
+        }
+        for b in self.bound.values_mut() {
+            b.dirty = false;
+        }
+        let state = self.state(status);
+        if let Err(e) = write_atomic(&self.dir.join("state.md"), state.as_bytes()) {
+            self.error = Some(e);
+        }
+    }
+
+    /// Writes everything with the run's final `status` (`finished` or `failed`); reports
+    /// the first write that failed.
+    pub fn finish(mut self, status: &str) -> Result<(), StoreError> {
+        self.executing.clear();
+        self.flush(status);
+        self.error.map_or(Ok(()), Err)
+    }
+
+    /// The text of `state.md`.
+    fn state(&self, status: &str) -> String {
+        let main = &self.artifact.modules[0];
+        let executing: BTreeSet<u32> = self
+            .executing
+            .values()
+            .filter(|(m, _)| *m == 0)
+            .map(|(_, l)| *l)
+            .collect();
+        let (.., updated) = timestamp(now());
+        let mut s = String::new();
+        let _ = writeln!(s, "# Execution State\n");
+        let _ = writeln!(s, "run: {}", self.id);
+        let _ = writeln!(s, "program: {}", main.name);
+        let _ = writeln!(s, "started: {}", self.started);
+        let _ = writeln!(s, "updated: {updated}");
+        let _ = writeln!(s, "status: {status}\n");
+        let _ = writeln!(s, "## Execution Trace\n\n```prose");
+        for (i, text) in main.source.lines().enumerate() {
+            let line = i as u32 + 1;
+            let note = if executing.contains(&line) {
+                Some("# <-- EXECUTING".to_string())
+            } else if let Some(stem) = self.bound_at.get(&line) {
+                Some(format!("# --> bindings/{stem}.md"))
+            } else if self.complete.contains(&line) {
+                Some("# (complete)".to_string())
+            } else {
+                None
+            };
+            match note {
+                Some(n) => {
+                    let _ = writeln!(s, "{text:<44} {n}");
+                }
+                None => {
+                    let _ = writeln!(s, "{text}");
+                }
+            }
+        }
+        let _ = writeln!(s, "```\n\n## Index\n\n### Bindings\n");
+        let _ = writeln!(s, "| Name | Kind | Path | Execution ID | Program |");
+        let _ = writeln!(s, "|------|------|------|--------------|---------|");
+        for (stem, b) in &self.bound {
+            let scope = if b.scope == 0 {
+                "(root)".to_string()
+            } else {
+                b.scope.to_string()
+            };
+            let program = self
+                .artifact
+                .modules
+                .get(b.module as usize)
+                .map_or("", |m| m.name.as_str());
+            let _ = writeln!(
+                s,
+                "| {} | {} | bindings/{stem}.md | {scope} | {program} |",
+                b.name,
+                self.origin(b).1
+            );
+        }
+        s
+    }
+}
+
+/// The values in a run directory's `bindings/`, by file stem; empty when there are none.
+pub fn read_bindings(dir: &std::path::Path) -> BTreeMap<String, String> {
+    let Ok(entries) = std::fs::read_dir(dir.join("bindings")) else {
+        return BTreeMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let stem = path.file_stem()?.to_str()?.to_string();
+            if path.extension()? != "md" {
+                return None;
+            }
+            let text = std::fs::read_to_string(&path).ok()?;
+            let (_, value) = text.split_once("\n---\n\n")?;
+            Some((stem, value.strip_suffix('\n').unwrap_or(value).to_string()))
+        })
+        .collect()
+}
+
+/// The statement starting at 1-based `line` of `source`: that line and the more indented
+/// lines under it (its properties), at most 12.
+fn statement(source: &str, line: u32) -> String {
+    let mut lines = source.lines().skip((line as usize).saturating_sub(1));
+    let Some(first) = lines.next() else {
+        return String::new();
+    };
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let base = indent(first);
+    let mut out = vec![first];
+    out.extend(
+        lines
+            .take_while(|l| l.trim().is_empty() || indent(l) > base)
+            .take(11),
+    );
+    while out.last().is_some_and(|l| l.trim().is_empty()) {
+        out.pop();
+    }
+    out.join("\n")
+}
+
+/// The binding's kind, from the word its statement starts with.
+fn kind_of(statement: &str) -> &'static str {
+    match statement.split_whitespace().next() {
+        Some("const") => "const",
+        Some("output") => "output",
+        Some("input") => "input",
+        _ => "let",
+    }
+}
+
+/// The contents of a binding file.
+fn binding_file(
+    name: &str,
+    kind: &str,
+    scope: u32,
+    program: Option<&str>,
+    source: &str,
+    value: &str,
+) -> String {
+    let mut s = format!("# {name}\n\nkind: {kind}\n");
+    if scope != 0 {
+        let _ = writeln!(s, "execution_id: {scope}");
+    }
+    if let Some(p) = program {
+        let _ = writeln!(s, "program: {p}");
+    }
+    if !source.is_empty() {
+        let _ = write!(s, "\nsource:\n```prose\n{source}\n```\n");
+    }
+    let _ = write!(s, "\n---\n\n{value}\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_statement_takes_its_indented_properties() {
+        let src = "let a = session \"x\"\n  context: b\n\n  retry: 2\nsession \"y\"\n";
+        assert_eq!(
+            statement(src, 1),
+            "let a = session \"x\"\n  context: b\n\n  retry: 2"
+        );
+        assert_eq!(statement(src, 5), "session \"y\"");
+        assert_eq!(statement(src, 9), "");
+    }
+
+    #[test]
+    fn kinds_come_from_the_statement() {
+        assert_eq!(kind_of("const x = 1"), "const");
+        assert_eq!(kind_of("output y = session \"s\""), "output");
+        assert_eq!(kind_of("  x = session \"s\""), "let");
+        assert_eq!(kind_of("let z = 2"), "let");
+    }
+
+    #[test]
+    fn scoped_binding_files_carry_their_execution_id() {
+        let f = binding_file("r", "let", 3, Some("lib"), "let r = 1", "1");
+        assert_eq!(
+            f,
+            "# r\n\nkind: let\nexecution_id: 3\nprogram: lib\n\nsource:\n```prose\nlet r = 1\n```\n\n---\n\n1\n"
+        );
+    }
+}
