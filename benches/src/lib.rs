@@ -226,6 +226,7 @@ pub fn run_mock_durable(
         String::new(),
         artifact.clone(),
         &[],
+        Vec::new(),
     );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

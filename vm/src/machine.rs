@@ -392,6 +392,22 @@ impl Machine {
 }
 
 impl Machine {
+    /// Gives the persistent agent `agent` of the program run (module 0) the memory it had
+    /// before this run (a `persist: project`, `user` or path agent's `memory.md`). Returns
+    /// false when the program has no persistent agent of that name.
+    pub fn preload_memory(&mut self, agent: &str, memory: String) -> bool {
+        let m = &self.artifact.modules[0];
+        let Some((id, _)) = m
+            .agents
+            .iter()
+            .find(|(_, a)| a.persist != Persist::None && m.strings[a.name] == agent)
+        else {
+            return false;
+        };
+        self.memory.insert((0, id), memory);
+        true
+    }
+
     /// Hands the answer to request `id` to the fiber that asked. Unknown ids (withdrawn, or
     /// answered already) are ignored and reported as `false`.
     pub fn complete(&mut self, id: &str, reply: Reply) -> bool {
@@ -413,6 +429,16 @@ impl Machine {
                     _ => unreachable_reply(),
                 };
                 if let (Some(key), Some(memory)) = (key, memory) {
+                    if self.trace {
+                        let m = &self.artifact.modules[key.0 as usize];
+                        self.events.push(Event::Memory {
+                            module: key.0,
+                            agent: m.strings[m.agents[key.1].name].clone(),
+                            id: id.to_string(),
+                            memory: memory.clone(),
+                            answer: t.clone(),
+                        });
+                    }
                     self.memory.insert(key, memory);
                 }
                 if self.trace {

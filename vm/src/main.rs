@@ -10,7 +10,7 @@ use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
 use prosevm::runner::{run_durable, Durable, RunConfig};
 use prosevm::store::view::RunView;
-use prosevm::store::{self, journal, RunDir, RunInfo};
+use prosevm::store::{self, agents, journal, RunDir, RunInfo};
 use prosevm::value::Value;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
@@ -221,12 +221,13 @@ fn execute(
         ..Limits::default()
     };
     let artifact = Arc::new(program.artifact);
-    let machine = match Machine::new(artifact.clone(), &inputs, limits) {
+    let mut machine = match Machine::new(artifact.clone(), &inputs, limits) {
         Ok(m) => m,
         Err(e) => return fail(e, 1),
     };
     // Trace events feed the run directory's binding files and state.md, so they stay on
     // even when nothing is printed.
+    let resuming = resume.is_some();
     let (dir, replay) = match resume {
         Some(dir) => match journal::read(&dir.journal_path()) {
             Ok(records) => (
@@ -263,6 +264,31 @@ fn execute(
         Ok(l) => l,
         Err(e) => return fail(e, 1),
     };
+    // Persistent agents: what their memory was when the run started, recorded with the run
+    // so that a resume starts from the same memory.
+    let mut meta = match dir.meta() {
+        Ok(m) => m,
+        Err(e) => return fail(e, 1),
+    };
+    let homes = if resuming {
+        agents::from_json(&meta["agents"])
+    } else {
+        let root = args
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".prose"));
+        let homes = agents::discover(&artifact, &dir.path, &root);
+        meta["agents"] = agents::to_json(&homes);
+        if let Err(e) = dir.write_meta(&meta) {
+            return fail(e, 2);
+        }
+        homes
+    };
+    for h in &homes {
+        if let Some(memory) = &h.memory {
+            machine.preload_memory(&h.name, memory.clone());
+        }
+    }
     let journal = match journal::Journal::open(&dir.journal_path()) {
         Ok(j) => j,
         Err(e) => return fail(e, 2),
@@ -278,11 +304,7 @@ fn execute(
         backoff_unit: Duration::from_millis(args.backoff_unit_ms),
     };
     let trace = args.trace;
-    let started = dir
-        .meta()
-        .ok()
-        .and_then(|m| m["started"].as_str().map(str::to_string))
-        .unwrap_or_default();
+    let started = meta["started"].as_str().unwrap_or_default().to_string();
     let mut top_inputs: Vec<(String, Value)> =
         inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     top_inputs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -292,6 +314,7 @@ fn execute(
         started,
         artifact.clone(),
         &top_inputs,
+        homes,
     );
     if trace == Trace::Narrate {
         eprintln!("[Program] run {} in {}", dir.id, dir.path.display());

@@ -35,6 +35,19 @@ pub enum Event {
         /// The execution id of the block invocation it belongs to (0: the top level).
         scope: u32,
     },
+    /// A persistent agent's memory changed with a session's answer.
+    Memory {
+        /// The module the agent is declared in.
+        module: u32,
+        /// The agent.
+        agent: String,
+        /// The session's request.
+        id: String,
+        /// The memory after the session.
+        memory: String,
+        /// The session's answer.
+        answer: String,
+    },
     /// A session answered.
     Answer {
         /// The request.
@@ -193,6 +206,7 @@ impl Event {
             }
             Event::FramePop { depth } => format!("[Frame-] Exiting block (depth {})", depth + 1),
             Event::Import { program } => format!("[Import] Invoking: {program}"),
+            Event::Memory { agent, id, .. } => format!("[Memory] {agent}: memory updated by {id}"),
             Event::ImportDone { program } => format!("[Import] Import complete: {program}"),
             Event::Retry { id, attempt, error } => format!(
                 "[Warning] {id} failed ({}); attempt {attempt}",

@@ -1,7 +1,7 @@
 //! Durable runs with real processes: a run killed (SIGKILL) at random moments resumes to the
 //! same outputs as an uninterrupted run, and no answer journaled before the kill is asked
 //! of the driver again, and its binding files come out the same. Also: the binding files
-//! and `state.md` of a run, resuming a finished run, a changed program, a torn and a
+//! and `state.md` of a run, persistent agents' memory across runs and resumes, resuming a finished run, a changed program, a torn and a
 //! corrupted journal, and two runs side by side.
 
 use std::path::{Path, PathBuf};
@@ -269,6 +269,120 @@ session "Polish"
     let meta: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(meta["bindings"]["outline__1"], "[mock] Outline rivers");
     assert_eq!(meta["bindings"]["topic"], "rivers");
+}
+
+/// The files in `dir`, sorted, with their contents.
+fn files_in(dir: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| {
+                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+                    (e.file_name().to_string_lossy().into_owned(), text)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn project_agents_remember_across_runs_and_resumes() {
+    let dir = scratch("memory");
+    let state = dir.join("state");
+    let first = dir.join("first.prose");
+    std::fs::write(
+        &first,
+        "agent keeper:\n  persist: project\n  prompt: \"You keep the notes\"\nsession: keeper\n  prompt: \"Note the first thing\"\n",
+    )
+    .expect("program");
+    // `resume:` before any `session:` in this program: only memory from an earlier run
+    // makes it valid (otherwise it is E018).
+    let second = dir.join("second.prose");
+    std::fs::write(
+        &second,
+        "agent keeper:\n  persist: project\n  prompt: \"You keep the notes\"\nresume: keeper\n  prompt: \"Note the second thing\"\nsession \"Something slow\"\nresume: keeper\n  prompt: \"Note the third thing\"\n",
+    )
+    .expect("program");
+    let run = |prog: &Path| {
+        output(
+            vm().args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+                .arg("--state-dir")
+                .arg(&state),
+        )
+    };
+    let (code, _, err) = run(&second);
+    assert_eq!(code, 1, "resume: with no memory must fail");
+    assert!(err.contains("E018"), "{err}");
+    let (code, _, err) = run(&first);
+    assert_eq!(code, 0, "{err}");
+    let home = state.join("agents").join("keeper");
+    assert_eq!(
+        std::fs::read_to_string(home.join("memory.md")).expect("memory"),
+        "- keeper answered: [mock] Note the first thing"
+    );
+    // The second program, killed after its first answer, then resumed.
+    let before = run_ids(&state);
+    let mut child = vm()
+        .args(["run", second.to_str().expect("path"), "--trace", "quiet"])
+        .args(["--mock-latency", "300", "--state-dir"])
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    for _ in 0..500 {
+        std::thread::sleep(Duration::from_millis(10));
+        if home.join("keeper-002.md").exists() {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let id = run_ids(&state).into_iter().find(|i| !before.contains(i));
+    let id = id.expect("the second run started");
+    assert_eq!(
+        journal_ids(&state, &id),
+        ["0:0"],
+        "killed during the slow session"
+    );
+    assert_eq!(
+        files_in(&home)
+            .iter()
+            .map(|f| f.0.as_str())
+            .collect::<Vec<_>>(),
+        ["keeper-001.md", "keeper-002.md", "memory.md"]
+    );
+    let (code, _, err) = output(
+        vm().args(["resume", &id, "--trace", "quiet", "--state-dir"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    let files = files_in(&home);
+    assert_eq!(
+        files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(),
+        [
+            "keeper-001.md",
+            "keeper-002.md",
+            "keeper-003.md",
+            "memory.md"
+        ],
+        "the resume rewrote segment 2 rather than adding one"
+    );
+    assert_eq!(
+        files[3].1,
+        "- keeper answered: [mock] Note the first thing\n- keeper answered: [mock] Note the second thing\n- keeper answered: [mock] Note the third thing"
+    );
+    assert!(files[2].1.starts_with("# Segment 003\n"), "{}", files[2].1);
+    assert!(
+        files[2].1.ends_with("[mock] Note the third thing\n"),
+        "{}",
+        files[2].1
+    );
+    let state_md =
+        std::fs::read_to_string(state.join("runs").join(&id).join("state.md")).expect("state");
+    assert!(state_md.contains("| keeper | project | "), "{state_md}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! ended), and the journal of every driver answer. Replaying the journal through the
 //! deterministic machine resumes an interrupted run without asking anything twice.
 
+pub mod agents;
 pub mod journal;
 pub mod view;
 

@@ -5,6 +5,7 @@
 //! and a rename, at most every [`FLUSH_EVERY`] and when the run stops, so a loop rebinding a
 //! variable a million times costs a million map updates, not a million writes.
 
+use super::agents::{segment_file, AgentHome};
 use super::{now, timestamp, write_atomic, StoreError};
 use crate::trace::Event;
 use crate::value::Value;
@@ -57,19 +58,23 @@ pub struct RunView {
     complete: BTreeSet<u32>,
     /// Top-level program lines that bound a name, with the binding's stem.
     bound_at: BTreeMap<u32, String>,
+    /// The program's persistent agents, with the sessions each has had in this run.
+    agents: Vec<(AgentHome, u32)>,
     last_flush: Instant,
     error: Option<StoreError>,
 }
 
 impl RunView {
     /// Starts the view of the run in `dir` (id `id`, started at `started`), writing a binding
-    /// file for each top-level input. Temporary files a killed process left are removed.
+    /// file for each top-level input. `agents` are the program's persistent agents, whose
+    /// memory files it keeps. Temporary files a killed process left are removed.
     pub fn new(
         dir: PathBuf,
         id: String,
         started: String,
         artifact: Arc<Artifact>,
         inputs: &[(String, Value)],
+        agents: Vec<AgentHome>,
     ) -> RunView {
         let mut view = RunView {
             dir,
@@ -80,6 +85,7 @@ impl RunView {
             executing: BTreeMap::new(),
             complete: BTreeSet::new(),
             bound_at: BTreeMap::new(),
+            agents: agents.into_iter().map(|h| (h, 0)).collect(),
             last_flush: Instant::now(),
             error: None,
         };
@@ -127,6 +133,13 @@ impl RunView {
                 line,
                 scope,
             } => self.bind(name, value, *module, *line, *scope),
+            Event::Memory {
+                module: 0,
+                agent,
+                id,
+                memory,
+                answer,
+            } => self.remember(agent, id, memory, answer),
             _ => {}
         }
         if self.last_flush.elapsed() >= FLUSH_EVERY {
@@ -161,6 +174,30 @@ impl RunView {
             dirty: true,
         });
         b.set(module, line, value);
+    }
+
+    /// Writes a persistent agent's new memory and the segment recording the session. These
+    /// are written at once: they may live outside the run directory, where another run can
+    /// read them.
+    fn remember(&mut self, agent: &str, id: &str, memory: &str, answer: &str) {
+        let Some((home, sessions)) = self.agents.iter_mut().find(|(h, _)| h.name == agent) else {
+            return;
+        };
+        *sessions += 1;
+        let n = home.segments + *sessions;
+        let segment = format!(
+            "# Segment {n:03}\n\nrun: {}\nrequest: {id}\n\n## Answer\n\n{answer}\n",
+            self.id
+        );
+        let result = std::fs::create_dir_all(&home.dir)
+            .map_err(|e| StoreError::Io(home.dir.clone(), e))
+            .and_then(|()| write_atomic(&home.dir.join("memory.md"), memory.as_bytes()))
+            .and_then(|()| {
+                write_atomic(&home.dir.join(segment_file(agent, n)), segment.as_bytes())
+            });
+        if let (Err(e), None) = (result, &self.error) {
+            self.error = Some(e);
+        }
     }
 
     /// The statement a binding comes from, and its kind.
@@ -281,6 +318,18 @@ impl RunView {
                 b.name,
                 self.origin(b).1
             );
+        }
+        if !self.agents.is_empty() {
+            let _ = writeln!(s, "\n### Agents\n");
+            let _ = writeln!(s, "| Name | Scope | Path | Sessions this run |");
+            let _ = writeln!(s, "|------|-------|------|-------------------|");
+            for (h, n) in &self.agents {
+                let mut path = h.dir.display().to_string();
+                if !path.ends_with('/') {
+                    path.push('/');
+                }
+                let _ = writeln!(s, "| {} | {} | {path} | {n} |", h.name, h.scope);
+            }
         }
         s
     }

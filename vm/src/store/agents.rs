@@ -1,0 +1,153 @@
+//! Where persistent agents keep their memory: `memory.md` (the memory as the driver last
+//! returned it) and one numbered segment per session (`{name}-001.md`, ...) in a directory
+//! chosen by the agent's `persist:` scope. What each agent had when a run started is recorded
+//! in `run.json`, so a resumed run starts from the same memory even if another run has
+//! changed the files since, and rewrites the same segment numbers.
+
+use bytecode_spec::{Artifact, Persist};
+use serde_json::{json, Value as Json};
+use std::path::{Path, PathBuf};
+
+/// A persistent agent of the program run, and its memory when the run started.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentHome {
+    /// The agent's name.
+    pub name: String,
+    /// `execution`, `project`, `user` or `path`.
+    pub scope: String,
+    /// The directory holding its memory.
+    pub dir: PathBuf,
+    /// Its memory when the run started.
+    pub memory: Option<String>,
+    /// Segments already in the directory when the run started.
+    pub segments: u32,
+}
+
+/// The persistent agents of `artifact`'s program (module 0), their directories for a run in
+/// `run_dir` whose state root is `state_root` (`.prose` or `--state-dir`), and what those
+/// directories hold now.
+pub fn discover(artifact: &Artifact, run_dir: &Path, state_root: &Path) -> Vec<AgentHome> {
+    let m = &artifact.modules[0];
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("~"), PathBuf::from);
+    m.agents
+        .values()
+        .filter_map(|a| {
+            let name = m.strings[a.name].clone();
+            let (scope, dir) = match a.persist {
+                Persist::None => return None,
+                Persist::Run => ("execution", run_dir.join("agents").join(&name)),
+                Persist::Project => ("project", state_root.join("agents").join(&name)),
+                Persist::User => ("user", home.join(".prose").join("agents").join(&name)),
+                Persist::Path(p) => ("path", PathBuf::from(&m.strings[p])),
+            };
+            let memory = std::fs::read_to_string(dir.join("memory.md")).ok();
+            let segments = count_segments(&dir, &name);
+            Some(AgentHome {
+                name,
+                scope: scope.into(),
+                dir,
+                memory,
+                segments,
+            })
+        })
+        .collect()
+}
+
+/// The highest segment number among `dir`'s `{name}-NNN.md` files (0 if none).
+fn count_segments(dir: &Path, name: &str) -> u32 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let file = e.file_name().into_string().ok()?;
+            let n = file
+                .strip_prefix(name)?
+                .strip_prefix('-')?
+                .strip_suffix(".md")?;
+            n.parse::<u32>().ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The file name of segment `n` of `name`: three digits at least.
+pub fn segment_file(name: &str, n: u32) -> String {
+    format!("{name}-{n:03}.md")
+}
+
+/// `homes` as recorded in `run.json`.
+pub fn to_json(homes: &[AgentHome]) -> Json {
+    Json::Array(
+        homes
+            .iter()
+            .map(|h| {
+                json!({
+                    "name": h.name,
+                    "scope": h.scope,
+                    "dir": h.dir.display().to_string(),
+                    "memory": h.memory,
+                    "segments": h.segments,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The homes recorded in `run.json` (none for a record that lacks them).
+pub fn from_json(j: &Json) -> Vec<AgentHome> {
+    j.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|h| {
+                    Some(AgentHome {
+                        name: h["name"].as_str()?.to_string(),
+                        scope: h["scope"].as_str()?.to_string(),
+                        dir: PathBuf::from(h["dir"].as_str()?),
+                        memory: h["memory"].as_str().map(str::to_string),
+                        segments: h["segments"].as_u64()? as u32,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_are_counted_by_their_highest_number() {
+        let dir = std::env::temp_dir().join(format!("prose-agents-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert_eq!(count_segments(&dir, "captain"), 0);
+        for f in [
+            "captain-001.md",
+            "captain-007.md",
+            "captain-x.md",
+            "cap-009.md",
+        ] {
+            std::fs::write(dir.join(f), "").expect("file");
+        }
+        assert_eq!(count_segments(&dir, "captain"), 7);
+        assert_eq!(segment_file("captain", 8), "captain-008.md");
+        assert_eq!(segment_file("captain", 1000), "captain-1000.md");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn homes_round_trip_through_run_json() {
+        let homes = vec![AgentHome {
+            name: "captain".into(),
+            scope: "project".into(),
+            dir: PathBuf::from(".prose/agents/captain"),
+            memory: Some("- decided X".into()),
+            segments: 3,
+        }];
+        assert_eq!(from_json(&to_json(&homes)), homes);
+        assert_eq!(from_json(&Json::Null), vec![]);
+    }
+}
