@@ -1,4 +1,6 @@
-//! Runs the VM fan-out benchmark workload for profilers: `profile_vm N ROUNDS`.
+//! Runs a VM benchmark workload for profilers: `profile_vm N ROUNDS [WORKLOAD]`, where
+//! WORKLOAD is `fan-out` (the default), `chain` or `chain-durable` (the chain journaled in a
+//! run directory, as `prosevm run` does).
 use std::sync::Arc;
 
 #[global_allocator]
@@ -13,13 +15,28 @@ fn main() {
         .nth(2)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10);
-    let a = Arc::new(prose_benches::compile(&prose_benches::fan_out(n)));
+    let workload = std::env::args().nth(3).unwrap_or_else(|| "fan-out".into());
+    let src = match workload.as_str() {
+        "fan-out" => prose_benches::fan_out(n),
+        "chain" | "chain-durable" => prose_benches::session_chain(n),
+        other => {
+            eprintln!("unknown workload {other}: use fan-out, chain or chain-durable");
+            std::process::exit(2);
+        }
+    };
+    let a = Arc::new(prose_benches::compile(&src));
+    let dir = std::env::temp_dir().join(format!("prose-profile-run-{}", std::process::id()));
     let start = std::time::Instant::now();
     for _ in 0..rounds {
-        std::hint::black_box(prose_benches::run_mock(&a));
+        if workload == "chain-durable" {
+            std::hint::black_box(prose_benches::run_mock_durable(&a, &dir));
+        } else {
+            std::hint::black_box(prose_benches::run_mock(&a));
+        }
     }
     println!(
         "{:.2} ms per run",
         start.elapsed().as_secs_f64() * 1e3 / rounds as f64
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -408,6 +408,29 @@ impl Machine {
         true
     }
 
+    /// Whether the answer about to land in `dst` of fiber `f`'s current frame is kept under a
+    /// name: the next instruction moves it into a named variable (here or in an enclosing
+    /// frame), makes it an output, or returns it (`output session ...` as a block's result).
+    fn captured(&self, f: usize, dst: Reg) -> bool {
+        let Some(frame) = self.fibers[f].stack.last() else {
+            return false;
+        };
+        let fr = frame.borrow();
+        let func = &self.artifact.modules[fr.module as usize].funcs[fr.func];
+        match func.code.get(fr.pc as usize) {
+            Some(Op::Move { dst: d, src }) if *src == dst => {
+                func.vars.binary_search_by_key(d, |(r, _)| *r).is_ok()
+            }
+            Some(
+                Op::SetUp { src, .. }
+                | Op::SetOutput { src, .. }
+                | Op::SetBlockOutput { src, .. }
+                | Op::Return { src },
+            ) => *src == dst,
+            _ => false,
+        }
+    }
+
     /// Hands the answer to request `id` to the fiber that asked. Unknown ids (withdrawn, or
     /// answered already) are ignored and reported as `false`.
     pub fn complete(&mut self, id: &str, reply: Reply) -> bool {
@@ -442,9 +465,11 @@ impl Machine {
                     self.memory.insert(key, memory);
                 }
                 if self.trace {
+                    let bound = self.captured(f, dst);
                     self.events.push(Event::Answer {
                         id: id.to_string(),
                         text: t.clone(),
+                        bound,
                     });
                 }
                 let t: Arc<str> = Arc::from(t);

@@ -54,6 +54,8 @@ pub enum Event {
         id: String,
         /// The answer.
         text: String,
+        /// The program keeps it under a name (otherwise it is an anonymous binding).
+        bound: bool,
     },
     /// A discretion condition is being judged.
     Evaluate {
@@ -169,7 +171,7 @@ impl Event {
             Event::Binding { name, value, .. } => {
                 format!("[Binding] {name} = \"{}\"", short(value))
             }
-            Event::Answer { id, text } => format!("[Success] {id}: \"{}\"", short(text)),
+            Event::Answer { id, text, .. } => format!("[Success] {id}: \"{}\"", short(text)),
             Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
             Event::Flow { result, .. } => {
                 format!(

@@ -101,6 +101,28 @@ fn binding_files(state: &Path, id: &str) -> std::collections::BTreeMap<String, S
         .unwrap_or_default()
 }
 
+/// A run's binding files with the anonymous ones (`anon_NNN.md`, numbered in the order
+/// answers arrived, which concurrency varies) replaced by their sorted contents minus the
+/// header.
+fn named_bindings_and_anonymous_values(
+    state: &Path,
+    id: &str,
+) -> (std::collections::BTreeMap<String, String>, Vec<String>) {
+    let (anon, named): (std::collections::BTreeMap<_, _>, _) = binding_files(state, id)
+        .into_iter()
+        .partition(|(k, _)| k.starts_with("anon_"));
+    // Without their first line (`# anon_NNN`), which carries the number.
+    let mut values: Vec<String> = anon
+        .into_values()
+        .map(|v| {
+            v.split_once('\n')
+                .map_or(v.clone(), |(_, rest)| rest.to_string())
+        })
+        .collect();
+    values.sort();
+    (named, values)
+}
+
 /// A small deterministic pseudo-random sequence (no extra dependencies).
 fn next(seed: &mut u64) -> u64 {
     *seed ^= *seed << 13;
@@ -115,9 +137,14 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
     let prog = program(&dir);
     let expected = reference(&dir, &prog);
     let ref_id = run_ids(&dir.join("ref")).remove(0);
-    let expected_bindings = binding_files(&dir.join("ref"), &ref_id);
+    let expected_bindings = named_bindings_and_anonymous_values(&dir.join("ref"), &ref_id);
+    assert!(
+        expected_bindings.1.len() >= 4,
+        "pipeline first steps and refinements are anonymous: {:?}",
+        expected_bindings.1
+    );
     assert_eq!(
-        expected_bindings.keys().collect::<Vec<_>>(),
+        expected_bindings.0.keys().collect::<Vec<_>>(),
         [
             "a.md",
             "b.md",
@@ -181,10 +208,10 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
             asked_again.is_empty(),
             "trial {trial}: asked again for journaled answers {asked_again:?}"
         );
-        let got = binding_files(&state, id);
+        let got = named_bindings_and_anonymous_values(&state, id);
         assert_eq!(
-            got.keys().collect::<Vec<_>>(),
-            expected_bindings.keys().collect::<Vec<_>>(),
+            got.0.keys().collect::<Vec<_>>(),
+            expected_bindings.0.keys().collect::<Vec<_>>(),
             "trial {trial}: other binding files after resume"
         );
         assert_eq!(
@@ -231,6 +258,7 @@ session "Polish"
         files.keys().collect::<Vec<_>>(),
         [
             "again.md",
+            "anon_001.md",
             "outline__1.md",
             "outline__2.md",
             "text.md",
@@ -242,6 +270,10 @@ session "Polish"
     assert!(files["outline__2.md"].starts_with("# outline\n\nkind: let\nexecution_id: 2\n"));
     assert!(files["outline__2.md"].ends_with("\n---\n\n[mock] Outline a second subject\n"));
     assert!(files["title.md"].contains("kind: const\n"));
+    assert_eq!(
+        files["anon_001.md"],
+        "# anon_001\n\nkind: anonymous\n\nsource:\n```prose\nsession \"Polish\"\n  context: text\n```\n\n---\n\n[mock] Polish\n"
+    );
     assert!(files["text.md"].contains("```prose\nlet text = do draft(topic)\n```"));
     let state_md =
         std::fs::read_to_string(state.join("runs").join(&id).join("state.md")).expect("state.md");

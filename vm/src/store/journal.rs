@@ -5,7 +5,6 @@
 
 use crate::request::Reply;
 use crate::value::Value;
-use serde_json::json;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -43,15 +42,46 @@ impl From<std::io::Error> for JournalError {
     }
 }
 
-fn encode(id: &str, reply: &Reply) -> serde_json::Value {
+/// One journal record as written: the request id and exactly one answer field.
+#[derive(serde::Serialize)]
+struct Record<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bool: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    choice: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failed: Option<&'a str>,
+}
+
+fn encode<'a>(id: &'a str, reply: &'a Reply) -> Record<'a> {
+    let mut r = Record {
+        id,
+        text: None,
+        memory: None,
+        bool: None,
+        choice: None,
+        value: None,
+        failed: None,
+    };
     match reply {
-        Reply::Text(t) => json!({"id": id, "text": t}),
-        Reply::Remembered { text, memory } => json!({"id": id, "text": text, "memory": memory}),
-        Reply::Bool(b) => json!({"id": id, "bool": b}),
-        Reply::Choice(c) => json!({"id": id, "choice": c}),
-        Reply::Value(v) => json!({"id": id, "value": v.to_json()}),
-        Reply::Failed(e) => json!({"id": id, "failed": e}),
+        Reply::Text(t) => r.text = Some(t),
+        Reply::Remembered { text, memory } => {
+            r.text = Some(text);
+            r.memory = Some(memory);
+        }
+        Reply::Bool(b) => r.bool = Some(*b),
+        Reply::Choice(c) => r.choice = Some(*c),
+        Reply::Value(v) => r.value = Some(v.to_json()),
+        Reply::Failed(e) => r.failed = Some(e),
     }
+    r
 }
 
 fn decode(j: &serde_json::Value) -> Option<(String, Reply)> {
@@ -132,6 +162,8 @@ pub fn read(path: &Path) -> Result<Vec<(String, Reply)>, JournalError> {
 pub struct Journal {
     out: BufWriter<File>,
     unsynced: usize,
+    /// The record being encoded (reused).
+    scratch: Vec<u8>,
 }
 
 impl Journal {
@@ -141,13 +173,18 @@ impl Journal {
         Ok(Journal {
             out: BufWriter::new(file),
             unsynced: 0,
+            scratch: Vec::new(),
         })
     }
 
     /// Appends one answer (durable only after [`Journal::sync`]).
     pub fn append(&mut self, id: &str, reply: &Reply) -> Result<(), JournalError> {
-        let body = encode(id, reply).to_string();
-        writeln!(self.out, "{:08x} {body}", crc32fast::hash(body.as_bytes()))?;
+        self.scratch.clear();
+        serde_json::to_writer(&mut self.scratch, &encode(id, reply))
+            .map_err(|e| JournalError::Io(e.into()))?;
+        write!(self.out, "{:08x} ", crc32fast::hash(&self.scratch))?;
+        self.out.write_all(&self.scratch)?;
+        self.out.write_all(b"\n")?;
         self.unsynced += 1;
         Ok(())
     }

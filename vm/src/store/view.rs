@@ -22,8 +22,9 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
 /// One bound name: where and how it was last bound, and its value.
 struct Bound {
     name: String,
-    /// A top-level input (bound before the program starts).
-    input: bool,
+    /// `input` for a top-level input (bound before the program starts), `anonymous` for an
+    /// uncaptured session's answer; otherwise the kind comes from the binding statement.
+    fixed_kind: Option<&'static str>,
     scope: u32,
     module: u32,
     line: u32,
@@ -35,7 +36,7 @@ struct Bound {
 impl Bound {
     /// Records a new binding of this name.
     fn set(&mut self, module: u32, line: u32, value: &str) {
-        self.input = false;
+        self.fixed_kind = None;
         self.module = module;
         self.line = line;
         self.value.clear();
@@ -54,6 +55,8 @@ pub struct RunView {
     bound: BTreeMap<String, Bound>,
     /// Sessions asked and not yet answered: request id to (module, line).
     executing: BTreeMap<String, (u32, u32)>,
+    /// Anonymous bindings so far.
+    anonymous: u32,
     /// Top-level program lines whose sessions have answered.
     complete: BTreeSet<u32>,
     /// Top-level program lines that bound a name, with the binding's stem.
@@ -61,6 +64,8 @@ pub struct RunView {
     /// The program's persistent agents, with the sessions each has had in this run.
     agents: Vec<(AgentHome, u32)>,
     last_flush: Instant,
+    /// Events seen so far.
+    events: u64,
     error: Option<StoreError>,
 }
 
@@ -83,10 +88,12 @@ impl RunView {
             artifact,
             bound: BTreeMap::new(),
             executing: BTreeMap::new(),
+            anonymous: 0,
             complete: BTreeSet::new(),
             bound_at: BTreeMap::new(),
             agents: agents.into_iter().map(|h| (h, 0)).collect(),
             last_flush: Instant::now(),
+            events: 0,
             error: None,
         };
         if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
@@ -101,7 +108,7 @@ impl RunView {
                 name.clone(),
                 Bound {
                     name: name.clone(),
-                    input: true,
+                    fixed_kind: Some("input"),
                     scope: 0,
                     module: 0,
                     line: 0,
@@ -121,11 +128,18 @@ impl RunView {
             } => {
                 self.executing.insert(id.clone(), (*module, *line));
             }
-            Event::Answer { id, .. } => {
-                if let Some((0, line)) = self.executing.remove(id) {
-                    self.complete.insert(line);
+            Event::Answer { id, text, bound } => match self.executing.remove(id) {
+                Some((module, line)) => {
+                    if module == 0 {
+                        self.complete.insert(line);
+                    }
+                    if !bound {
+                        self.anonymous(module, line, text);
+                    }
                 }
-            }
+                None if !bound => self.anonymous(0, 0, text),
+                None => {}
+            },
             Event::Binding {
                 name,
                 value,
@@ -142,7 +156,9 @@ impl RunView {
             } => self.remember(agent, id, memory, answer),
             _ => {}
         }
-        if self.last_flush.elapsed() >= FLUSH_EVERY {
+        // Reading the clock costs more than a small event: look every 64 events.
+        self.events += 1;
+        if self.events % 64 == 0 && self.last_flush.elapsed() >= FLUSH_EVERY {
             self.flush("running");
         }
     }
@@ -166,7 +182,7 @@ impl RunView {
         }
         let b = self.bound.entry(stem).or_insert_with(|| Bound {
             name: name.to_string(),
-            input: false,
+            fixed_kind: None,
             scope,
             module,
             line,
@@ -174,6 +190,25 @@ impl RunView {
             dirty: true,
         });
         b.set(module, line, value);
+    }
+
+    /// Records the answer of a session the program does not keep under a name, as
+    /// `anon_NNN` (numbered in the order the answers arrive).
+    fn anonymous(&mut self, module: u32, line: u32, text: &str) {
+        self.anonymous += 1;
+        let stem = format!("anon_{:03}", self.anonymous);
+        self.bound.insert(
+            stem.clone(),
+            Bound {
+                name: stem,
+                fixed_kind: Some("anonymous"),
+                scope: 0,
+                module,
+                line,
+                value: text.to_string(),
+                dirty: true,
+            },
+        );
     }
 
     /// Writes a persistent agent's new memory and the segment recording the session. These
@@ -212,7 +247,7 @@ impl RunView {
         } else {
             statement(source, b.line)
         };
-        let kind = if b.input { "input" } else { kind_of(&snippet) };
+        let kind = b.fixed_kind.unwrap_or_else(|| kind_of(&snippet));
         (snippet, kind)
     }
 
