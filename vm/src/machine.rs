@@ -91,6 +91,9 @@ type InstRef = Rc<RefCell<Instance>>;
 /// One running program (the main one, or an invoked import).
 struct Instance {
     module: u32,
+    /// The execution id of this invocation (0 for the program run): its binding files live
+    /// in a directory of their own.
+    exec: u32,
     outputs: Vec<Value>,
     inputs: FxHashMap<u32, Value>,
     main: Option<FrameRef>,
@@ -265,6 +268,7 @@ impl Machine {
         }
         let inst = Rc::new(RefCell::new(Instance {
             module: 0,
+            exec: 0,
             outputs: vec![Value::Null; m.outputs.len()],
             inputs: given,
             main: None,
@@ -950,9 +954,10 @@ impl Machine {
     }
 
     /// Records a binding event when `reg` of function `func` (in module `module`, frame
-    /// execution id `exec`) is a named variable; `line` is the assigning statement's.
-    fn note_binding(&mut self, at: (u32, FuncId, u32), reg: Reg, line: u32, value: &Value) {
-        let (module, func, exec) = at;
+    /// execution id `exec`, in the invocation `instance`) is a named variable; `line` is the
+    /// assigning statement's.
+    fn note_binding(&mut self, at: (u32, FuncId, u32, u32), reg: Reg, line: u32, value: &Value) {
+        let (module, func, exec, instance) = at;
         let m = &self.artifact.modules[module as usize];
         let vars = &m.funcs[func].vars;
         if let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) {
@@ -962,6 +967,7 @@ impl Machine {
                 module,
                 line,
                 scope: exec,
+                instance,
             });
         }
     }
@@ -989,7 +995,8 @@ impl Machine {
                 let v = fr.regs[r(*src)].clone();
                 if self.trace {
                     let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
-                    self.note_binding((fr.module, fr.func, fr.exec), *dst, line, &v);
+                    let instance = fr.inst.borrow().exec;
+                    self.note_binding((fr.module, fr.func, fr.exec, instance), *dst, line, &v);
                 }
                 fr.regs[r(*dst)] = v;
             }
@@ -1006,7 +1013,7 @@ impl Machine {
                 if self.trace {
                     let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
                     let t = target.borrow();
-                    let at = (t.module, t.func, t.exec);
+                    let at = (t.module, t.func, t.exec, t.inst.borrow().exec);
                     drop(t);
                     self.note_binding(at, *reg, line, &v);
                 }
@@ -1400,13 +1407,15 @@ impl Machine {
                 {
                     inputs.insert(id.as_u32(), fr.regs[r(*args) + k].clone());
                 }
+                self.execs += 1;
+                let parent = fr.inst.borrow().exec;
                 let inst = Rc::new(RefCell::new(Instance {
                     module: target,
+                    exec: self.execs,
                     outputs: vec![Value::Null; callee.outputs.len()],
                     inputs,
                     main: None,
                 }));
-                self.execs += 1;
                 let new = self.new_frame(
                     &inst,
                     target,
@@ -1419,6 +1428,9 @@ impl Machine {
                 drop(fr);
                 self.events.push(Event::Import {
                     program: callee.name.clone(),
+                    module: target,
+                    exec: self.execs,
+                    parent,
                 });
                 self.fibers[f].stack.push(new);
             }

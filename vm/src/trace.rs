@@ -34,6 +34,8 @@ pub enum Event {
         line: u32,
         /// The execution id of the block invocation it belongs to (0: the top level).
         scope: u32,
+        /// The execution id of the program invocation it belongs to (0: the program run).
+        instance: u32,
     },
     /// A persistent agent's memory changed with a session's answer.
     Memory {
@@ -120,6 +122,12 @@ pub enum Event {
     Import {
         /// Its name.
         program: String,
+        /// Its module.
+        module: u32,
+        /// The invocation's execution id.
+        exec: u32,
+        /// The execution id of the invocation that invokes it (0: the program run).
+        parent: u32,
     },
     /// An imported program finished.
     ImportDone {
@@ -207,7 +215,7 @@ impl Event {
                 format!("[Frame+] Entering block: {block} (depth {})", depth + 1)
             }
             Event::FramePop { depth } => format!("[Frame-] Exiting block (depth {})", depth + 1),
-            Event::Import { program } => format!("[Import] Invoking: {program}"),
+            Event::Import { program, .. } => format!("[Import] Invoking: {program}"),
             Event::Memory { agent, id, .. } => format!("[Memory] {agent}: memory updated by {id}"),
             Event::ImportDone { program } => format!("[Import] Import complete: {program}"),
             Event::Retry { id, attempt, error } => format!(

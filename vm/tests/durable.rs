@@ -1,7 +1,7 @@
 //! Durable runs with real processes: a run killed (SIGKILL) at random moments resumes to the
 //! same outputs as an uninterrupted run, and no answer journaled before the kill is asked
 //! of the driver again, and its binding files come out the same. Also: the binding files
-//! and `state.md` of a run, persistent agents' memory across runs and resumes, resuming a finished run, a changed program, a torn and a
+//! and `state.md` of a run, the directories of invoked programs, persistent agents' memory across runs and resumes, resuming a finished run, a changed program, a torn and a
 //! corrupted journal, and two runs side by side.
 
 use std::path::{Path, PathBuf};
@@ -415,6 +415,78 @@ fn project_agents_remember_across_runs_and_resumes() {
     let state_md =
         std::fs::read_to_string(state.join("runs").join(&id).join("state.md")).expect("state");
     assert!(state_md.contains("| keeper | project | "), "{state_md}");
+}
+
+#[test]
+fn invoked_programs_get_directories_of_their_own() {
+    let dir = scratch("imports");
+    std::fs::create_dir_all(dir.join("lib")).expect("lib");
+    std::fs::write(
+        dir.join("lib/inner.prose"),
+        "input word: \"A word\"\noutput echo = session \"Echo {word}\"\n",
+    )
+    .expect("inner");
+    std::fs::write(
+        dir.join("lib/outer.prose"),
+        "use \"./inner.prose\" as inner\ninput topic: \"A topic\"\nlet said = inner(word: topic)\noutput told = session \"Tell {said.echo}\"\n",
+    )
+    .expect("outer");
+    let main = dir.join("main.prose");
+    std::fs::write(
+        &main,
+        "use \"./lib/outer.prose\" as outer\nlet first = outer(topic: \"rain\")\nlet second = outer(topic: \"snow\")\n",
+    )
+    .expect("main");
+    let state = dir.join("state");
+    let (code, _, err) = output(
+        vm().args([
+            "run",
+            main.to_str().expect("path"),
+            "--trace",
+            "quiet",
+            "--state-dir",
+        ])
+        .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = run_ids(&state).remove(0);
+    let run = state.join("runs").join(&id);
+    let outer = run.join("imports/local--outer");
+    let inner = outer.join("imports/local--inner");
+    assert_eq!(
+        std::fs::read_to_string(outer.join("program.prose")).expect("outer copy"),
+        std::fs::read_to_string(dir.join("lib/outer.prose")).expect("outer")
+    );
+    assert!(inner.join("program.prose").exists());
+    // Invocations: outer is 1 and 3, inner 2 and 4, in the order the run made them.
+    let names = |d: &Path| {
+        files_in(&d.join("bindings"))
+            .into_iter()
+            .map(|f| f.0)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(&outer),
+        [
+            "said__1.md",
+            "said__3.md",
+            "told__1.md",
+            "told__3.md",
+            "topic__1.md",
+            "topic__3.md"
+        ]
+    );
+    assert_eq!(
+        names(&inner),
+        ["echo__2.md", "echo__4.md", "word__2.md", "word__4.md"]
+    );
+    let echo = std::fs::read_to_string(inner.join("bindings/echo__4.md")).expect("echo");
+    assert!(
+        echo.starts_with("# echo\n\nkind: output\nexecution_id: 4\nprogram: inner\n"),
+        "{echo}"
+    );
+    assert!(echo.ends_with("[mock] Echo snow\n"), "{echo}");
+    assert_eq!(names(&run), ["first.md", "second.md"]);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! The readable side of a run directory: `bindings/{name}.md` for every named value and
+//! The readable side of a run directory: `bindings/{name}.md` for every named value,
+//! `imports/{handle}--{slug}/` (the same, recursively) for every invoked program, and
 //! `state.md`, the program annotated with where the run is. Both are derived from the trace
 //! events, so they are rebuilt exactly when a run resumes (the replay re-emits them); the
 //! journal stays the only record the VM trusts. Files are written through a temporary file
@@ -26,6 +27,8 @@ struct Bound {
     /// uncaptured session's answer; otherwise the kind comes from the binding statement.
     fixed_kind: Option<&'static str>,
     scope: u32,
+    /// The program invocation it belongs to (0: the program run).
+    instance: u32,
     module: u32,
     line: u32,
     value: String,
@@ -51,8 +54,11 @@ pub struct RunView {
     id: String,
     started: String,
     artifact: Arc<Artifact>,
-    /// Bindings by file stem (`name` or `name__{execution_id}`).
+    /// Bindings by file stem (`name` or `name__{execution_id}`; execution ids are unique in
+    /// the run, so stems are too, imported programs' included).
     bound: BTreeMap<String, Bound>,
+    /// Each program invocation's directory, relative to the run's (the run itself: empty).
+    instances: BTreeMap<u32, PathBuf>,
     /// Sessions asked and not yet answered: request id to (module, line).
     executing: BTreeMap<String, (u32, u32)>,
     /// Anonymous bindings so far.
@@ -87,6 +93,7 @@ impl RunView {
             started,
             artifact,
             bound: BTreeMap::new(),
+            instances: BTreeMap::from([(0, PathBuf::new())]),
             executing: BTreeMap::new(),
             anonymous: 0,
             complete: BTreeSet::new(),
@@ -110,6 +117,7 @@ impl RunView {
                     name: name.clone(),
                     fixed_kind: Some("input"),
                     scope: 0,
+                    instance: 0,
                     module: 0,
                     line: 0,
                     value: value.display(),
@@ -146,7 +154,14 @@ impl RunView {
                 module,
                 line,
                 scope,
-            } => self.bind(name, value, *module, *line, *scope),
+                instance,
+            } => self.bind(name, value, (*module, *line), *scope, *instance),
+            Event::Import {
+                module,
+                exec,
+                parent,
+                ..
+            } => self.invoked(*module, *exec, *parent),
             Event::Memory {
                 module: 0,
                 agent,
@@ -163,7 +178,9 @@ impl RunView {
         }
     }
 
-    fn bind(&mut self, name: &str, value: &str, module: u32, line: u32, scope: u32) {
+    /// `at` is the binding statement's module and line.
+    fn bind(&mut self, name: &str, value: &str, at: (u32, u32), scope: u32, instance: u32) {
+        let (module, line) = at;
         // The common case, a top-level name bound again, without allocating.
         if let (0, Some(b)) = (scope, self.bound.get_mut(name)) {
             b.set(module, line, value);
@@ -184,6 +201,7 @@ impl RunView {
             name: name.to_string(),
             fixed_kind: None,
             scope,
+            instance,
             module,
             line,
             value: String::new(),
@@ -203,12 +221,41 @@ impl RunView {
                 name: stem,
                 fixed_kind: Some("anonymous"),
                 scope: 0,
+                instance: 0,
                 module,
                 line,
                 value: text.to_string(),
                 dirty: true,
             },
         );
+    }
+
+    /// Gives invocation `exec` of module `module`, invoked from invocation `parent`, its
+    /// directory, `imports/{handle}--{slug}/` under its parent's (shared by invocations of the
+    /// same program from the same place: their files are told apart by execution id), with
+    /// a copy of the program.
+    fn invoked(&mut self, module: u32, exec: u32, parent: u32) {
+        let Some(m) = self.artifact.modules.get(module as usize) else {
+            return;
+        };
+        let base = self.instances.get(&parent).cloned().unwrap_or_default();
+        let rel = base
+            .join("imports")
+            .join(import_dir(&m.import_path, &m.name));
+        let dir = self.dir.join(&rel);
+        let result = std::fs::create_dir_all(&dir)
+            .map_err(|e| StoreError::Io(dir.clone(), e))
+            .and_then(|()| write_atomic(&dir.join("program.prose"), m.source.as_bytes()));
+        if let (Err(e), None) = (result, &self.error) {
+            self.error = Some(e);
+        }
+        self.instances.insert(exec, rel);
+    }
+
+    /// A binding file's path, relative to the run directory.
+    fn binding_path(&self, stem: &str, b: &Bound) -> PathBuf {
+        let base = self.instances.get(&b.instance).cloned().unwrap_or_default();
+        base.join("bindings").join(format!("{stem}.md"))
     }
 
     /// Writes a persistent agent's new memory and the segment recording the session. These
@@ -267,13 +314,22 @@ impl RunView {
             if !b.dirty {
                 continue;
             }
+            let path = self.dir.join(self.binding_path(stem, b));
+            if b.instance != 0 {
+                if let Some(parent) = path.parent() {
+                    if let Err(e) = std::fs::create_dir_all(parent) {
+                        self.error = Some(StoreError::Io(parent.to_path_buf(), e));
+                        return;
+                    }
+                }
+            }
             let (snippet, kind) = self.origin(b);
             let program = (b.module != 0)
                 .then(|| self.artifact.modules.get(b.module as usize))
                 .flatten()
                 .map(|m| m.name.as_str());
             let text = binding_file(&b.name, kind, b.scope, program, &snippet, &b.value);
-            if let Err(e) = write_atomic(&bindings.join(format!("{stem}.md")), text.as_bytes()) {
+            if let Err(e) = write_atomic(&path, text.as_bytes()) {
                 self.error = Some(e);
                 return;
             }
@@ -349,9 +405,10 @@ impl RunView {
                 .map_or("", |m| m.name.as_str());
             let _ = writeln!(
                 s,
-                "| {} | {} | bindings/{stem}.md | {scope} | {program} |",
+                "| {} | {} | {} | {scope} | {program} |",
                 b.name,
-                self.origin(b).1
+                self.origin(b).1,
+                self.binding_path(stem, b).display()
             );
         }
         if !self.agents.is_empty() {
@@ -388,6 +445,15 @@ pub fn read_bindings(dir: &std::path::Path) -> BTreeMap<String, String> {
             Some((stem, value.strip_suffix('\n').unwrap_or(value).to_string()))
         })
         .collect()
+}
+
+/// The directory name of an invoked program: `{handle}--{slug}` for a registry import
+/// (`@handle/slug`), `local--{name}` for one imported by path.
+fn import_dir(import_path: &str, name: &str) -> String {
+    match import_path.strip_prefix('@') {
+        Some(reg) => reg.replace('/', "--"),
+        None => format!("local--{name}"),
+    }
 }
 
 /// The statement starting at 1-based `line` of `source`: that line and the more indented
@@ -457,6 +523,12 @@ mod tests {
         );
         assert_eq!(statement(src, 5), "session \"y\"");
         assert_eq!(statement(src, 9), "");
+    }
+
+    #[test]
+    fn imported_programs_get_handle_slug_directories() {
+        assert_eq!(import_dir("@alice/digest", "digest"), "alice--digest");
+        assert_eq!(import_dir("./lib/digest.prose", "digest"), "local--digest");
     }
 
     #[test]
