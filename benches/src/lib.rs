@@ -238,7 +238,7 @@ pub fn run_mock_durable(
             driver,
             &Default::default(),
             Some(&mut durable),
-            |e| view.observe(e),
+            &mut view,
         ))
         .expect("runs");
     view.finish("finished").expect("views");

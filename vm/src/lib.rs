@@ -8,6 +8,7 @@ pub mod driver;
 pub mod machine;
 pub mod request;
 pub mod runner;
+pub mod snapshot;
 pub mod store;
 pub mod trace;
 pub mod value;

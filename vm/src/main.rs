@@ -8,9 +8,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
 use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
-use prosevm::runner::{run_durable, Durable, RunConfig};
+use prosevm::runner::{run_durable, Durable, Observer, RunConfig};
+use prosevm::snapshot::Snapshot;
 use prosevm::store::view::RunView;
 use prosevm::store::{self, agents, journal, RunDir, RunInfo};
+use prosevm::trace::Event;
 use prosevm::value::Value;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
@@ -196,6 +198,31 @@ fn mock(args: &RunArgs) -> Result<Mock, ExitCode> {
     }))
 }
 
+/// Watches a run: keeps its run directory's views and prints the trace.
+struct Watch {
+    view: RunView,
+    trace: Trace,
+}
+
+impl Observer for Watch {
+    fn event(&mut self, e: &Event) {
+        self.view.observe(e);
+        match self.trace {
+            Trace::Narrate => eprintln!("{}", e.narrate()),
+            Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
+            Trace::Quiet => {}
+        }
+    }
+
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        self.view.due(idle)
+    }
+
+    fn snapshot(&mut self, snapshot: &Snapshot) {
+        self.view.write(snapshot);
+    }
+}
+
 /// Runs a program in a run directory (a new one, or `resume`'s), journaling every answer.
 fn execute(
     program: Program,
@@ -308,7 +335,7 @@ fn execute(
     let mut top_inputs: Vec<(String, Value)> =
         inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     top_inputs.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut view = RunView::new(
+    let view = RunView::new(
         dir.path.clone(),
         dir.id.clone(),
         started,
@@ -331,20 +358,15 @@ fn execute(
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
     };
+    let mut watch = Watch { view, trace };
     let result = runtime.block_on(run_durable(
         machine,
         driver,
         &cfg,
         Some(&mut durable),
-        |e| {
-            view.observe(e);
-            match trace {
-                Trace::Narrate => eprintln!("{}", e.narrate()),
-                Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
-                Trace::Quiet => {}
-            }
-        },
+        &mut watch,
     ));
+    let view = watch.view;
     let mut meta = dir.meta().unwrap_or_default();
     let code = match &result {
         Ok(outputs) => {

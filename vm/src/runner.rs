@@ -5,6 +5,7 @@
 use crate::driver::{serve, Driver};
 use crate::machine::{Machine, RuntimeError, Step};
 use crate::request::{Reply, Request, RequestKind};
+use crate::snapshot::Snapshot;
 use crate::store::journal::Journal;
 use crate::trace::Event;
 use crate::value::Value;
@@ -107,24 +108,47 @@ fn journal_error(e: impl std::fmt::Display) -> RuntimeError {
     }
 }
 
+/// Who watches a run: sees every trace event and, when it asks, a [`Snapshot`] of where
+/// the machine is. Any `FnMut(&Event)` closure is an observer that never asks.
+pub trait Observer {
+    /// Sees one trace event.
+    fn event(&mut self, event: &Event);
+    /// Whether a snapshot is wanted now; `idle` is true when the runner is about to wait
+    /// for the driver (so the machine will not move until an answer comes).
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        let _ = idle;
+        false
+    }
+    /// Receives the snapshot asked for.
+    fn snapshot(&mut self, snapshot: &Snapshot) {
+        let _ = snapshot;
+    }
+}
+
+impl<F: FnMut(&Event)> Observer for F {
+    fn event(&mut self, event: &Event) {
+        self(event)
+    }
+}
+
 /// Runs `machine` to the end with `driver`; `on_event` sees every trace event.
 pub async fn run<D: Driver>(
     machine: Machine,
     driver: Arc<D>,
     cfg: &RunConfig,
-    on_event: impl FnMut(&Event),
+    mut on_event: impl FnMut(&Event),
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
-    run_durable(machine, driver, cfg, None, on_event).await
+    run_durable(machine, driver, cfg, None, &mut on_event).await
 }
 
 /// Runs `machine` to the end like [`run`], journaling answers and replaying journaled ones
-/// when `durable` is given.
+/// when `durable` is given; `observer` sees every event and the snapshots it asks for.
 pub async fn run_durable<D: Driver>(
     mut machine: Machine,
     driver: Arc<D>,
     cfg: &RunConfig,
     mut durable: Option<&mut Durable>,
-    mut on_event: impl FnMut(&Event),
+    observer: &mut impl Observer,
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
     let mut queue: VecDeque<Request> = VecDeque::new();
     let mut tasks: JoinSet<(Request, Reply, Vec<Event>)> = JoinSet::new();
@@ -135,9 +159,12 @@ pub async fn run_durable<D: Driver>(
     loop {
         let step = machine.run();
         for e in machine.take_events() {
-            on_event(&e);
+            observer.event(&e);
         }
         let finished = matches!(step, Step::Finished(_) | Step::Failed(_));
+        if !finished && observer.wants_snapshot(false) {
+            observer.snapshot(&machine.snapshot());
+        }
         if finished {
             if let Some(d) = durable.as_deref_mut() {
                 d.journal.sync().map_err(journal_error)?;
@@ -197,7 +224,7 @@ pub async fn run_durable<D: Driver>(
                 Some(reply) => {
                     let req = queue.pop_front().expect("front exists");
                     if let Reply::Failed(e) = &reply {
-                        on_event(&Event::RequestFailed {
+                        observer.event(&Event::RequestFailed {
                             id: req.id.clone(),
                             error: e.clone(),
                         });
@@ -237,14 +264,17 @@ pub async fn run_durable<D: Driver>(
             ));
             inflight.insert(id, handle);
         }
+        if observer.wants_snapshot(true) {
+            observer.snapshot(&machine.snapshot());
+        }
         match tasks.join_next().await {
             Some(Ok((req, reply, events))) => {
                 inflight.remove(&req.id);
                 for e in &events {
-                    on_event(e);
+                    observer.event(e);
                 }
                 if let Reply::Failed(e) = &reply {
-                    on_event(&Event::RequestFailed {
+                    observer.event(&Event::RequestFailed {
                         id: req.id.clone(),
                         error: e.clone(),
                     });

@@ -490,6 +490,73 @@ fn invoked_programs_get_directories_of_their_own() {
 }
 
 #[test]
+fn state_md_shows_the_call_stack_and_active_constructs_while_running() {
+    let dir = scratch("state");
+    let prog = dir.join("st.prose");
+    std::fs::write(
+        &prog,
+        "block work(n):\n  loop until **done** (max: 3):\n    session \"Step {n}\"\nparallel:\n  a = do work(1)\n  b = session \"Other\"\nsession \"After\"\n",
+    )
+    .expect("program");
+    let state = dir.join("state");
+    let mut child = vm()
+        .args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+        .args(["--mock-latency", "200", "--mock-conditions", "false"])
+        .arg("--state-dir")
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let read = || {
+        run_ids(&state)
+            .first()
+            .and_then(|id| {
+                std::fs::read_to_string(state.join("runs").join(id).join("state.md")).ok()
+            })
+            .unwrap_or_default()
+    };
+    let mut seen = String::new();
+    for _ in 0..300 {
+        std::thread::sleep(Duration::from_millis(10));
+        seen = read();
+        if seen.contains("## Call Stack") && seen.contains("### Loop") {
+            break;
+        }
+    }
+    assert!(seen.contains("status: running\n"), "{seen}");
+    assert!(
+        seen.contains("### Parallel (line 4)\n\n- strategy: all\n- branches: 2, "),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("### Loop (line 2, fiber 0/0.0)\n\n- kind: loop\n- iteration: ")
+            && seen.contains("/3\n"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("| 0 | 1 | main | 0 | st | 4 | joining |"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("| 0/0.0 | 2 | work | 1 | st | 2 | waiting for 0/0.0:")
+            || seen.contains("| 0/0.0 | 2 | work | 1 | st | 3 | waiting for 0/0.0:"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("| 0/0.0 | 1 | parallel-branch-0 | 0 | st | 5 | waiting |"),
+        "{seen}"
+    );
+    assert!(seen.contains("# <-- EXECUTING"), "{seen}");
+    let status = child.wait().expect("wait");
+    assert!(status.success());
+    let done = read();
+    assert!(done.contains("status: finished\n"), "{done}");
+    assert!(!done.contains("## Call Stack"), "{done}");
+    assert!(!done.contains("# <-- EXECUTING"), "{done}");
+}
+
+#[test]
 fn resuming_a_finished_run_prints_its_outputs() {
     let dir = scratch("finished");
     let prog = program(&dir);

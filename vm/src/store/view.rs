@@ -8,6 +8,8 @@
 
 use super::agents::{segment_file, AgentHome};
 use super::{now, timestamp, write_atomic, StoreError};
+use crate::runner::Observer;
+use crate::snapshot::Snapshot;
 use crate::trace::Event;
 use crate::value::Value;
 use bytecode_spec::Artifact;
@@ -69,9 +71,12 @@ pub struct RunView {
     bound_at: BTreeMap<u32, String>,
     /// The program's persistent agents, with the sessions each has had in this run.
     agents: Vec<(AgentHome, u32)>,
-    last_flush: Instant,
-    /// Events seen so far.
-    events: u64,
+    /// When the files were last written.
+    last_flush: Option<Instant>,
+    /// Events since then.
+    unflushed: u64,
+    /// Where the machine was at the last snapshot (none once the run ended).
+    snapshot: Option<Snapshot>,
     error: Option<StoreError>,
 }
 
@@ -99,8 +104,9 @@ impl RunView {
             complete: BTreeSet::new(),
             bound_at: BTreeMap::new(),
             agents: agents.into_iter().map(|h| (h, 0)).collect(),
-            last_flush: Instant::now(),
-            events: 0,
+            last_flush: None,
+            unflushed: 0,
+            snapshot: None,
             error: None,
         };
         if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
@@ -128,7 +134,7 @@ impl RunView {
         view
     }
 
-    /// Takes one trace event into account, writing files when they are due.
+    /// Takes one trace event into account.
     pub fn observe(&mut self, event: &Event) {
         match event {
             Event::Session {
@@ -171,11 +177,19 @@ impl RunView {
             } => self.remember(agent, id, memory, answer),
             _ => {}
         }
-        // Reading the clock costs more than a small event: look every 64 events.
-        self.events += 1;
-        if self.events % 64 == 0 && self.last_flush.elapsed() >= FLUSH_EVERY {
-            self.flush("running");
-        }
+        self.unflushed += 1;
+    }
+
+    /// Whether the files should be brought up to date: something happened since they were
+    /// written and either the runner is about to wait or [`FLUSH_EVERY`] has passed.
+    pub fn due(&mut self, idle: bool) -> bool {
+        self.unflushed > 0 && (idle || self.last_flush.is_none_or(|t| t.elapsed() >= FLUSH_EVERY))
+    }
+
+    /// Writes the files, with `snapshot` for `state.md`'s call stack and active constructs.
+    pub fn write(&mut self, snapshot: &Snapshot) {
+        self.snapshot = Some(snapshot.clone());
+        self.flush("running");
     }
 
     /// `at` is the binding statement's module and line.
@@ -301,7 +315,8 @@ impl RunView {
     /// Writes the pending binding files and `state.md` with `status`; the first failure is
     /// kept for [`RunView::finish`].
     fn flush(&mut self, status: &str) {
-        self.last_flush = Instant::now();
+        self.last_flush = Some(Instant::now());
+        self.unflushed = 0;
         if self.error.is_some() {
             return;
         }
@@ -347,6 +362,7 @@ impl RunView {
     /// the first write that failed.
     pub fn finish(mut self, status: &str) -> Result<(), StoreError> {
         self.executing.clear();
+        self.snapshot = None;
         self.flush(status);
         self.error.map_or(Ok(()), Err)
     }
@@ -389,7 +405,12 @@ impl RunView {
                 }
             }
         }
-        let _ = writeln!(s, "```\n\n## Index\n\n### Bindings\n");
+        let _ = writeln!(s, "```\n");
+        if let Some(snap) = &self.snapshot {
+            active_constructs(&mut s, snap);
+            call_stack(&mut s, snap);
+        }
+        let _ = writeln!(s, "## Index\n\n### Bindings\n");
         let _ = writeln!(s, "| Name | Kind | Path | Execution ID | Program |");
         let _ = writeln!(s, "|------|------|------|--------------|---------|");
         for (stem, b) in &self.bound {
@@ -427,6 +448,20 @@ impl RunView {
     }
 }
 
+impl Observer for RunView {
+    fn event(&mut self, event: &Event) {
+        self.observe(event);
+    }
+
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        self.due(idle)
+    }
+
+    fn snapshot(&mut self, snapshot: &Snapshot) {
+        self.write(snapshot);
+    }
+}
+
 /// The values in a run directory's `bindings/`, by file stem; empty when there are none.
 pub fn read_bindings(dir: &std::path::Path) -> BTreeMap<String, String> {
     let Ok(entries) = std::fs::read_dir(dir.join("bindings")) else {
@@ -445,6 +480,90 @@ pub fn read_bindings(dir: &std::path::Path) -> BTreeMap<String, String> {
             Some((stem, value.strip_suffix('\n').unwrap_or(value).to_string()))
         })
         .collect()
+}
+
+/// `state.md`'s "Active Constructs": forks waiting for their branches and loops under way.
+fn active_constructs(s: &mut String, snap: &Snapshot) {
+    let _ = writeln!(s, "## Active Constructs\n");
+    let mut any = false;
+    for f in &snap.forks {
+        any = true;
+        let _ = writeln!(
+            s,
+            "### Parallel (line {}{})\n\n- strategy: {}\n- branches: {}, finished: {}, succeeded: {}\n",
+            f.line,
+            in_module(f.module),
+            f.strategy,
+            f.branches,
+            f.finished,
+            f.succeeded
+        );
+    }
+    for fiber in &snap.fibers {
+        for fr in &fiber.frames {
+            for l in &fr.loops {
+                any = true;
+                let max = l.max.map_or(String::new(), |m| format!("/{m}"));
+                let _ = writeln!(
+                    s,
+                    "### Loop (line {}{}, fiber {})\n\n- kind: {}\n- iteration: {}{max}\n",
+                    l.line,
+                    in_module(fr.module),
+                    fiber.lineage,
+                    l.kind,
+                    l.iteration
+                );
+            }
+        }
+    }
+    if !any {
+        let _ = writeln!(s, "(none)\n");
+    }
+}
+
+/// `state.md`'s "Call Stack": every live fiber's frames, innermost first.
+fn call_stack(s: &mut String, snap: &Snapshot) {
+    let _ = writeln!(s, "## Call Stack\n");
+    let _ = writeln!(
+        s,
+        "| fiber | depth | function | execution_id | program | line | status |"
+    );
+    let _ = writeln!(
+        s,
+        "|-------|-------|----------|--------------|---------|------|--------|"
+    );
+    for fiber in &snap.fibers {
+        for (depth, fr) in fiber.frames.iter().enumerate().rev() {
+            let status = if depth + 1 == fiber.frames.len() {
+                fiber.status.as_str()
+            } else {
+                "waiting"
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {status} |",
+                fiber.lineage,
+                depth + 1,
+                fr.function,
+                fr.exec,
+                fr.program,
+                fr.line
+            );
+        }
+    }
+    if snap.more_fibers > 0 {
+        let _ = writeln!(s, "\n... and {} more fibers", snap.more_fibers);
+    }
+    let _ = writeln!(s);
+}
+
+/// ", in an imported program" for modules other than the program run's.
+fn in_module(module: u32) -> &'static str {
+    if module == 0 {
+        ""
+    } else {
+        ", in an imported program"
+    }
 }
 
 /// The directory name of an invoked program: `{handle}--{slug}` for a registry import
