@@ -62,7 +62,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
-    /// Show a run's record.
+    /// Show a run's record, its bindings and its state.md.
     Inspect {
         /// The run's id or directory.
         run: String,
@@ -525,13 +525,18 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
     meta["answered"] = answers.len().into();
     meta["path"] = dir.path.display().to_string().into();
     meta["bindings"] = serde_json::json!(store::view::read_bindings(&dir.path));
+    let state = std::fs::read_to_string(dir.path.join("state.md")).ok();
     if json {
+        meta["state"] = state.into();
         println!("{meta}");
     } else {
         println!(
             "{}",
             serde_json::to_string_pretty(&meta).unwrap_or_default()
         );
+        if let Some(state) = state {
+            println!("\n{state}");
+        }
     }
     ExitCode::SUCCESS
 }

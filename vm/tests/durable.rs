@@ -301,6 +301,11 @@ session "Polish"
     let meta: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(meta["bindings"]["outline__1"], "[mock] Outline rivers");
     assert_eq!(meta["bindings"]["topic"], "rivers");
+    assert_eq!(meta["state"].as_str(), Some(state_md.as_str()));
+    let (code, out, _) = output(vm().args(["inspect", &id, "--state-dir"]).arg(&state));
+    assert_eq!(code, 0);
+    assert!(out.contains("\"status\": \"finished\""), "{out}");
+    assert!(out.ends_with(&format!("\n{state_md}\n")), "{out}");
 }
 
 /// The files in `dir`, sorted, with their contents.
