@@ -5,6 +5,7 @@
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use prosevm::driver::command::CommandDriver;
 use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
 use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
@@ -97,6 +98,8 @@ enum Output {
 enum DriverKind {
     /// The deterministic offline mock.
     Mock,
+    /// A shell command run once per request (`--command`).
+    Command,
 }
 
 #[derive(Args)]
@@ -110,6 +113,12 @@ struct RunArgs {
     /// Which driver answers sessions (the mock when no provider is configured).
     #[arg(long, value_enum, default_value = "mock")]
     driver: DriverKind,
+    /// The command line of `--driver command` (run with `sh -c`, once per request).
+    #[arg(long, value_name = "COMMAND LINE")]
+    command: Option<String>,
+    /// Seconds a request may take before it fails (a failure the session's retry applies to).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
+    request_timeout: f64,
     /// Trace format (on stderr).
     #[arg(long, value_enum, default_value = "narrate")]
     trace: Trace,
@@ -223,17 +232,55 @@ impl Observer for Watch {
     }
 }
 
-/// Runs a program in a run directory (a new one, or `resume`'s), journaling every answer.
+/// Runs a program in a run directory (a new one, or `resume`'s) with the driver `args`
+/// choose, journaling every answer.
 fn execute(
+    program: Program,
+    inputs: FxHashMap<String, Value>,
+    args: &RunArgs,
+    resume: Option<RunDir>,
+) -> ExitCode {
+    match args.driver {
+        DriverKind::Mock => match mock(args) {
+            Ok(d) => execute_with(
+                Arc::new(d),
+                "mock (no provider configured; answers are placeholders)",
+                program,
+                inputs,
+                args,
+                resume,
+            ),
+            Err(code) => code,
+        },
+        DriverKind::Command => {
+            let Some(command) = args.command.clone() else {
+                return fail("--driver command needs --command \"PROGRAM ARGS\"", 2);
+            };
+            let timeout = match Duration::try_from_secs_f64(args.request_timeout) {
+                Ok(t) if !t.is_zero() => t,
+                _ => return fail("--request-timeout must be a positive number of seconds", 2),
+            };
+            execute_with(
+                Arc::new(CommandDriver::new(command, timeout)),
+                "command",
+                program,
+                inputs,
+                args,
+                resume,
+            )
+        }
+    }
+}
+
+/// [`execute`] with `driver` (described in the trace as `about`).
+fn execute_with<D: Driver>(
+    driver: Arc<D>,
+    about: &str,
     program: Program,
     mut inputs: FxHashMap<String, Value>,
     args: &RunArgs,
     resume: Option<RunDir>,
 ) -> ExitCode {
-    let driver = match mock(args) {
-        Ok(d) => Arc::new(d),
-        Err(code) => return code,
-    };
     if args.mock_inputs && resume.is_none() {
         let m = &program.artifact.modules[0];
         for inp in m.inputs.values().filter(|i| i.parameter) {
@@ -348,7 +395,7 @@ fn execute(
         if replayed > 0 {
             eprintln!("[Program] resuming: {replayed} answer(s) replayed from the journal");
         }
-        eprintln!("[Program] driver: mock (no provider configured; answers are placeholders)");
+        eprintln!("[Program] driver: {about}");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

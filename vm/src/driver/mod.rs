@@ -2,7 +2,9 @@
 //! a driver that can answer without waiting (the mock at zero latency) also offers
 //! [`Driver::answer_now`], which the runner uses to skip task scheduling.
 
+pub mod command;
 pub mod mock;
+pub mod render;
 
 use crate::request::{Request, RequestKind, SessionRequest};
 use crate::value::Value;

@@ -1,0 +1,196 @@
+//! The command driver: runs a program once per request (through `sh -c`), with the request
+//! as text on its stdin and its reply read from stdout. The environment says what is asked:
+//! `PROSE_REQUEST_KIND` (session, evaluate, choose, input, convert), `PROSE_REQUEST_ID`,
+//! `PROSE_MODEL`, `PROSE_SYSTEM` and `PROSE_OPTIONS` (a choice's labels, one per line). A
+//! non-zero exit status is the request's failure, carrying the program's stderr.
+
+use super::{render, Answer, Driver, DriverError, SessionAnswer};
+use crate::convert;
+use crate::request::{Request, RequestKind, SessionRequest};
+use crate::value::Value;
+use bytecode_spec::Shape;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// Most of a failing command's stderr quoted in its error.
+const STDERR_QUOTED: usize = 2000;
+
+/// Runs a shell command per request.
+pub struct CommandDriver {
+    command: String,
+    timeout: Duration,
+}
+
+impl CommandDriver {
+    /// A driver running `command` (a shell command line), giving each request `timeout`.
+    pub fn new(command: String, timeout: Duration) -> CommandDriver {
+        CommandDriver { command, timeout }
+    }
+
+    /// Runs the command for `req` with `input` on stdin and `env` set; returns its stdout.
+    async fn ask(&self, req: &Request, input: String, env: &[(&str, &str)]) -> Answer<String> {
+        let kind = match &req.kind {
+            RequestKind::Session(_) => "session",
+            RequestKind::Evaluate { .. } => "evaluate",
+            RequestKind::Choose { .. } => "choose",
+            RequestKind::Input { .. } => "input",
+            RequestKind::Convert { .. } => "convert",
+        };
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(&self.command)
+            .env("PROSE_REQUEST_KIND", kind)
+            .env("PROSE_REQUEST_ID", &req.id)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so a timeout stops whatever the command started too.
+            .process_group(0)
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| DriverError(format!("cannot run the driver command: {e}")))?;
+        let pid = child.id();
+        let stdin = child.stdin.take();
+        let run = async move {
+            let write = async move {
+                if let Some(mut s) = stdin {
+                    // A command that does not read its input is not an error.
+                    let _ = s.write_all(input.as_bytes()).await;
+                }
+            };
+            let (_, out) = tokio::join!(write, child.wait_with_output());
+            out
+        };
+        let out = tokio::time::timeout(self.timeout, run)
+            .await
+            .map_err(|_| {
+                if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+                    // SAFETY: kill(2) with a negative pid signals the process group the
+                    // command leads (created above); it touches no memory of ours.
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                    }
+                }
+                DriverError(format!(
+                    "the driver command timed out after {} s",
+                    self.timeout.as_secs_f64()
+                ))
+            })?
+            .map_err(|e| DriverError(format!("the driver command: {e}")))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let mut stderr = stderr.trim().to_string();
+            if stderr.len() > STDERR_QUOTED {
+                let mut cut = STDERR_QUOTED;
+                while !stderr.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                stderr.truncate(cut);
+                stderr.push_str(" ...");
+            }
+            let status = out
+                .status
+                .code()
+                .map_or("a signal".to_string(), |c| format!("status {c}"));
+            return Err(DriverError(if stderr.is_empty() {
+                format!("the driver command exited with {status}")
+            } else {
+                format!("the driver command exited with {status}: {stderr}")
+            }));
+        }
+        String::from_utf8(out.stdout)
+            .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+            .map_err(|_| DriverError("the driver command's reply is not UTF-8".into()))
+    }
+}
+
+impl Driver for CommandDriver {
+    fn name(&self) -> &str {
+        "command"
+    }
+
+    async fn session(&self, req: &Request, s: &SessionRequest) -> Answer<SessionAnswer> {
+        let model = s.model.clone().unwrap_or_default();
+        let system = s.system.clone().unwrap_or_default();
+        let text = self
+            .ask(
+                req,
+                render::session(s),
+                &[("PROSE_MODEL", &model), ("PROSE_SYSTEM", &system)],
+            )
+            .await?;
+        // A command keeps no memory of its own: a persistent agent's memory is its earlier
+        // memory (when resumed) plus a line per session.
+        let memory = s.persistent.then(|| {
+            let first = text.lines().next().unwrap_or_default();
+            let line = format!("- {}: {first}", req.id);
+            match &s.memory {
+                Some(m) => format!("{m}\n{line}"),
+                None => line,
+            }
+        });
+        Ok(SessionAnswer { text, memory })
+    }
+
+    async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
+        let context = match &req.kind {
+            RequestKind::Evaluate { context, .. } => context.as_deref(),
+            _ => None,
+        };
+        let reply = self
+            .ask(req, render::evaluate(condition, context), &[])
+            .await?;
+        render::verdict(&reply).ok_or_else(|| {
+            DriverError(format!(
+                "the driver command's verdict on **{condition}** must start with yes or no, not {:?}",
+                reply.chars().take(80).collect::<String>()
+            ))
+        })
+    }
+
+    async fn choose(&self, req: &Request, options: &[String]) -> Answer<usize> {
+        let criteria = match &req.kind {
+            RequestKind::Choose { criteria, .. } => criteria.as_str(),
+            _ => "",
+        };
+        let labels = options.join("\n");
+        let reply = self
+            .ask(
+                req,
+                render::choose(criteria, options),
+                &[("PROSE_OPTIONS", &labels)],
+            )
+            .await?;
+        render::choice(&reply, options).ok_or_else(|| {
+            DriverError(format!(
+                "the driver command chose {:?}, which is neither an option's label nor a number from 1 to {}",
+                reply.chars().take(80).collect::<String>(),
+                options.len()
+            ))
+        })
+    }
+
+    async fn input(&self, req: &Request, name: &str) -> Answer<Value> {
+        let question = match &req.kind {
+            RequestKind::Input { question, .. } => question.as_str(),
+            _ => "",
+        };
+        let text = self.ask(req, format!("{name}: {question}\n"), &[]).await?;
+        Ok(Value::text(text))
+    }
+
+    async fn convert(&self, req: &Request, text: &str, shape: Shape) -> Answer<Value> {
+        let reply = self.ask(req, render::convert(text, shape), &[]).await?;
+        convert::local(&Value::text(reply.as_str()), shape).ok_or_else(|| {
+            DriverError(format!(
+                "the driver command's conversion is not a {shape:?}: {:?}",
+                reply.chars().take(80).collect::<String>()
+            ))
+        })
+    }
+}

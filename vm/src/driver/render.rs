@@ -1,0 +1,126 @@
+//! Requests as text for drivers that talk to something reading text (a command, a model),
+//! and strict parsing of the replies to the requests that are not sessions.
+
+use crate::request::SessionRequest;
+use bytecode_spec::Shape;
+use std::fmt::Write as _;
+
+/// A session's task as one text: the prompt, then each context value under its label, then
+/// the agent's memory when it is resumed.
+pub fn session(s: &SessionRequest) -> String {
+    let mut out = s.prompt.clone();
+    if !s.context.is_empty() {
+        out.push_str("\n\n## Context\n");
+        for (label, value) in &s.context {
+            let _ = write!(out, "\n### {label}\n\n{value}\n");
+        }
+    }
+    if let Some(memory) = &s.memory {
+        let _ = write!(out, "\n## Your memory\n\n{memory}\n");
+    }
+    out
+}
+
+/// A discretion condition as a yes/no question.
+pub fn evaluate(condition: &str, context: Option<&str>) -> String {
+    let mut out = format!("Is this true: {condition}\nAnswer yes or no, then a reason.\n");
+    if let Some(c) = context {
+        let _ = write!(out, "\n## Context\n\n{c}\n");
+    }
+    out
+}
+
+/// A choice as a question with numbered options.
+pub fn choose(criteria: &str, options: &[String]) -> String {
+    let mut out = format!("Choose: {criteria}\nReply with one option's label or number.\n\n");
+    for (i, o) in options.iter().enumerate() {
+        let _ = writeln!(out, "{}. {o}", i + 1);
+    }
+    out
+}
+
+/// A conversion: the text and the shape wanted, as JSON.
+pub fn convert(text: &str, shape: Shape) -> String {
+    let what = match shape {
+        Shape::List => "a JSON list",
+        Shape::Record => "a JSON object",
+        Shape::Int => "an integer",
+        Shape::Bool => "true or false",
+    };
+    format!("Rewrite this as {what}, and reply with nothing else.\n\n{text}\n")
+}
+
+/// A verdict: the reply's first word is yes/true or no/false.
+pub fn verdict(reply: &str) -> Option<bool> {
+    let first: String = reply
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphabetic())
+        .collect::<String>()
+        .to_lowercase();
+    match first.as_str() {
+        "yes" | "true" => Some(true),
+        "no" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// A choice: an option's label (ignoring case and surrounding space) or its 1-based number.
+pub fn choice(reply: &str, options: &[String]) -> Option<usize> {
+    let r = reply.trim();
+    if let Ok(n) = r.parse::<usize>() {
+        return (1..=options.len()).contains(&n).then(|| n - 1);
+    }
+    options
+        .iter()
+        .position(|o| o.trim().eq_ignore_ascii_case(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_read_the_first_word() {
+        assert_eq!(verdict("Yes, because the tests pass"), Some(true));
+        assert_eq!(verdict("  true\n"), Some(true));
+        assert_eq!(verdict("NO: it is not"), Some(false));
+        assert_eq!(verdict("false"), Some(false));
+        assert_eq!(verdict("maybe"), None);
+        assert_eq!(verdict("yesterday"), None);
+        assert_eq!(verdict(""), None);
+    }
+
+    #[test]
+    fn choices_are_labels_or_numbers() {
+        let opts = vec!["Ship it".to_string(), "Hold".to_string()];
+        assert_eq!(choice("hold\n", &opts), Some(1));
+        assert_eq!(choice("1", &opts), Some(0));
+        assert_eq!(choice("3", &opts), None);
+        assert_eq!(choice("0", &opts), None);
+        assert_eq!(choice("neither", &opts), None);
+    }
+
+    #[test]
+    fn sessions_carry_context_and_memory() {
+        let s = SessionRequest {
+            resume: true,
+            agent: Some("captain".into()),
+            label: None,
+            prompt: "Review".into(),
+            system: None,
+            model: None,
+            context: vec![("plan".into(), "the plan".into())],
+            permissions: vec![],
+            skills: vec![],
+            persistent: true,
+            memory: Some("- earlier".into()),
+            retry: 0,
+            backoff: bytecode_spec::Backoff::None,
+        };
+        assert_eq!(
+            session(&s),
+            "Review\n\n## Context\n\n### plan\n\nthe plan\n\n## Your memory\n\n- earlier\n"
+        );
+    }
+}
