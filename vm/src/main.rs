@@ -7,6 +7,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use prosevm::driver::command::CommandDriver;
 use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
+use prosevm::driver::stdio::{self, StdioDriver};
 use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
 use prosevm::runner::{run_durable, Durable, Observer, RunConfig};
@@ -100,6 +101,8 @@ enum DriverKind {
     Mock,
     /// A shell command run once per request (`--command`).
     Command,
+    /// An agent host on stdin/stdout (one JSON line per request and per reply).
+    Stdio,
 }
 
 #[derive(Args)]
@@ -256,9 +259,9 @@ fn execute(
             let Some(command) = args.command.clone() else {
                 return fail("--driver command needs --command \"PROGRAM ARGS\"", 2);
             };
-            let timeout = match Duration::try_from_secs_f64(args.request_timeout) {
-                Ok(t) if !t.is_zero() => t,
-                _ => return fail("--request-timeout must be a positive number of seconds", 2),
+            let timeout = match request_timeout(args) {
+                Ok(t) => t,
+                Err(code) => return code,
             };
             execute_with(
                 Arc::new(CommandDriver::new(command, timeout)),
@@ -269,6 +272,28 @@ fn execute(
                 resume,
             )
         }
+        DriverKind::Stdio => match request_timeout(args) {
+            Ok(timeout) => execute_with(
+                Arc::new(StdioDriver::start(timeout)),
+                "stdio (requests on stdout, replies on stdin)",
+                program,
+                inputs,
+                args,
+                resume,
+            ),
+            Err(code) => code,
+        },
+    }
+}
+
+/// `--request-timeout` as a duration.
+fn request_timeout(args: &RunArgs) -> Result<Duration, ExitCode> {
+    match Duration::try_from_secs_f64(args.request_timeout) {
+        Ok(t) if !t.is_zero() => Ok(t),
+        _ => Err(fail(
+            "--request-timeout must be a positive number of seconds",
+            2,
+        )),
     }
 }
 
@@ -426,12 +451,29 @@ fn execute_with<D: Driver>(
                 .collect();
             meta["status"] = "finished".into();
             meta["outputs"] = serde_json::Value::Object(obj);
-            print_outputs(&meta["outputs"], args.output);
+            if args.driver == DriverKind::Stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": dir.id,
+                    "status": "finished",
+                    "outputs": meta["outputs"],
+                }));
+            } else {
+                print_outputs(&meta["outputs"], args.output);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
             meta["status"] = "failed".into();
             meta["error"] = e.to_string().into();
+            if args.driver == DriverKind::Stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": dir.id,
+                    "status": "failed",
+                    "error": e.to_string(),
+                }));
+            }
             fail(format!("runtime error: {e}"), 1)
         }
     };

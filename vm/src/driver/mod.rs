@@ -5,6 +5,7 @@
 pub mod command;
 pub mod mock;
 pub mod render;
+pub mod stdio;
 
 use crate::request::{Request, RequestKind, SessionRequest};
 use crate::value::Value;

@@ -84,7 +84,9 @@ fn encode<'a>(id: &'a str, reply: &'a Reply) -> Record<'a> {
     r
 }
 
-fn decode(j: &serde_json::Value) -> Option<(String, Reply)> {
+/// Reads a reply record (`{"id": ..., "text" | "memory" | "bool" | "choice" | "value" |
+/// "failed": ...}`): the journal's format, which the stdio protocol shares.
+pub fn decode(j: &serde_json::Value) -> Option<(String, Reply)> {
     let id = j.get("id")?.as_str()?.to_string();
     let reply = if let Some(t) = j.get("text").and_then(|t| t.as_str()) {
         match j.get("memory").and_then(|m| m.as_str()) {
