@@ -6,7 +6,9 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use prosevm::driver::command::CommandDriver;
+use prosevm::driver::http::HttpOptions;
 use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
+use prosevm::driver::openai::OpenAi;
 use prosevm::driver::stdio::{self, StdioDriver};
 use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
@@ -103,6 +105,8 @@ enum DriverKind {
     Command,
     /// An agent host on stdin/stdout (one JSON line per request and per reply).
     Stdio,
+    /// An OpenAI-compatible chat completions server (`--base-url`, `OPENAI_API_KEY`).
+    Openai,
 }
 
 #[derive(Args)]
@@ -122,6 +126,15 @@ struct RunArgs {
     /// Seconds a request may take before it fails (a failure the session's retry applies to).
     #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     request_timeout: f64,
+    /// OpenAI-compatible server (default: `OPENAI_BASE_URL`, else https://api.openai.com/v1).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Model for sessions naming none or an alias (default: `OPENAI_MODEL`, else gpt-4o-mini).
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Attempts after the first when an HTTP provider is rate limiting or failing.
+    #[arg(long, default_value_t = 3)]
+    http_retries: u32,
     /// Trace format (on stderr).
     #[arg(long, value_enum, default_value = "narrate")]
     trace: Trace,
@@ -272,6 +285,17 @@ fn execute(
                 resume,
             )
         }
+        DriverKind::Openai => match openai(args) {
+            Ok(d) => execute_with(
+                Arc::new(d),
+                "openai (chat completions)",
+                program,
+                inputs,
+                args,
+                resume,
+            ),
+            Err(code) => code,
+        },
         DriverKind::Stdio => match request_timeout(args) {
             Ok(timeout) => execute_with(
                 Arc::new(StdioDriver::start(timeout)),
@@ -284,6 +308,27 @@ fn execute(
             Err(code) => code,
         },
     }
+}
+
+/// The OpenAI-compatible driver from flags and the environment.
+fn openai(args: &RunArgs) -> Result<OpenAi, ExitCode> {
+    let timeout = request_timeout(args)?;
+    let base = args
+        .base_url
+        .clone()
+        .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+        .unwrap_or_else(|| "https://api.openai.com/v1".into());
+    let model = args
+        .model
+        .clone()
+        .or_else(|| std::env::var("OPENAI_MODEL").ok())
+        .unwrap_or_else(|| "gpt-4o-mini".into());
+    let http = HttpOptions {
+        timeout,
+        retries: args.http_retries,
+        backoff: Duration::from_millis(args.backoff_unit_ms),
+    };
+    OpenAi::new(&base, std::env::var("OPENAI_API_KEY").ok(), model, http).map_err(|e| fail(e.0, 2))
 }
 
 /// `--request-timeout` as a duration.

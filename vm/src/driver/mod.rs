@@ -3,7 +3,9 @@
 //! [`Driver::answer_now`], which the runner uses to skip task scheduling.
 
 pub mod command;
+pub mod http;
 pub mod mock;
+pub mod openai;
 pub mod render;
 pub mod stdio;
 

@@ -1,0 +1,286 @@
+//! The OpenAI-compatible driver against a fake provider this test serves on 127.0.0.1: the
+//! happy path, 429 then success, 500 until retries run out, malformed JSON, a response slower
+//! than the timeout, a yes/no answer that needs the re-ask, and a key that must not leak.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const KEY: &str = "sk-test-secret-4242";
+
+/// A canned response: status, extra header lines, body, delay before answering.
+struct Canned {
+    status: u16,
+    headers: &'static str,
+    body: String,
+    delay: Duration,
+}
+
+fn ok(content: &str) -> Canned {
+    Canned {
+        status: 200,
+        headers: "",
+        body: json!({"choices": [{"message": {"role": "assistant", "content": content}}],
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 3}})
+        .to_string(),
+        delay: Duration::ZERO,
+    }
+}
+
+fn status(code: u16, headers: &'static str, body: &str) -> Canned {
+    Canned {
+        status: code,
+        headers,
+        body: body.to_string(),
+        delay: Duration::ZERO,
+    }
+}
+
+/// One request the provider received: its header lines (lowercased names) and JSON body.
+#[derive(Debug)]
+struct Seen {
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+/// Serves `responses` in order (then 500s) on a loopback port; returns its base URL and what
+/// it receives. A 500 body containing `{auth}` echoes the request's authorization header.
+fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        let mut queue = responses.into_iter();
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut headers = Vec::new();
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = line.trim_end().split_once(':') {
+                    let (k, v) = (k.to_lowercase(), v.trim().to_string());
+                    if k == "content-length" {
+                        length = v.parse().unwrap_or(0);
+                    }
+                    headers.push((k, v));
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let auth = headers
+                .iter()
+                .find(|(k, _)| k == "authorization")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            log.lock().expect("log").push(Seen {
+                headers,
+                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            });
+            let r = queue
+                .next()
+                .unwrap_or_else(|| status(500, "", "no more answers"));
+            std::thread::sleep(r.delay);
+            let body = r.body.replace("{auth}", &auth);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n{}",
+                r.status,
+                body.len(),
+                r.headers,
+                body
+            );
+        }
+    });
+    (url, seen)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("openai-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// Runs `source` with the OpenAI driver against `url`; returns exit code, stdout, stderr.
+fn run(dir: &Path, source: &str, url: &str, extra: &[&str]) -> (i32, String, String) {
+    std::fs::write(dir.join("prog.prose"), source).expect("program");
+    let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        .current_dir(dir)
+        .env("OPENAI_API_KEY", KEY)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .args(["run", "prog.prose", "--driver", "openai", "--trace", "json"])
+        .args(["--base-url", url, "--model", "m1", "--backoff-unit-ms", "1"])
+        .args(extra)
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every file under `dir`, as text.
+fn all_files(dir: &Path) -> String {
+    let mut text = String::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                text.push_str(&all_files(&p));
+            } else {
+                text.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(&p).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    text
+}
+
+#[test]
+fn sessions_go_to_chat_completions_with_the_agent_as_system() {
+    let dir = scratch("happy");
+    let (url, seen) = provider(vec![ok("hello there")]);
+    let (code, out, err) = run(
+        &dir,
+        "agent w:\n  model: sonnet\n  prompt: \"You write\"\noutput r = session: w\n  prompt: \"Say hi\"\n",
+        &url,
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: hello there\n");
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0]
+        .headers
+        .contains(&("authorization".into(), format!("Bearer {KEY}"))));
+    assert_eq!(
+        seen[0].body,
+        json!({"model": "m1", "messages": [
+            {"role": "system", "content": "You write"},
+            {"role": "user", "content": "Say hi"}
+        ]})
+    );
+    assert!(!err.contains(KEY));
+    assert!(!all_files(&dir.join(".prose")).contains(KEY));
+}
+
+#[test]
+fn a_rate_limit_is_waited_out_and_server_errors_retried_until_they_run_out() {
+    let dir = scratch("retry");
+    let (url, seen) = provider(vec![status(429, "Retry-After: 0\r\n", "{}"), ok("at last")]);
+    let (code, out, err) = run(&dir, "output r = session \"Go\"\n", &url, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: at last\n");
+    assert_eq!(seen.lock().expect("seen").len(), 2);
+
+    // The provider echoes the key in its error body: it must not reach the user.
+    let (url, seen) = provider(vec![]);
+    let (code, _, err) = run(
+        &dir,
+        "output r = session \"Go\"\n",
+        &url,
+        &["--http-retries", "2"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(seen.lock().expect("seen").len(), 3);
+    assert!(
+        err.contains(
+            "the provider answered 500 Internal Server Error: no more answers (after 3 attempts)"
+        ),
+        "{err}"
+    );
+    let (url, _) = provider(vec![status(500, "", "bad key {auth}")]);
+    let (code, _, err) = run(
+        &dir,
+        "output r = session \"Go\"\n",
+        &url,
+        &["--http-retries", "0"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("bad key Bearer [redacted]"), "{err}");
+    assert!(!err.contains(KEY), "{err}");
+    assert!(!all_files(&dir.join(".prose")).contains(KEY));
+}
+
+#[test]
+fn malformed_and_slow_responses_are_clear_errors() {
+    let dir = scratch("bad");
+    let (url, _) = provider(vec![status(200, "", "this is not json")]);
+    let (code, _, err) = run(&dir, "output r = session \"Go\"\n", &url, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("the provider's response is not JSON"), "{err}");
+
+    let (url, _) = provider(vec![status(200, "", "{\"choices\": []}")]);
+    let (code, _, err) = run(&dir, "output r = session \"Go\"\n", &url, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("has no choices[0].message.content"), "{err}");
+
+    let mut slow = ok("too late");
+    slow.delay = Duration::from_secs(3);
+    let (url, _) = provider(vec![slow]);
+    let (code, _, err) = run(
+        &dir,
+        "output r = session \"Go\"\n",
+        &url,
+        &["--request-timeout", "0.5", "--http-retries", "0"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("the provider did not answer within 0.5 s"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_vague_verdict_is_asked_again_once() {
+    let dir = scratch("reask");
+    let (url, seen) = provider(vec![ok("Perhaps"), ok("Yes, it is ready"), ok("went")]);
+    let (code, out, err) = run(
+        &dir,
+        "if **the plan is ready**:\n  output r = session \"Go\"\n",
+        &url,
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: went\n");
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 3);
+    let second = seen[1].body["messages"][0]["content"]
+        .as_str()
+        .expect("user turn");
+    assert!(
+        second.starts_with("Is this true: the plan is ready\n"),
+        "{second}"
+    );
+    assert!(
+        second.contains("You replied: Perhaps\nStart your reply with yes or no."),
+        "{second}"
+    );
+
+    let (url, _) = provider(vec![ok("Perhaps"), ok("Hard to say")]);
+    let (code, _, err) = run(
+        &dir,
+        "if **the plan is ready**:\n  output r = session \"Go\"\n",
+        &url,
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(
+            "the model's reply is not a yes or no, even when asked again: \"Hard to say\""
+        ),
+        "{err}"
+    );
+}
