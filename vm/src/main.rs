@@ -5,10 +5,10 @@
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use prosevm::driver::chat::{Api, ChatDriver, Models};
 use prosevm::driver::command::CommandDriver;
 use prosevm::driver::http::HttpOptions;
 use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
-use prosevm::driver::openai::OpenAi;
 use prosevm::driver::stdio::{self, StdioDriver};
 use prosevm::driver::Driver;
 use prosevm::machine::{Limits, Machine};
@@ -107,6 +107,8 @@ enum DriverKind {
     Stdio,
     /// An OpenAI-compatible chat completions server (`--base-url`, `OPENAI_API_KEY`).
     Openai,
+    /// Anthropic's Messages API (`ANTHROPIC_API_KEY`).
+    Anthropic,
 }
 
 #[derive(Args)]
@@ -126,12 +128,18 @@ struct RunArgs {
     /// Seconds a request may take before it fails (a failure the session's retry applies to).
     #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
     request_timeout: f64,
-    /// OpenAI-compatible server (default: `OPENAI_BASE_URL`, else https://api.openai.com/v1).
+    /// The provider's base URL (default: `OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL`, else the
+    /// provider's public API).
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
-    /// Model for sessions naming none or an alias (default: `OPENAI_MODEL`, else gpt-4o-mini).
+    /// Model for sessions naming none (default: `OPENAI_MODEL` or `ANTHROPIC_MODEL`, else
+    /// gpt-4o-mini or claude-sonnet-4-5); for `openai` also what the aliases map to.
     #[arg(long, value_name = "MODEL")]
     model: Option<String>,
+    /// What a model alias maps to, ALIAS=ID with ALIAS one of sonnet, opus, haiku
+    /// (repeatable).
+    #[arg(long = "model-map", value_name = "ALIAS=ID")]
+    model_map: Vec<String>,
     /// Attempts after the first when an HTTP provider is rate limiting or failing.
     #[arg(long, default_value_t = 3)]
     http_retries: u32,
@@ -285,17 +293,28 @@ fn execute(
                 resume,
             )
         }
-        DriverKind::Openai => match openai(args) {
-            Ok(d) => execute_with(
-                Arc::new(d),
-                "openai (chat completions)",
-                program,
-                inputs,
-                args,
-                resume,
-            ),
-            Err(code) => code,
-        },
+        DriverKind::Openai | DriverKind::Anthropic => {
+            let api = if args.driver == DriverKind::Openai {
+                Api::OpenAi
+            } else {
+                Api::Anthropic
+            };
+            match chat(args, api) {
+                Ok(d) => execute_with(
+                    Arc::new(d),
+                    if api == Api::OpenAi {
+                        "openai (chat completions)"
+                    } else {
+                        "anthropic (messages)"
+                    },
+                    program,
+                    inputs,
+                    args,
+                    resume,
+                ),
+                Err(code) => code,
+            }
+        }
         DriverKind::Stdio => match request_timeout(args) {
             Ok(timeout) => execute_with(
                 Arc::new(StdioDriver::start(timeout)),
@@ -310,25 +329,52 @@ fn execute(
     }
 }
 
-/// The OpenAI-compatible driver from flags and the environment.
-fn openai(args: &RunArgs) -> Result<OpenAi, ExitCode> {
+/// A chat driver for `api` from flags and the environment.
+fn chat(args: &RunArgs, api: Api) -> Result<ChatDriver, ExitCode> {
     let timeout = request_timeout(args)?;
+    let (prefix, base) = match api {
+        Api::OpenAi => ("OPENAI", "https://api.openai.com/v1"),
+        Api::Anthropic => ("ANTHROPIC", "https://api.anthropic.com"),
+    };
+    let env = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
     let base = args
         .base_url
         .clone()
-        .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
-        .unwrap_or_else(|| "https://api.openai.com/v1".into());
-    let model = args
-        .model
-        .clone()
-        .or_else(|| std::env::var("OPENAI_MODEL").ok())
-        .unwrap_or_else(|| "gpt-4o-mini".into());
+        .or_else(|| env("BASE_URL"))
+        .unwrap_or_else(|| base.into());
+    let mut models = Models::defaults(api);
+    if let Some(m) = args.model.clone().or_else(|| env("MODEL")) {
+        if api == Api::OpenAi {
+            models = Models {
+                sonnet: m.clone(),
+                opus: m.clone(),
+                haiku: m.clone(),
+                default: m,
+            };
+        } else {
+            models.default = m;
+        }
+    }
+    for entry in &args.model_map {
+        let slot = match entry.split_once('=') {
+            Some(("sonnet", id)) => (&mut models.sonnet, id),
+            Some(("opus", id)) => (&mut models.opus, id),
+            Some(("haiku", id)) => (&mut models.haiku, id),
+            _ => {
+                return Err(fail(
+                    format!("--model-map {entry}: want sonnet=ID, opus=ID or haiku=ID"),
+                    2,
+                ))
+            }
+        };
+        *slot.0 = slot.1.to_string();
+    }
     let http = HttpOptions {
         timeout,
         retries: args.http_retries,
         backoff: Duration::from_millis(args.backoff_unit_ms),
     };
-    OpenAi::new(&base, std::env::var("OPENAI_API_KEY").ok(), model, http).map_err(|e| fail(e.0, 2))
+    ChatDriver::new(api, &base, env("API_KEY"), models, http).map_err(|e| fail(e.0, 2))
 }
 
 /// `--request-timeout` as a duration.

@@ -2,10 +2,10 @@
 //! a driver that can answer without waiting (the mock at zero latency) also offers
 //! [`Driver::answer_now`], which the runner uses to skip task scheduling.
 
+pub mod chat;
 pub mod command;
 pub mod http;
 pub mod mock;
-pub mod openai;
 pub mod render;
 pub mod stdio;
 

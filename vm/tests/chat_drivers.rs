@@ -1,6 +1,7 @@
-//! The OpenAI-compatible driver against a fake provider this test serves on 127.0.0.1: the
-//! happy path, 429 then success, 500 until retries run out, malformed JSON, a response slower
-//! than the timeout, a yes/no answer that needs the re-ask, and a key that must not leak.
+//! The `openai` and `anthropic` drivers against a fake provider this test serves on
+//! 127.0.0.1: the happy path, 429 then success, 500 until retries run out, malformed JSON, a
+//! response slower than the timeout, a yes/no answer that needs the re-ask, and a key that
+//! must not leak.
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -40,9 +41,11 @@ fn status(code: u16, headers: &'static str, body: &str) -> Canned {
     }
 }
 
-/// One request the provider received: its header lines (lowercased names) and JSON body.
+/// One request the provider received: its path, header lines (lowercased names) and JSON
+/// body.
 #[derive(Debug)]
 struct Seen {
+    path: String,
     headers: Vec<(String, String)>,
     body: Value,
 }
@@ -59,6 +62,13 @@ fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { break };
             let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut request_line = String::new();
+            let _ = reader.read_line(&mut request_line);
+            let path = request_line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
             let mut headers = Vec::new();
             let mut length = 0;
             loop {
@@ -82,6 +92,7 @@ fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
             log.lock().expect("log").push(Seen {
+                path,
                 headers,
                 body: serde_json::from_slice(&body).unwrap_or(Value::Null),
             });
@@ -112,14 +123,39 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Runs `source` with the OpenAI driver against `url`; returns exit code, stdout, stderr.
 fn run(dir: &Path, source: &str, url: &str, extra: &[&str]) -> (i32, String, String) {
+    run_with(
+        dir,
+        "openai",
+        source,
+        url,
+        &[&["--model", "m1"], extra].concat(),
+    )
+}
+
+/// Runs `source` with `driver` against `url`, with both providers' keys in the environment.
+fn run_with(
+    dir: &Path,
+    driver: &str,
+    source: &str,
+    url: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
     std::fs::write(dir.join("prog.prose"), source).expect("program");
-    let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    for var in [
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+    ] {
+        cmd.env_remove(var);
+    }
+    let out = cmd
         .current_dir(dir)
         .env("OPENAI_API_KEY", KEY)
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OPENAI_MODEL")
-        .args(["run", "prog.prose", "--driver", "openai", "--trace", "json"])
-        .args(["--base-url", url, "--model", "m1", "--backoff-unit-ms", "1"])
+        .env("ANTHROPIC_API_KEY", KEY)
+        .args(["run", "prog.prose", "--driver", driver, "--trace", "json"])
+        .args(["--base-url", url, "--backoff-unit-ms", "1"])
         .args(extra)
         .output()
         .expect("runs");
@@ -162,6 +198,7 @@ fn sessions_go_to_chat_completions_with_the_agent_as_system() {
     assert_eq!(out, "r: hello there\n");
     let seen = seen.lock().expect("seen");
     assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].path, "/v1/chat/completions");
     assert!(seen[0]
         .headers
         .contains(&("authorization".into(), format!("Bearer {KEY}"))));
@@ -283,4 +320,75 @@ fn a_vague_verdict_is_asked_again_once() {
         ),
         "{err}"
     );
+}
+
+fn anthropic_ok(text: &str) -> Canned {
+    Canned {
+        status: 200,
+        headers: "",
+        body: json!({"content": [{"type": "text", "text": text}],
+                     "usage": {"input_tokens": 12, "output_tokens": 4}})
+        .to_string(),
+        delay: Duration::ZERO,
+    }
+}
+
+#[test]
+fn anthropic_sessions_use_the_messages_api_and_the_model_map() {
+    let dir = scratch("anthropic");
+    let (url, seen) = provider(vec![
+        status(529, "", "{\"type\": \"overloaded_error\"}"),
+        anthropic_ok("brief reply"),
+        anthropic_ok("second"),
+    ]);
+    let (code, out, err) = run_with(
+        &dir,
+        "anthropic",
+        "agent quick:\n  model: haiku\n  prompt: \"Be brief\"\nlet a = session: quick\n  prompt: \"Summarise\"\noutput r = session \"Again\"\n  model: opus\n  context: a\n",
+        url.trim_end_matches("/v1"),
+        &["--model-map", "opus=my-opus"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: second\n");
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 3, "the overloaded answer is retried");
+    assert_eq!(seen[1].path, "/v1/messages");
+    assert!(seen[1].headers.contains(&("x-api-key".into(), KEY.into())));
+    assert!(seen[1]
+        .headers
+        .contains(&("anthropic-version".into(), "2023-06-01".into())));
+    assert_eq!(
+        seen[1].body,
+        json!({"model": "claude-haiku-4-5", "max_tokens": 8192, "system": "Be brief",
+               "messages": [{"role": "user", "content": "Summarise"}]})
+    );
+    assert_eq!(seen[2].body["model"], "my-opus");
+    assert_eq!(
+        seen[2].body["messages"][0]["content"],
+        "Again\n\n## Context\n\n### a\n\nbrief reply\n"
+    );
+    assert!(!err.contains(KEY));
+    assert!(!all_files(&dir.join(".prose")).contains(KEY));
+}
+
+#[test]
+fn anthropic_needs_a_key_and_model_maps_are_checked() {
+    let dir = scratch("anthropic-usage");
+    std::fs::write(dir.join("prog.prose"), "session \"x\"\n").expect("program");
+    let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        .current_dir(&dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(["run", "prog.prose", "--driver", "anthropic"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs ANTHROPIC_API_KEY"));
+    let (code, _, err) = run(
+        &dir,
+        "session \"x\"\n",
+        "http://127.0.0.1:9",
+        &["--model-map", "gpt=x"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("want sonnet=ID, opus=ID or haiku=ID"), "{err}");
 }

@@ -1,0 +1,263 @@
+//! The chat drivers. `openai`: chat completions at `{base_url}/chat/completions`, so the
+//! OpenAI API and local servers speaking it (Ollama, vLLM, llama.cpp) answer sessions, with
+//! the key, when there is one, as a bearer token. `anthropic`: the Messages API at
+//! `{base_url}/v1/messages` with `x-api-key`. Both send the agent's prompt as the system
+//! prompt. Conditions, choices and conversions use a constrained prompt whose reply is
+//! parsed strictly, with one corrective re-ask.
+
+use super::http::{post_json, HttpOptions};
+use super::{render, Answer, Driver, DriverError, SessionAnswer};
+use crate::convert;
+use crate::request::{Request, RequestKind, SessionRequest};
+use crate::value::Value;
+use bytecode_spec::Shape;
+use serde_json::json;
+
+/// Which API a [`ChatDriver`] speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI chat completions.
+    OpenAi,
+    /// Anthropic messages.
+    Anthropic,
+}
+
+/// Model ids for the spec's aliases, and for sessions naming no model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Models {
+    /// `model: sonnet`.
+    pub sonnet: String,
+    /// `model: opus`.
+    pub opus: String,
+    /// `model: haiku`.
+    pub haiku: String,
+    /// Sessions that name no model.
+    pub default: String,
+}
+
+impl Models {
+    /// Current defaults for `api`: Anthropic's model ids, or one model for every alias on
+    /// an OpenAI-compatible server.
+    pub fn defaults(api: Api) -> Models {
+        let all = |m: &str| Models {
+            sonnet: m.into(),
+            opus: m.into(),
+            haiku: m.into(),
+            default: m.into(),
+        };
+        match api {
+            Api::Anthropic => Models {
+                opus: "claude-opus-4-1".into(),
+                haiku: "claude-haiku-4-5".into(),
+                ..all("claude-sonnet-4-5")
+            },
+            Api::OpenAi => all("gpt-4o-mini"),
+        }
+    }
+
+    /// The id to send for a session's `model:` (aliases mapped, others as written).
+    pub fn resolve<'a>(&'a self, model: Option<&'a str>) -> &'a str {
+        match model {
+            None => &self.default,
+            Some("sonnet") => &self.sonnet,
+            Some("opus") => &self.opus,
+            Some("haiku") => &self.haiku,
+            Some(m) => m,
+        }
+    }
+}
+
+/// Most tokens an Anthropic reply may use (the API requires a limit).
+const MAX_TOKENS: u32 = 8192;
+
+/// Talks to a chat API.
+pub struct ChatDriver {
+    api: Api,
+    client: reqwest::Client,
+    url: String,
+    key: Option<String>,
+    models: Models,
+    http: HttpOptions,
+}
+
+impl ChatDriver {
+    /// A driver for `api` at `base_url` (e.g. `https://api.openai.com/v1` or
+    /// `https://api.anthropic.com`), with an API key (optional for local OpenAI-compatible
+    /// servers) and the model ids to use.
+    pub fn new(
+        api: Api,
+        base_url: &str,
+        key: Option<String>,
+        models: Models,
+        http: HttpOptions,
+    ) -> Result<ChatDriver, DriverError> {
+        let key = key.filter(|k| !k.is_empty());
+        if api == Api::Anthropic && key.is_none() {
+            return Err(DriverError(
+                "the anthropic driver needs ANTHROPIC_API_KEY".into(),
+            ));
+        }
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| DriverError(format!("cannot set up HTTP: {e}")))?;
+        let base = base_url.trim_end_matches('/');
+        let url = match api {
+            Api::OpenAi => format!("{base}/chat/completions"),
+            Api::Anthropic => format!("{base}/v1/messages"),
+        };
+        Ok(ChatDriver {
+            api,
+            client,
+            url,
+            key,
+            models,
+            http,
+        })
+    }
+
+    /// One exchange: `system` and `user` turns; returns the reply text.
+    async fn chat(&self, model: Option<&str>, system: Option<&str>, user: &str) -> Answer<String> {
+        let model = self.models.resolve(model);
+        let key = self.key.as_deref();
+        let (body, headers) = match self.api {
+            Api::OpenAi => {
+                let mut messages = Vec::new();
+                if let Some(s) = system {
+                    messages.push(json!({"role": "system", "content": s}));
+                }
+                messages.push(json!({"role": "user", "content": user}));
+                let headers: Vec<(&str, String)> = key
+                    .map(|k| ("authorization", format!("Bearer {k}")))
+                    .into_iter()
+                    .collect();
+                (json!({"model": model, "messages": messages}), headers)
+            }
+            Api::Anthropic => {
+                let mut body = json!({
+                    "model": model,
+                    "max_tokens": MAX_TOKENS,
+                    "messages": [{"role": "user", "content": user}],
+                });
+                if let Some(s) = system {
+                    body["system"] = s.into();
+                }
+                let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
+                if let Some(k) = key {
+                    headers.push(("x-api-key", k.to_string()));
+                }
+                (body, headers)
+            }
+        };
+        let resp = post_json(&self.client, &self.url, &headers, &body, &self.http, key).await?;
+        let (text, path) = match self.api {
+            Api::OpenAi => (
+                resp["choices"][0]["message"]["content"].as_str(),
+                "choices[0].message.content",
+            ),
+            Api::Anthropic => (resp["content"][0]["text"].as_str(), "content[0].text"),
+        };
+        text.map(str::to_string)
+            .ok_or_else(|| DriverError(format!("the provider's response has no {path}")))
+    }
+
+    /// Asks `question`, parses the reply with `parse`; on failure asks once more with the
+    /// reply quoted and `correction`, then gives up with `what`.
+    async fn constrained<T>(
+        &self,
+        question: String,
+        correction: &str,
+        what: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Answer<T> {
+        let first = self.chat(None, None, &question).await?;
+        if let Some(v) = parse(&first) {
+            return Ok(v);
+        }
+        let again = format!("{question}\nYou replied: {first}\n{correction}\n");
+        let second = self.chat(None, None, &again).await?;
+        parse(&second).ok_or_else(|| {
+            DriverError(format!(
+                "the model's reply is not {what}, even when asked again: {:?}",
+                second.chars().take(80).collect::<String>()
+            ))
+        })
+    }
+}
+
+impl Driver for ChatDriver {
+    fn name(&self) -> &str {
+        match self.api {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    async fn session(&self, _: &Request, s: &SessionRequest) -> Answer<SessionAnswer> {
+        let text = self
+            .chat(s.model.as_deref(), s.system.as_deref(), &render::session(s))
+            .await?;
+        // The model keeps no memory: a persistent agent's memory is its earlier memory
+        // plus a line per session.
+        let memory = s.persistent.then(|| {
+            let line = format!("- {}", text.lines().next().unwrap_or_default());
+            match &s.memory {
+                Some(m) => format!("{m}\n{line}"),
+                None => line,
+            }
+        });
+        Ok(SessionAnswer { text, memory })
+    }
+
+    async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
+        let context = match &req.kind {
+            RequestKind::Evaluate { context, .. } => context.as_deref(),
+            _ => None,
+        };
+        self.constrained(
+            render::evaluate(condition, context),
+            "Start your reply with yes or no.",
+            "a yes or no",
+            render::verdict,
+        )
+        .await
+    }
+
+    async fn choose(&self, req: &Request, options: &[String]) -> Answer<usize> {
+        let criteria = match &req.kind {
+            RequestKind::Choose { criteria, .. } => criteria.as_str(),
+            _ => "",
+        };
+        self.constrained(
+            render::choose(criteria, options),
+            "Reply with exactly one option's label or number, nothing else.",
+            "one of the options",
+            |r| render::choice(r, options),
+        )
+        .await
+    }
+
+    async fn input(&self, req: &Request, name: &str) -> Answer<Value> {
+        let question = match &req.kind {
+            RequestKind::Input { question, .. } => question.as_str(),
+            _ => "",
+        };
+        let text = self
+            .chat(
+                None,
+                None,
+                &format!("Provide {name}: {question}\nReply with the value only.\n"),
+            )
+            .await?;
+        Ok(Value::text(text))
+    }
+
+    async fn convert(&self, _: &Request, text: &str, shape: Shape) -> Answer<Value> {
+        self.constrained(
+            render::convert(text, shape),
+            "Reply with the JSON only.",
+            "of the shape asked",
+            |r| convert::local(&Value::text(r), shape),
+        )
+        .await
+    }
+}
