@@ -2,7 +2,7 @@
 //! limit, retries failed sessions with their backoff, withdraws requests of cancelled
 //! fibers, and feeds answers back.
 
-use crate::driver::{serve, Driver};
+use crate::driver::{serve, Driver, Usage};
 use crate::machine::{Machine, RuntimeError, Step};
 use crate::request::{Reply, Request, RequestKind};
 use crate::snapshot::Snapshot;
@@ -53,7 +53,8 @@ fn retries(req: &Request) -> (u32, Backoff) {
     }
 }
 
-/// Serves one request with its retry policy; returns the reply and the retry events.
+/// Serves one request with its retry policy; returns the reply and the retry events, then
+/// a usage event (latency over all attempts, tokens when the driver reports them).
 /// `failed` is the error of a first attempt already made (by [`Driver::answer_now`]).
 async fn serve_with_retry<D: Driver>(
     driver: Arc<D>,
@@ -64,10 +65,18 @@ async fn serve_with_retry<D: Driver>(
     let (retry, policy) = retries(&req);
     let mut events = Vec::new();
     let mut attempt = 1;
+    let started = std::time::Instant::now();
+    let mut tokens: Option<Usage> = None;
     loop {
         let reply = match failed.take() {
             Some(e) => Reply::Failed(e),
-            None => serve(&*driver, &req).await,
+            None => {
+                let (reply, used) = serve(&*driver, &req).await;
+                if let Some(u) = used {
+                    *tokens.get_or_insert_with(Usage::default) += u;
+                }
+                reply
+            }
         };
         match reply {
             Reply::Failed(e) if attempt <= retry => {
@@ -79,7 +88,15 @@ async fn serve_with_retry<D: Driver>(
                 });
                 tokio::time::sleep(backoff_delay(policy, unit, attempt)).await;
             }
-            reply => return (req, reply, events),
+            reply => {
+                events.push(Event::Usage {
+                    id: req.id.clone(),
+                    ms: started.elapsed().as_millis() as u64,
+                    input_tokens: tokens.map(|t| t.input_tokens),
+                    output_tokens: tokens.map(|t| t.output_tokens),
+                });
+                return (req, reply, events);
+            }
         }
     }
 }

@@ -134,6 +134,18 @@ pub enum Event {
         /// Its name.
         program: String,
     },
+    /// What a request cost: its latency over all attempts and, when the provider reports
+    /// them, the tokens used.
+    Usage {
+        /// The request.
+        id: String,
+        /// Milliseconds from the first attempt to the reply.
+        ms: u64,
+        /// Tokens read.
+        input_tokens: Option<u64>,
+        /// Tokens written.
+        output_tokens: Option<u64>,
+    },
     /// A failed session is tried again.
     Retry {
         /// The request.
@@ -215,6 +227,15 @@ impl Event {
                 format!("[Frame+] Entering block: {block} (depth {})", depth + 1)
             }
             Event::FramePop { depth } => format!("[Frame-] Exiting block (depth {})", depth + 1),
+            Event::Usage {
+                id,
+                ms,
+                input_tokens,
+                output_tokens,
+            } => match (input_tokens, output_tokens) {
+                (Some(i), Some(o)) => format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out"),
+                _ => format!("[Usage] {id}: {ms} ms"),
+            },
             Event::Import { program, .. } => format!("[Import] Invoking: {program}"),
             Event::Memory { agent, id, .. } => format!("[Memory] {agent}: memory updated by {id}"),
             Event::ImportDone { program } => format!("[Import] Import complete: {program}"),

@@ -211,6 +211,32 @@ fn sessions_go_to_chat_completions_with_the_agent_as_system() {
     );
     assert!(!err.contains(KEY));
     assert!(!all_files(&dir.join(".prose")).contains(KEY));
+    // Tokens and latency, in the trace and in the run directory.
+    let usage: Value = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["event"] == "usage")
+        .unwrap_or_else(|| panic!("no usage event: {err}"));
+    assert_eq!(usage["id"], "0:0");
+    assert_eq!(usage["input_tokens"], 10);
+    assert_eq!(usage["output_tokens"], 3);
+    assert!(usage["ms"].is_u64());
+    let runs = dir.join(".prose/runs");
+    let run = std::fs::read_dir(&runs)
+        .expect("runs")
+        .flatten()
+        .next()
+        .expect("a run")
+        .path();
+    let recorded: Value = serde_json::from_str(
+        std::fs::read_to_string(run.join("usage.jsonl"))
+            .expect("usage.jsonl")
+            .trim(),
+    )
+    .expect("one JSON line");
+    assert_eq!(recorded["id"], "0:0");
+    assert_eq!(recorded["input_tokens"], 10);
+    assert_eq!(recorded["output_tokens"], 3);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! parsed strictly, with one corrective re-ask.
 
 use super::http::{post_json, HttpOptions};
-use super::{render, Answer, Driver, DriverError, SessionAnswer};
+use super::{render, Answer, Driver, DriverError, SessionAnswer, Usage};
 use crate::convert;
 use crate::request::{Request, RequestKind, SessionRequest};
 use crate::value::Value;
@@ -117,6 +117,18 @@ impl ChatDriver {
 
     /// One exchange: `system` and `user` turns; returns the reply text.
     async fn chat(&self, model: Option<&str>, system: Option<&str>, user: &str) -> Answer<String> {
+        self.exchange(model, system, user)
+            .await
+            .map(|(text, _)| text)
+    }
+
+    /// [`ChatDriver::chat`], also returning the tokens the provider reports.
+    async fn exchange(
+        &self,
+        model: Option<&str>,
+        system: Option<&str>,
+        user: &str,
+    ) -> Answer<(String, Option<Usage>)> {
         let model = self.models.resolve(model);
         let key = self.key.as_deref();
         let (body, headers) = match self.api {
@@ -149,15 +161,31 @@ impl ChatDriver {
             }
         };
         let resp = post_json(&self.client, &self.url, &headers, &body, &self.http, key).await?;
-        let (text, path) = match self.api {
+        let (text, path, tokens_in, tokens_out) = match self.api {
             Api::OpenAi => (
                 resp["choices"][0]["message"]["content"].as_str(),
                 "choices[0].message.content",
+                &resp["usage"]["prompt_tokens"],
+                &resp["usage"]["completion_tokens"],
             ),
-            Api::Anthropic => (resp["content"][0]["text"].as_str(), "content[0].text"),
+            Api::Anthropic => (
+                resp["content"][0]["text"].as_str(),
+                "content[0].text",
+                &resp["usage"]["input_tokens"],
+                &resp["usage"]["output_tokens"],
+            ),
         };
-        text.map(str::to_string)
-            .ok_or_else(|| DriverError(format!("the provider's response has no {path}")))
+        let usage = match (tokens_in.as_u64(), tokens_out.as_u64()) {
+            (Some(input_tokens), Some(output_tokens)) => Some(Usage {
+                input_tokens,
+                output_tokens,
+            }),
+            _ => None,
+        };
+        let text = text
+            .map(str::to_string)
+            .ok_or_else(|| DriverError(format!("the provider's response has no {path}")))?;
+        Ok((text, usage))
     }
 
     /// Asks `question`, parses the reply with `parse`; on failure asks once more with the
@@ -193,8 +221,8 @@ impl Driver for ChatDriver {
     }
 
     async fn session(&self, _: &Request, s: &SessionRequest) -> Answer<SessionAnswer> {
-        let text = self
-            .chat(s.model.as_deref(), s.system.as_deref(), &render::session(s))
+        let (text, usage) = self
+            .exchange(s.model.as_deref(), s.system.as_deref(), &render::session(s))
             .await?;
         // The model keeps no memory: a persistent agent's memory is its earlier memory
         // plus a line per session.
@@ -205,7 +233,11 @@ impl Driver for ChatDriver {
                 None => line,
             }
         });
-        Ok(SessionAnswer { text, memory })
+        Ok(SessionAnswer {
+            text,
+            memory,
+            usage,
+        })
     }
 
     async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {

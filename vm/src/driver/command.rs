@@ -134,7 +134,11 @@ impl Driver for CommandDriver {
                 None => line,
             }
         });
-        Ok(SessionAnswer { text, memory })
+        Ok(SessionAnswer {
+            text,
+            memory,
+            usage: None,
+        })
     }
 
     async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {

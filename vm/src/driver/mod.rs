@@ -14,18 +14,41 @@ use crate::value::Value;
 use bytecode_spec::Shape;
 use std::future::Future;
 
-/// A session's answer, with a persistent agent's updated memory when the driver has one.
+/// Tokens a provider reports for one exchange.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Tokens read.
+    pub input_tokens: u64,
+    /// Tokens written.
+    pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// A session's answer, with a persistent agent's updated memory when the driver has one,
+/// and the tokens it cost when the provider says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionAnswer {
     /// The answer text.
     pub text: String,
     /// The agent's memory after the session (persistent agents only).
     pub memory: Option<String>,
+    /// Tokens used.
+    pub usage: Option<Usage>,
 }
 
 impl From<String> for SessionAnswer {
     fn from(text: String) -> SessionAnswer {
-        SessionAnswer { text, memory: None }
+        SessionAnswer {
+            text,
+            memory: None,
+            usage: None,
+        }
     }
 }
 
@@ -88,16 +111,21 @@ pub trait Driver: Send + Sync + 'static {
     }
 }
 
-/// Serves `req` with `driver`, once (retries are the runner's business).
-pub async fn serve<D: Driver>(driver: &D, req: &Request) -> crate::request::Reply {
+/// Serves `req` with `driver`, once (retries are the runner's business); returns the reply
+/// and, for a session whose provider reports it, the tokens used.
+pub async fn serve<D: Driver>(driver: &D, req: &Request) -> (crate::request::Reply, Option<Usage>) {
     use crate::request::Reply;
+    let mut usage = None;
     let answer = match &req.kind {
-        RequestKind::Session(s) => driver.session(req, s).await.map(|a| match a.memory {
-            Some(memory) => Reply::Remembered {
-                text: a.text,
-                memory,
-            },
-            None => Reply::Text(a.text),
+        RequestKind::Session(s) => driver.session(req, s).await.map(|a| {
+            usage = a.usage;
+            match a.memory {
+                Some(memory) => Reply::Remembered {
+                    text: a.text,
+                    memory,
+                },
+                None => Reply::Text(a.text),
+            }
         }),
         RequestKind::Evaluate { condition, .. } => {
             driver.evaluate(req, condition).await.map(Reply::Bool)
@@ -108,5 +136,5 @@ pub async fn serve<D: Driver>(driver: &D, req: &Request) -> crate::request::Repl
             driver.convert(req, text, *shape).await.map(Reply::Value)
         }
     };
-    answer.unwrap_or_else(|e| Reply::Failed(e.0))
+    (answer.unwrap_or_else(|e| Reply::Failed(e.0)), usage)
 }

@@ -69,6 +69,8 @@ pub struct RunView {
     complete: BTreeSet<u32>,
     /// Top-level program lines that bound a name, with the binding's stem.
     bound_at: BTreeMap<u32, String>,
+    /// `usage.jsonl` lines not yet written: what each request served by a driver cost.
+    usage: Vec<String>,
     /// The program's persistent agents, with the sessions each has had in this run.
     agents: Vec<(AgentHome, u32)>,
     /// When the files were last written.
@@ -103,6 +105,7 @@ impl RunView {
             anonymous: 0,
             complete: BTreeSet::new(),
             bound_at: BTreeMap::new(),
+            usage: Vec::new(),
             agents: agents.into_iter().map(|h| (h, 0)).collect(),
             last_flush: None,
             unflushed: 0,
@@ -168,6 +171,20 @@ impl RunView {
                 parent,
                 ..
             } => self.invoked(*module, *exec, *parent),
+            Event::Usage {
+                id,
+                ms,
+                input_tokens,
+                output_tokens,
+            } => self.usage.push(
+                serde_json::json!({
+                    "id": id,
+                    "ms": ms,
+                    "input_tokens": input_tokens,
+                    "output_tokens": output_tokens,
+                })
+                .to_string(),
+            ),
             Event::Memory {
                 module: 0,
                 agent,
@@ -351,6 +368,21 @@ impl RunView {
         }
         for b in self.bound.values_mut() {
             b.dirty = false;
+        }
+        if !self.usage.is_empty() {
+            let path = self.dir.join("usage.jsonl");
+            let mut text = self.usage.join("\n");
+            text.push('\n');
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+            if let Err(e) = appended {
+                self.error = Some(StoreError::Io(path, e));
+                return;
+            }
+            self.usage.clear();
         }
         let state = self.state(status);
         if let Err(e) = write_atomic(&self.dir.join("state.md"), state.as_bytes()) {
