@@ -5,6 +5,7 @@
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use prosevm::config::Config;
 use prosevm::driver::chat::{Api, ChatDriver, Models};
 use prosevm::driver::command::CommandDriver;
 use prosevm::driver::http::HttpOptions;
@@ -111,7 +112,7 @@ enum DriverKind {
     Anthropic,
 }
 
-#[derive(Args)]
+#[derive(Args, Clone)]
 struct RunArgs {
     /// A top-level input, NAME=VALUE (repeatable).
     #[arg(long = "input", value_name = "NAME=VALUE")]
@@ -119,15 +120,19 @@ struct RunArgs {
     /// Top-level inputs from a JSON object.
     #[arg(long = "input-file", value_name = "FILE")]
     input_file: Option<PathBuf>,
-    /// Which driver answers sessions (the mock when no provider is configured).
-    #[arg(long, value_enum, default_value = "mock")]
-    driver: DriverKind,
+    /// Which driver answers requests (default: `prose.toml`'s, else the mock).
+    #[arg(long, value_enum)]
+    driver: Option<DriverKind>,
+    /// Settings file (default: `prose.toml` in the working directory, if any).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The command line of `--driver command` (run with `sh -c`, once per request).
     #[arg(long, value_name = "COMMAND LINE")]
     command: Option<String>,
-    /// Seconds a request may take before it fails (a failure the session's retry applies to).
-    #[arg(long, value_name = "SECONDS", default_value_t = 600.0)]
-    request_timeout: f64,
+    /// Seconds a request may take before it fails (a failure the session's retry applies
+    /// to; default 600).
+    #[arg(long, value_name = "SECONDS")]
+    request_timeout: Option<f64>,
     /// The provider's base URL (default: `OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL`, else the
     /// provider's public API).
     #[arg(long, value_name = "URL")]
@@ -140,18 +145,19 @@ struct RunArgs {
     /// (repeatable).
     #[arg(long = "model-map", value_name = "ALIAS=ID")]
     model_map: Vec<String>,
-    /// Attempts after the first when an HTTP provider is rate limiting or failing.
-    #[arg(long, default_value_t = 3)]
-    http_retries: u32,
+    /// Attempts after the first when an HTTP provider is rate limiting or failing
+    /// (default 3).
+    #[arg(long)]
+    http_retries: Option<u32>,
     /// Trace format (on stderr).
     #[arg(long, value_enum, default_value = "narrate")]
     trace: Trace,
     /// Outputs format (on stdout).
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 8)]
-    max_concurrency: usize,
+    /// Requests in flight at once (default 8).
+    #[arg(long)]
+    max_concurrency: Option<usize>,
     /// Unit of retry backoff delays, in milliseconds.
     #[arg(long, default_value_t = 1000)]
     backoff_unit_ms: u64,
@@ -177,6 +183,39 @@ struct RunArgs {
     /// Where runs live (default: `.prose` in the working directory).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// What `prose.toml` says (filled in by [`configured`]).
+    #[arg(skip)]
+    file: Config,
+}
+
+/// `args` completed with the settings file: flags win, then the environment (for base URL
+/// and model), then the file, then the defaults.
+fn configured(args: &RunArgs) -> Result<RunArgs, ExitCode> {
+    let file = Config::load(args.config.as_deref()).map_err(|e| fail(e, 2))?;
+    let mut a = args.clone();
+    if a.driver.is_none() {
+        a.driver = match file.driver.as_deref() {
+            None => None,
+            Some(name) => Some(
+                DriverKind::from_str(name, true)
+                    .map_err(|_| fail(format!("prose.toml: unknown driver {name:?}"), 2))?,
+            ),
+        };
+    }
+    a.command = a.command.or(file.command.clone());
+    a.request_timeout = a.request_timeout.or(file.request_timeout);
+    a.http_retries = a.http_retries.or(file.http_retries);
+    a.max_concurrency = a.max_concurrency.or(file.max_concurrency);
+    let from_file = [
+        ("sonnet", &file.models.sonnet),
+        ("opus", &file.models.opus),
+        ("haiku", &file.models.haiku),
+    ]
+    .into_iter()
+    .filter_map(|(alias, id)| id.as_ref().map(|id| format!("{alias}={id}")));
+    a.model_map = from_file.chain(a.model_map).collect();
+    a.file = file;
+    Ok(a)
 }
 
 fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
@@ -264,7 +303,11 @@ fn execute(
     args: &RunArgs,
     resume: Option<RunDir>,
 ) -> ExitCode {
-    match args.driver {
+    let args = &match configured(args) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    match args.driver.unwrap_or(DriverKind::Mock) {
         DriverKind::Mock => match mock(args) {
             Ok(d) => execute_with(
                 Arc::new(d),
@@ -294,7 +337,7 @@ fn execute(
             )
         }
         DriverKind::Openai | DriverKind::Anthropic => {
-            let api = if args.driver == DriverKind::Openai {
+            let api = if args.driver == Some(DriverKind::Openai) {
                 Api::OpenAi
             } else {
                 Api::Anthropic
@@ -341,9 +384,15 @@ fn chat(args: &RunArgs, api: Api) -> Result<ChatDriver, ExitCode> {
         .base_url
         .clone()
         .or_else(|| env("BASE_URL"))
+        .or_else(|| args.file.base_url.clone())
         .unwrap_or_else(|| base.into());
     let mut models = Models::defaults(api);
-    if let Some(m) = args.model.clone().or_else(|| env("MODEL")) {
+    if let Some(m) = args
+        .model
+        .clone()
+        .or_else(|| env("MODEL"))
+        .or_else(|| args.file.model.clone())
+    {
         if api == Api::OpenAi {
             models = Models {
                 sonnet: m.clone(),
@@ -371,7 +420,7 @@ fn chat(args: &RunArgs, api: Api) -> Result<ChatDriver, ExitCode> {
     }
     let http = HttpOptions {
         timeout,
-        retries: args.http_retries,
+        retries: args.http_retries.unwrap_or(3),
         backoff: Duration::from_millis(args.backoff_unit_ms),
     };
     ChatDriver::new(api, &base, env("API_KEY"), models, http).map_err(|e| fail(e.0, 2))
@@ -379,7 +428,7 @@ fn chat(args: &RunArgs, api: Api) -> Result<ChatDriver, ExitCode> {
 
 /// `--request-timeout` as a duration.
 fn request_timeout(args: &RunArgs) -> Result<Duration, ExitCode> {
-    match Duration::try_from_secs_f64(args.request_timeout) {
+    match Duration::try_from_secs_f64(args.request_timeout.unwrap_or(600.0)) {
         Ok(t) if !t.is_zero() => Ok(t),
         _ => Err(fail(
             "--request-timeout must be a positive number of seconds",
@@ -490,7 +539,7 @@ fn execute_with<D: Driver>(
         batch: driver.side_effect_free(),
     };
     let cfg = RunConfig {
-        max_concurrency: args.max_concurrency,
+        max_concurrency: args.max_concurrency.unwrap_or(8),
         backoff_unit: Duration::from_millis(args.backoff_unit_ms),
     };
     let trace = args.trace;
@@ -542,7 +591,7 @@ fn execute_with<D: Driver>(
                 .collect();
             meta["status"] = "finished".into();
             meta["outputs"] = serde_json::Value::Object(obj);
-            if args.driver == DriverKind::Stdio {
+            if args.driver == Some(DriverKind::Stdio) {
                 stdio::send(&serde_json::json!({
                     "type": "done",
                     "run": dir.id,
@@ -557,7 +606,7 @@ fn execute_with<D: Driver>(
         Err(e) => {
             meta["status"] = "failed".into();
             meta["error"] = e.to_string().into();
-            if args.driver == DriverKind::Stdio {
+            if args.driver == Some(DriverKind::Stdio) {
                 stdio::send(&serde_json::json!({
                     "type": "done",
                     "run": dir.id,

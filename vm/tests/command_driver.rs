@@ -212,3 +212,45 @@ fn the_command_driver_needs_a_command() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--driver command needs --command"));
 }
+
+#[test]
+fn prose_toml_chooses_the_driver_and_flags_win_over_it() {
+    let dir = scratch("config");
+    script(&dir, "drv.sh", "cat > /dev/null\necho from the command\n");
+    std::fs::write(
+        dir.join("prose.toml"),
+        "driver = \"command\"\ncommand = \"./drv.sh\"\nrequest_timeout = 5\n",
+    )
+    .expect("config");
+    std::fs::write(dir.join("prog.prose"), "output r = session \"Hi\"\n").expect("program");
+    let vm = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+            .current_dir(&dir)
+            .args(["run", "prog.prose", "--trace", "quiet"])
+            .args(extra)
+            .output()
+            .expect("runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = vm(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: from the command\n");
+    let (code, out, _) = vm(&["--driver", "mock"]);
+    assert_eq!(code, 0);
+    assert_eq!(out, "r: [mock] Hi\n");
+    std::fs::write(dir.join("other.toml"), "driver = \"telepathy\"\n").expect("config");
+    let (code, _, err) = vm(&["--config", "other.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown driver \"telepathy\""), "{err}");
+    std::fs::write(dir.join("other.toml"), "max_concurrency = -1\n").expect("config");
+    let (code, _, err) = vm(&["--config", "other.toml"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("other.toml: ") && err.contains("line 1"),
+        "{err}"
+    );
+}
