@@ -25,8 +25,11 @@ fn ok(content: &str) -> Canned {
     Canned {
         status: 200,
         headers: "",
+        // Both APIs' shapes at once, so one fake serves either driver.
         body: json!({"choices": [{"message": {"role": "assistant", "content": content}}],
-                     "usage": {"prompt_tokens": 10, "completion_tokens": 3}})
+                     "content": [{"type": "text", "text": content}],
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 3,
+                               "input_tokens": 10, "output_tokens": 3}})
         .to_string(),
         delay: Duration::ZERO,
     }
@@ -88,7 +91,7 @@ fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
             let _ = reader.read_exact(&mut body);
             let auth = headers
                 .iter()
-                .find(|(k, _)| k == "authorization")
+                .find(|(k, _)| k == "authorization" || k == "x-api-key")
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
             log.lock().expect("log").push(Seen {
@@ -130,6 +133,23 @@ fn run(dir: &Path, source: &str, url: &str, extra: &[&str]) -> (i32, String, Str
         url,
         &[&["--model", "m1"], extra].concat(),
     )
+}
+
+/// The drivers the shared scenarios run against.
+const DRIVERS: [&str; 2] = ["openai", "anthropic"];
+
+/// Runs `source` with `driver` against the fake provider at `url` (which ends in `/v1`).
+fn run_for(
+    driver: &str,
+    dir: &Path,
+    source: &str,
+    url: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
+    match driver {
+        "anthropic" => run_with(dir, driver, source, url.trim_end_matches("/v1"), extra),
+        _ => run(dir, source, url, extra),
+    }
 }
 
 /// Runs `source` with `driver` against `url`, with both providers' keys in the environment.
@@ -241,111 +261,133 @@ fn sessions_go_to_chat_completions_with_the_agent_as_system() {
 
 #[test]
 fn a_rate_limit_is_waited_out_and_server_errors_retried_until_they_run_out() {
-    let dir = scratch("retry");
-    let (url, seen) = provider(vec![status(429, "Retry-After: 0\r\n", "{}"), ok("at last")]);
-    let (code, out, err) = run(&dir, "output r = session \"Go\"\n", &url, &[]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "r: at last\n");
-    assert_eq!(seen.lock().expect("seen").len(), 2);
+    for driver in DRIVERS {
+        let dir = scratch(&format!("retry-{driver}"));
+        let (url, seen) = provider(vec![status(429, "Retry-After: 0\r\n", "{}"), ok("at last")]);
+        let (code, out, err) = run_for(driver, &dir, "output r = session \"Go\"\n", &url, &[]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out, "r: at last\n");
+        assert_eq!(seen.lock().expect("seen").len(), 2);
 
-    // The provider echoes the key in its error body: it must not reach the user.
-    let (url, seen) = provider(vec![]);
-    let (code, _, err) = run(
-        &dir,
-        "output r = session \"Go\"\n",
-        &url,
-        &["--http-retries", "2"],
-    );
-    assert_eq!(code, 1);
-    assert_eq!(seen.lock().expect("seen").len(), 3);
-    assert!(
-        err.contains(
-            "the provider answered 500 Internal Server Error: no more answers (after 3 attempts)"
-        ),
-        "{err}"
-    );
-    let (url, _) = provider(vec![status(500, "", "bad key {auth}")]);
-    let (code, _, err) = run(
-        &dir,
-        "output r = session \"Go\"\n",
-        &url,
-        &["--http-retries", "0"],
-    );
-    assert_eq!(code, 1);
-    assert!(err.contains("bad key Bearer [redacted]"), "{err}");
-    assert!(!err.contains(KEY), "{err}");
-    assert!(!all_files(&dir.join(".prose")).contains(KEY));
+        // The provider echoes the key in its error body: it must not reach the user.
+        let (url, seen) = provider(vec![]);
+        let (code, _, err) = run_for(
+            driver,
+            &dir,
+            "output r = session \"Go\"\n",
+            &url,
+            &["--http-retries", "2"],
+        );
+        assert_eq!(code, 1);
+        assert_eq!(seen.lock().expect("seen").len(), 3);
+        assert!(
+            err.contains(
+                "the provider answered 500 Internal Server Error: no more answers (after 3 attempts)"
+            ),
+            "{err}"
+        );
+        let (url, _) = provider(vec![status(500, "", "bad key {auth}")]);
+        let (code, _, err) = run_for(
+            driver,
+            &dir,
+            "output r = session \"Go\"\n",
+            &url,
+            &["--http-retries", "0"],
+        );
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("bad key ") && err.contains("[redacted]"),
+            "{err}"
+        );
+        assert!(!err.contains(KEY), "{err}");
+        assert!(!all_files(&dir.join(".prose")).contains(KEY));
+    }
 }
 
 #[test]
 fn malformed_and_slow_responses_are_clear_errors() {
-    let dir = scratch("bad");
-    let (url, _) = provider(vec![status(200, "", "this is not json")]);
-    let (code, _, err) = run(&dir, "output r = session \"Go\"\n", &url, &[]);
-    assert_eq!(code, 1);
-    assert!(err.contains("the provider's response is not JSON"), "{err}");
+    for driver in DRIVERS {
+        let dir = scratch(&format!("bad-{driver}"));
+        let (url, _) = provider(vec![status(200, "", "this is not json")]);
+        let (code, _, err) = run_for(driver, &dir, "output r = session \"Go\"\n", &url, &[]);
+        assert_eq!(code, 1);
+        assert!(err.contains("the provider's response is not JSON"), "{err}");
 
-    let (url, _) = provider(vec![status(200, "", "{\"choices\": []}")]);
-    let (code, _, err) = run(&dir, "output r = session \"Go\"\n", &url, &[]);
-    assert_eq!(code, 1);
-    assert!(err.contains("has no choices[0].message.content"), "{err}");
+        let (url, _) = provider(vec![status(200, "", "{\"choices\": []}")]);
+        let (code, _, err) = run_for(driver, &dir, "output r = session \"Go\"\n", &url, &[]);
+        assert_eq!(code, 1);
+        let path = if driver == "openai" {
+            "choices[0].message.content"
+        } else {
+            "content[0].text"
+        };
+        assert!(err.contains(&format!("has no {path}")), "{err}");
 
-    let mut slow = ok("too late");
-    slow.delay = Duration::from_secs(3);
-    let (url, _) = provider(vec![slow]);
-    let (code, _, err) = run(
-        &dir,
-        "output r = session \"Go\"\n",
-        &url,
-        &["--request-timeout", "0.5", "--http-retries", "0"],
-    );
-    assert_eq!(code, 1);
-    assert!(
-        err.contains("the provider did not answer within 0.5 s"),
-        "{err}"
-    );
+        let mut slow = ok("too late");
+        slow.delay = Duration::from_secs(3);
+        let (url, _) = provider(vec![slow]);
+        let (code, _, err) = run_for(
+            driver,
+            &dir,
+            "output r = session \"Go\"\n",
+            &url,
+            &["--request-timeout", "0.5", "--http-retries", "0"],
+        );
+        assert_eq!(code, 1);
+        assert!(
+            err.contains("the provider did not answer within 0.5 s"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
 fn a_vague_verdict_is_asked_again_once() {
-    let dir = scratch("reask");
-    let (url, seen) = provider(vec![ok("Perhaps"), ok("Yes, it is ready"), ok("went")]);
-    let (code, out, err) = run(
-        &dir,
-        "if **the plan is ready**:\n  output r = session \"Go\"\n",
-        &url,
-        &[],
-    );
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "r: went\n");
-    let seen = seen.lock().expect("seen");
-    assert_eq!(seen.len(), 3);
-    let second = seen[1].body["messages"][0]["content"]
-        .as_str()
-        .expect("user turn");
-    assert!(
-        second.starts_with("Is this true: the plan is ready\n"),
-        "{second}"
-    );
-    assert!(
-        second.contains("You replied: Perhaps\nStart your reply with yes or no."),
-        "{second}"
-    );
+    for driver in DRIVERS {
+        let dir = scratch(&format!("reask-{driver}"));
+        let (url, seen) = provider(vec![ok("Perhaps"), ok("Yes, it is ready"), ok("went")]);
+        let (code, out, err) = run_for(
+            driver,
+            &dir,
+            "if **the plan is ready**:\n  output r = session \"Go\"\n",
+            &url,
+            &[],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out, "r: went\n");
+        let seen = seen.lock().expect("seen");
+        assert_eq!(seen.len(), 3);
+        let second = seen[1].body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .expect("turns")["content"]
+            .as_str()
+            .expect("user turn");
+        assert!(
+            second.starts_with("Is this true: the plan is ready\n"),
+            "{second}"
+        );
+        assert!(
+            second.contains("You replied: Perhaps\nStart your reply with yes or no."),
+            "{second}"
+        );
 
-    let (url, _) = provider(vec![ok("Perhaps"), ok("Hard to say")]);
-    let (code, _, err) = run(
-        &dir,
-        "if **the plan is ready**:\n  output r = session \"Go\"\n",
-        &url,
-        &[],
-    );
-    assert_eq!(code, 1);
-    assert!(
-        err.contains(
-            "the model's reply is not a yes or no, even when asked again: \"Hard to say\""
-        ),
-        "{err}"
-    );
+        let (url, _) = provider(vec![ok("Perhaps"), ok("Hard to say")]);
+        let (code, _, err) = run_for(
+            driver,
+            &dir,
+            "if **the plan is ready**:\n  output r = session \"Go\"\n",
+            &url,
+            &[],
+        );
+        assert_eq!(code, 1);
+        assert!(
+            err.contains(
+                "the model's reply is not a yes or no, even when asked again: \"Hard to say\""
+            ),
+            "{err}"
+        );
+    }
 }
 
 fn anthropic_ok(text: &str) -> Canned {

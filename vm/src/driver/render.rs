@@ -5,10 +5,13 @@ use crate::request::SessionRequest;
 use bytecode_spec::Shape;
 use std::fmt::Write as _;
 
-/// A session's task as one text: the prompt, then each context value under its label, then
-/// the agent's memory when it is resumed.
+/// A session's task as one text: its label as a title (when it has one), the prompt, then
+/// each context value under its label, then the agent's memory when it is resumed.
 pub fn session(s: &SessionRequest) -> String {
-    let mut out = s.prompt.clone();
+    let mut out = match &s.label {
+        Some(label) => format!("# {label}\n\n{}", s.prompt),
+        None => s.prompt.clone(),
+    };
     if !s.context.is_empty() {
         out.push_str("\n\n## Context\n");
         for (label, value) in &s.context {
@@ -122,5 +125,12 @@ mod tests {
             session(&s),
             "Review\n\n## Context\n\n### plan\n\nthe plan\n\n## Your memory\n\n- earlier\n"
         );
+        let labelled = SessionRequest {
+            label: Some("Weekly review".into()),
+            context: vec![],
+            memory: None,
+            ..s
+        };
+        assert_eq!(session(&labelled), "# Weekly review\n\nReview");
     }
 }
