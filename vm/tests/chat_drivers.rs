@@ -371,6 +371,14 @@ fn a_vague_verdict_is_asked_again_once() {
             second.contains("You replied: Perhaps\nStart your reply with yes or no."),
             "{second}"
         );
+        // The condition's two exchanges are counted together.
+        let judged = err
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["event"] == "usage" && e["id"] == "0:0")
+            .unwrap_or_else(|| panic!("no usage for the condition: {err}"));
+        assert_eq!(judged["input_tokens"], 20);
+        assert_eq!(judged["output_tokens"], 6);
 
         let (url, _) = provider(vec![ok("Perhaps"), ok("Hard to say")]);
         let (code, _, err) = run_for(

@@ -78,6 +78,8 @@ pub struct ChatDriver {
     key: Option<String>,
     models: Models,
     http: HttpOptions,
+    /// Tokens spent per request id, until the runner takes them.
+    spent: std::sync::Mutex<std::collections::HashMap<String, Usage>>,
 }
 
 impl ChatDriver {
@@ -112,23 +114,19 @@ impl ChatDriver {
             key,
             models,
             http,
+            spent: Default::default(),
         })
     }
 
-    /// One exchange: `system` and `user` turns; returns the reply text.
-    async fn chat(&self, model: Option<&str>, system: Option<&str>, user: &str) -> Answer<String> {
-        self.exchange(model, system, user)
-            .await
-            .map(|(text, _)| text)
-    }
-
-    /// [`ChatDriver::chat`], also returning the tokens the provider reports.
-    async fn exchange(
+    /// One exchange for request `id`: `system` and `user` turns; returns the reply text and
+    /// adds the tokens the provider reports to the request's account.
+    async fn chat(
         &self,
+        id: &str,
         model: Option<&str>,
         system: Option<&str>,
         user: &str,
-    ) -> Answer<(String, Option<Usage>)> {
+    ) -> Answer<String> {
         let model = self.models.resolve(model);
         let key = self.key.as_deref();
         let (body, headers) = match self.api {
@@ -185,24 +183,28 @@ impl ChatDriver {
         let text = text
             .map(str::to_string)
             .ok_or_else(|| DriverError(format!("the provider's response has no {path}")))?;
-        Ok((text, usage))
+        if let (Some(u), Ok(mut spent)) = (usage, self.spent.lock()) {
+            *spent.entry(id.to_string()).or_default() += u;
+        }
+        Ok(text)
     }
 
     /// Asks `question`, parses the reply with `parse`; on failure asks once more with the
     /// reply quoted and `correction`, then gives up with `what`.
     async fn constrained<T>(
         &self,
+        id: &str,
         question: String,
         correction: &str,
         what: &str,
         parse: impl Fn(&str) -> Option<T>,
     ) -> Answer<T> {
-        let first = self.chat(None, None, &question).await?;
+        let first = self.chat(id, None, None, &question).await?;
         if let Some(v) = parse(&first) {
             return Ok(v);
         }
         let again = format!("{question}\nYou replied: {first}\n{correction}\n");
-        let second = self.chat(None, None, &again).await?;
+        let second = self.chat(id, None, None, &again).await?;
         parse(&second).ok_or_else(|| {
             DriverError(format!(
                 "the model's reply is not {what}, even when asked again: {:?}",
@@ -213,6 +215,10 @@ impl ChatDriver {
 }
 
 impl Driver for ChatDriver {
+    fn take_usage(&self, id: &str) -> Option<Usage> {
+        self.spent.lock().ok().and_then(|mut s| s.remove(id))
+    }
+
     fn name(&self) -> &str {
         match self.api {
             Api::OpenAi => "openai",
@@ -220,9 +226,14 @@ impl Driver for ChatDriver {
         }
     }
 
-    async fn session(&self, _: &Request, s: &SessionRequest) -> Answer<SessionAnswer> {
-        let (text, usage) = self
-            .exchange(s.model.as_deref(), s.system.as_deref(), &render::session(s))
+    async fn session(&self, req: &Request, s: &SessionRequest) -> Answer<SessionAnswer> {
+        let text = self
+            .chat(
+                &req.id,
+                s.model.as_deref(),
+                s.system.as_deref(),
+                &render::session(s),
+            )
             .await?;
         // The model keeps no memory: a persistent agent's memory is its earlier memory
         // plus a line per session.
@@ -233,11 +244,7 @@ impl Driver for ChatDriver {
                 None => line,
             }
         });
-        Ok(SessionAnswer {
-            text,
-            memory,
-            usage,
-        })
+        Ok(SessionAnswer { text, memory })
     }
 
     async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
@@ -246,6 +253,7 @@ impl Driver for ChatDriver {
             _ => None,
         };
         self.constrained(
+            &req.id,
             render::evaluate(condition, context),
             "Start your reply with yes or no.",
             "a yes or no",
@@ -260,6 +268,7 @@ impl Driver for ChatDriver {
             _ => "",
         };
         self.constrained(
+            &req.id,
             render::choose(criteria, options),
             "Reply with exactly one option's label or number, nothing else.",
             "one of the options",
@@ -275,6 +284,7 @@ impl Driver for ChatDriver {
         };
         let text = self
             .chat(
+                &req.id,
                 None,
                 None,
                 &format!("Provide {name}: {question}\nReply with the value only.\n"),
@@ -283,8 +293,9 @@ impl Driver for ChatDriver {
         Ok(Value::text(text))
     }
 
-    async fn convert(&self, _: &Request, text: &str, shape: Shape) -> Answer<Value> {
+    async fn convert(&self, req: &Request, text: &str, shape: Shape) -> Answer<Value> {
         self.constrained(
+            &req.id,
             render::convert(text, shape),
             "Reply with the JSON only.",
             "of the shape asked",

@@ -134,11 +134,7 @@ impl Driver for CommandDriver {
                 None => line,
             }
         });
-        Ok(SessionAnswer {
-            text,
-            memory,
-            usage: None,
-        })
+        Ok(SessionAnswer { text, memory })
     }
 
     async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {

@@ -277,7 +277,6 @@ impl Driver for Mock {
             Reply::Remembered { text, memory } => Some(SessionAnswer {
                 text,
                 memory: Some(memory),
-                usage: None,
             }),
             _ => None,
         })

@@ -30,25 +30,18 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
-/// A session's answer, with a persistent agent's updated memory when the driver has one,
-/// and the tokens it cost when the provider says.
+/// A session's answer, with a persistent agent's updated memory when the driver has one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionAnswer {
     /// The answer text.
     pub text: String,
     /// The agent's memory after the session (persistent agents only).
     pub memory: Option<String>,
-    /// Tokens used.
-    pub usage: Option<Usage>,
 }
 
 impl From<String> for SessionAnswer {
     fn from(text: String) -> SessionAnswer {
-        SessionAnswer {
-            text,
-            memory: None,
-            usage: None,
-        }
+        SessionAnswer { text, memory: None }
     }
 }
 
@@ -105,6 +98,12 @@ pub trait Driver: Send + Sync + 'static {
         false
     }
 
+    /// The tokens spent on request `id` (over all its exchanges), when the provider reports
+    /// them; asked once, after the request is answered. The default knows of none.
+    fn take_usage(&self, _id: &str) -> Option<Usage> {
+        None
+    }
+
     /// Answers at once if this driver never waits (used to skip scheduling).
     fn answer_now(&self, _req: &Request) -> Option<crate::request::Reply> {
         None
@@ -115,17 +114,13 @@ pub trait Driver: Send + Sync + 'static {
 /// and, for a session whose provider reports it, the tokens used.
 pub async fn serve<D: Driver>(driver: &D, req: &Request) -> (crate::request::Reply, Option<Usage>) {
     use crate::request::Reply;
-    let mut usage = None;
     let answer = match &req.kind {
-        RequestKind::Session(s) => driver.session(req, s).await.map(|a| {
-            usage = a.usage;
-            match a.memory {
-                Some(memory) => Reply::Remembered {
-                    text: a.text,
-                    memory,
-                },
-                None => Reply::Text(a.text),
-            }
+        RequestKind::Session(s) => driver.session(req, s).await.map(|a| match a.memory {
+            Some(memory) => Reply::Remembered {
+                text: a.text,
+                memory,
+            },
+            None => Reply::Text(a.text),
         }),
         RequestKind::Evaluate { condition, .. } => {
             driver.evaluate(req, condition).await.map(Reply::Bool)
@@ -136,5 +131,6 @@ pub async fn serve<D: Driver>(driver: &D, req: &Request) -> (crate::request::Rep
             driver.convert(req, text, *shape).await.map(Reply::Value)
         }
     };
+    let usage = driver.take_usage(&req.id);
     (answer.unwrap_or_else(|e| Reply::Failed(e.0)), usage)
 }

@@ -190,7 +190,6 @@ impl Driver for StdioDriver {
             Reply::Remembered { text, memory } => Ok(SessionAnswer {
                 text,
                 memory: Some(memory),
-                usage: None,
             }),
             other => Err(mismatch(&other, "text")),
         }
