@@ -8,7 +8,7 @@
 use super::http::{post_json, HttpOptions};
 use super::{render, Answer, Driver, DriverError, SessionAnswer, Usage};
 use crate::convert;
-use crate::request::{Request, RequestKind, SessionRequest};
+use crate::request::{Request, SessionRequest};
 use crate::value::Value;
 use bytecode_spec::Shape;
 use serde_json::json;
@@ -235,23 +235,11 @@ impl Driver for ChatDriver {
                 &render::session(s),
             )
             .await?;
-        // The model keeps no memory: a persistent agent's memory is its earlier memory
-        // plus a line per session.
-        let memory = s.persistent.then(|| {
-            let line = format!("- {}", text.lines().next().unwrap_or_default());
-            match &s.memory {
-                Some(m) => format!("{m}\n{line}"),
-                None => line,
-            }
-        });
-        Ok(SessionAnswer { text, memory })
+        Ok(render::answer(req, s, text))
     }
 
     async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
-        let context = match &req.kind {
-            RequestKind::Evaluate { context, .. } => context.as_deref(),
-            _ => None,
-        };
+        let context = render::context(req);
         self.constrained(
             &req.id,
             render::evaluate(condition, context),
@@ -263,10 +251,7 @@ impl Driver for ChatDriver {
     }
 
     async fn choose(&self, req: &Request, options: &[String]) -> Answer<usize> {
-        let criteria = match &req.kind {
-            RequestKind::Choose { criteria, .. } => criteria.as_str(),
-            _ => "",
-        };
+        let criteria = render::context(req).unwrap_or_default();
         self.constrained(
             &req.id,
             render::choose(criteria, options),
@@ -278,10 +263,7 @@ impl Driver for ChatDriver {
     }
 
     async fn input(&self, req: &Request, name: &str) -> Answer<Value> {
-        let question = match &req.kind {
-            RequestKind::Input { question, .. } => question.as_str(),
-            _ => "",
-        };
+        let question = render::context(req).unwrap_or_default();
         let text = self
             .chat(
                 &req.id,

@@ -124,24 +124,11 @@ impl Driver for CommandDriver {
                 &[("PROSE_MODEL", &model), ("PROSE_SYSTEM", &system)],
             )
             .await?;
-        // A command keeps no memory of its own: a persistent agent's memory is its earlier
-        // memory (when resumed) plus a line per session.
-        let memory = s.persistent.then(|| {
-            let first = text.lines().next().unwrap_or_default();
-            let line = format!("- {}: {first}", req.id);
-            match &s.memory {
-                Some(m) => format!("{m}\n{line}"),
-                None => line,
-            }
-        });
-        Ok(SessionAnswer { text, memory })
+        Ok(render::answer(req, s, text))
     }
 
     async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
-        let context = match &req.kind {
-            RequestKind::Evaluate { context, .. } => context.as_deref(),
-            _ => None,
-        };
+        let context = render::context(req);
         let reply = self
             .ask(req, render::evaluate(condition, context), &[])
             .await?;
@@ -154,10 +141,7 @@ impl Driver for CommandDriver {
     }
 
     async fn choose(&self, req: &Request, options: &[String]) -> Answer<usize> {
-        let criteria = match &req.kind {
-            RequestKind::Choose { criteria, .. } => criteria.as_str(),
-            _ => "",
-        };
+        let criteria = render::context(req).unwrap_or_default();
         let labels = options.join("\n");
         let reply = self
             .ask(
@@ -176,10 +160,7 @@ impl Driver for CommandDriver {
     }
 
     async fn input(&self, req: &Request, name: &str) -> Answer<Value> {
-        let question = match &req.kind {
-            RequestKind::Input { question, .. } => question.as_str(),
-            _ => "",
-        };
+        let question = render::context(req).unwrap_or_default();
         let text = self.ask(req, format!("{name}: {question}\n"), &[]).await?;
         Ok(Value::text(text))
     }

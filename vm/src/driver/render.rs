@@ -1,7 +1,8 @@
 //! Requests as text for drivers that talk to something reading text (a command, a model),
 //! and strict parsing of the replies to the requests that are not sessions.
 
-use crate::request::SessionRequest;
+use super::SessionAnswer;
+use crate::request::{Request, RequestKind, SessionRequest};
 use bytecode_spec::Shape;
 use std::fmt::Write as _;
 
@@ -22,6 +23,30 @@ pub fn session(s: &SessionRequest) -> String {
         let _ = write!(out, "\n## Your memory\n\n{memory}\n");
     }
     out
+}
+
+/// A session's answer from a driver whose model keeps no memory of its own: a persistent
+/// agent's memory becomes its earlier memory (when resumed) plus a line for this answer.
+pub fn answer(req: &Request, s: &SessionRequest, text: String) -> SessionAnswer {
+    let memory = s.persistent.then(|| {
+        let line = format!("- {}: {}", req.id, text.lines().next().unwrap_or_default());
+        match &s.memory {
+            Some(m) => format!("{m}\n{line}"),
+            None => line,
+        }
+    });
+    SessionAnswer { text, memory }
+}
+
+/// What goes with a request besides its main field: an evaluation's context, a choice's
+/// criteria, an input's question (empty or none for other kinds).
+pub fn context(req: &Request) -> Option<&str> {
+    match &req.kind {
+        RequestKind::Evaluate { context, .. } => context.as_deref(),
+        RequestKind::Choose { criteria, .. } => Some(criteria),
+        RequestKind::Input { question, .. } => Some(question),
+        _ => None,
+    }
 }
 
 /// A discretion condition as a yes/no question.
@@ -92,6 +117,43 @@ mod tests {
         assert_eq!(verdict("maybe"), None);
         assert_eq!(verdict("yesterday"), None);
         assert_eq!(verdict(""), None);
+    }
+
+    #[test]
+    fn persistent_agents_remember_a_line_per_answer() {
+        let mut s = SessionRequest {
+            resume: true,
+            agent: Some("captain".into()),
+            label: None,
+            prompt: "Review".into(),
+            system: None,
+            model: None,
+            context: vec![],
+            permissions: vec![],
+            skills: vec![],
+            persistent: true,
+            memory: Some("- 0:0: earlier".into()),
+            retry: 0,
+            backoff: bytecode_spec::Backoff::None,
+        };
+        let req = Request {
+            id: "0:3".into(),
+            site: "p:4".into(),
+            kind: RequestKind::Session(Box::new(s.clone())),
+        };
+        let a = answer(&req, &s, "Approved.\nDetails follow.".into());
+        assert_eq!(
+            a.memory.as_deref(),
+            Some("- 0:0: earlier\n- 0:3: Approved.")
+        );
+        s.memory = None;
+        assert_eq!(
+            answer(&req, &s, "Fresh".into()).memory.as_deref(),
+            Some("- 0:3: Fresh")
+        );
+        s.persistent = false;
+        assert_eq!(answer(&req, &s, "x".into()).memory, None);
+        assert_eq!(context(&req), None);
     }
 
     #[test]
