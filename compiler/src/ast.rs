@@ -489,3 +489,87 @@ impl Expr {
         Expr { kind, span }
     }
 }
+
+impl Stmt {
+    /// Whether the statement does something when the program runs (declarations, imports
+    /// and recovered errors do not).
+    pub fn is_executable(&self) -> bool {
+        !matches!(
+            self.kind,
+            StmtKind::Use { .. }
+                | StmtKind::Import { .. }
+                | StmtKind::Input { .. }
+                | StmtKind::Agent(_)
+                | StmtKind::BlockDef(_)
+                | StmtKind::Error
+        )
+    }
+}
+
+/// Calls `f` on every statement of `stmts` and every statement nested in their expressions'
+/// bodies (not entering block definitions), in source order.
+pub fn walk_stmts<'s>(stmts: &'s [Stmt], f: &mut dyn FnMut(&'s Stmt)) {
+    for s in stmts {
+        f(s);
+        match &s.kind {
+            StmtKind::Output { value, .. }
+            | StmtKind::Bind { value, .. }
+            | StmtKind::Expr(value) => walk_expr_bodies(value, f),
+            _ => {}
+        }
+    }
+}
+
+/// [`walk_stmts`] over the bodies inside an expression.
+pub fn walk_expr_bodies<'s>(e: &'s Expr, f: &mut dyn FnMut(&'s Stmt)) {
+    let body = |b: &'s Body, f: &mut dyn FnMut(&'s Stmt)| walk_stmts(&b.stmts, f);
+    match &e.kind {
+        ExprKind::DoBlock(b) => body(b, f),
+        ExprKind::Parallel { body: b, .. } => body(b, f),
+        ExprKind::For(l) => body(&l.body, f),
+        ExprKind::Repeat(l) => body(&l.body, f),
+        ExprKind::Loop(l) => body(&l.body, f),
+        ExprKind::Try(t) => {
+            let TryBlock {
+                body: b,
+                catch,
+                finally,
+            } = &**t;
+            body(b, f);
+            if let Some(c) = catch {
+                body(&c.body, f);
+            }
+            if let Some(fb) = finally {
+                body(fb, f);
+            }
+        }
+        ExprKind::If {
+            branches,
+            else_body,
+        } => {
+            for (_, b) in branches {
+                body(b, f);
+            }
+            if let Some(b) = else_body {
+                body(b, f);
+            }
+        }
+        ExprKind::Choice { options, .. } => {
+            for o in options {
+                body(&o.body, f);
+            }
+        }
+        ExprKind::Pipeline(head, stages) => {
+            walk_expr_bodies(head, f);
+            for s in stages {
+                body(&s.body, f);
+            }
+        }
+        ExprKind::Arrow(items) => {
+            for i in items {
+                walk_expr_bodies(i, f);
+            }
+        }
+        _ => {}
+    }
+}

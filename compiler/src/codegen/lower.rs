@@ -60,73 +60,6 @@ pub struct Lowerer<'a> {
     last_loc: (u32, Loc),
 }
 
-fn walk<'a>(stmts: &'a [Stmt], f: &mut dyn FnMut(&'a Stmt)) {
-    for s in stmts {
-        f(s);
-        if let StmtKind::Output { value, .. }
-        | StmtKind::Bind { value, .. }
-        | StmtKind::Expr(value) = &s.kind
-        {
-            walk_expr(value, f);
-        }
-    }
-}
-
-fn walk_expr<'a>(e: &'a Expr, f: &mut dyn FnMut(&'a Stmt)) {
-    let b = |body: &'a Body, f: &mut dyn FnMut(&'a Stmt)| walk(&body.stmts, f);
-    match &e.kind {
-        ExprKind::DoBlock(body) | ExprKind::Parallel { body, .. } => b(body, f),
-        ExprKind::For(l) => b(&l.body, f),
-        ExprKind::Repeat(l) => b(&l.body, f),
-        ExprKind::Loop(l) => b(&l.body, f),
-        ExprKind::Try(t) => {
-            b(&t.body, f);
-            if let Some(c) = &t.catch {
-                b(&c.body, f);
-            }
-            if let Some(fb) = &t.finally {
-                b(fb, f);
-            }
-        }
-        ExprKind::If {
-            branches,
-            else_body,
-        } => {
-            for (_, body) in branches {
-                b(body, f);
-            }
-            if let Some(body) = else_body {
-                b(body, f);
-            }
-        }
-        ExprKind::Choice { options, .. } => {
-            for o in options {
-                b(&o.body, f);
-            }
-        }
-        ExprKind::Pipeline(h, stages) => {
-            walk_expr(h, f);
-            for s in stages {
-                b(&s.body, f);
-            }
-        }
-        ExprKind::Arrow(items) => items.iter().for_each(|i| walk_expr(i, f)),
-        _ => {}
-    }
-}
-
-fn is_executable(s: &Stmt) -> bool {
-    !matches!(
-        s.kind,
-        StmtKind::Use { .. }
-            | StmtKind::Import { .. }
-            | StmtKind::Input { .. }
-            | StmtKind::Agent(_)
-            | StmtKind::BlockDef(_)
-            | StmtKind::Error
-    )
-}
-
 fn word(e: &Expr) -> Option<String> {
     match &e.kind {
         ExprKind::Name(n) => Some(n.text.clone()),
@@ -380,14 +313,14 @@ impl<'a> Lowerer<'a> {
                 }
                 _ => {}
             }
-            executable_seen |= is_executable(s);
+            executable_seen |= s.is_executable();
         }
         let mut agents = Vec::new();
         let mut blocks = Vec::new();
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
         let mut anonymous_output = false;
-        walk(&program.stmts, &mut |s| match &s.kind {
+        walk_stmts(&program.stmts, &mut |s| match &s.kind {
             StmtKind::Agent(a) => agents.push(&**a),
             StmtKind::BlockDef(b) => blocks.push(&**b),
             StmtKind::Input { name: Some(n), .. } => inputs.push((n, s)),
@@ -400,7 +333,7 @@ impl<'a> Lowerer<'a> {
         let mut i = 0;
         while i < blocks.len() {
             let b = blocks[i];
-            walk(&b.body.stmts, &mut |s| match &s.kind {
+            walk_stmts(&b.body.stmts, &mut |s| match &s.kind {
                 StmtKind::Agent(a) => agents.push(&**a),
                 StmtKind::BlockDef(b) => blocks.push(&**b),
                 StmtKind::Input { name: Some(n), .. } => inputs.push((n, s)),
@@ -441,7 +374,7 @@ impl<'a> Lowerer<'a> {
             let func = self.reserve_func(&name.text, FuncKind::Block);
             self.m.funcs[func].params = b.params.len() as u32;
             let mut outs = Vec::new();
-            walk(&b.body.stmts, &mut |s| {
+            walk_stmts(&b.body.stmts, &mut |s| {
                 if let StmtKind::Output { name: Some(n), .. } = &s.kind {
                     if !n.text.is_empty() && !outs.contains(&n.text) {
                         outs.push(n.text.clone());

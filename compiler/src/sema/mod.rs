@@ -179,84 +179,6 @@ pub fn unparsed_spans(program: &Program) -> Vec<Span> {
     out
 }
 
-fn is_executable(stmt: &Stmt) -> bool {
-    !matches!(
-        stmt.kind,
-        StmtKind::Use { .. }
-            | StmtKind::Import { .. }
-            | StmtKind::Input { .. }
-            | StmtKind::Agent(_)
-            | StmtKind::BlockDef(_)
-            | StmtKind::Error
-    )
-}
-
-/// Calls `f` on every statement nested in `body` (not entering block definitions).
-fn walk_stmts<'s>(stmts: &'s [Stmt], f: &mut dyn FnMut(&'s Stmt)) {
-    for s in stmts {
-        f(s);
-        match &s.kind {
-            StmtKind::Output { value, .. }
-            | StmtKind::Bind { value, .. }
-            | StmtKind::Expr(value) => walk_expr_bodies(value, f),
-            _ => {}
-        }
-    }
-}
-
-fn walk_expr_bodies<'s>(e: &'s Expr, f: &mut dyn FnMut(&'s Stmt)) {
-    let body = |b: &'s Body, f: &mut dyn FnMut(&'s Stmt)| walk_stmts(&b.stmts, f);
-    match &e.kind {
-        ExprKind::DoBlock(b) => body(b, f),
-        ExprKind::Parallel { body: b, .. } => body(b, f),
-        ExprKind::For(l) => body(&l.body, f),
-        ExprKind::Repeat(l) => body(&l.body, f),
-        ExprKind::Loop(l) => body(&l.body, f),
-        ExprKind::Try(t) => {
-            let TryBlock {
-                body: b,
-                catch,
-                finally,
-            } = &**t;
-            body(b, f);
-            if let Some(c) = catch {
-                body(&c.body, f);
-            }
-            if let Some(fb) = finally {
-                body(fb, f);
-            }
-        }
-        ExprKind::If {
-            branches,
-            else_body,
-        } => {
-            for (_, b) in branches {
-                body(b, f);
-            }
-            if let Some(b) = else_body {
-                body(b, f);
-            }
-        }
-        ExprKind::Choice { options, .. } => {
-            for o in options {
-                body(&o.body, f);
-            }
-        }
-        ExprKind::Pipeline(head, stages) => {
-            walk_expr_bodies(head, f);
-            for s in stages {
-                body(&s.body, f);
-            }
-        }
-        ExprKind::Arrow(items) => {
-            for i in items {
-                walk_expr_bodies(i, f);
-            }
-        }
-        _ => {}
-    }
-}
-
 impl Analyzer<'_> {
     fn report(&mut self, d: Diagnostic) {
         self.diags.push(d);
@@ -286,7 +208,7 @@ impl Analyzer<'_> {
                 }
                 _ => {}
             }
-            executable_seen |= is_executable(stmt);
+            executable_seen |= stmt.is_executable();
         }
         // Agents and blocks may be defined anywhere; they are hoisted.
         let mut agents = Vec::new();
@@ -556,7 +478,7 @@ impl Analyzer<'_> {
         let mut executable_seen = false;
         for s in stmts {
             self.stmt(s, ctx, executable_seen);
-            executable_seen |= is_executable(s);
+            executable_seen |= s.is_executable();
         }
     }
 
