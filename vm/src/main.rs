@@ -579,7 +579,6 @@ fn execute_with<D: Driver>(
         &mut watch,
     ));
     let view = watch.view;
-    let mut meta = dir.meta().unwrap_or_default();
     let code = match &result {
         Ok(outputs) => {
             if trace == Trace::Narrate {

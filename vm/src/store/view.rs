@@ -1,10 +1,11 @@
 //! The readable side of a run directory: `bindings/{name}.md` for every named value,
 //! `imports/{handle}--{slug}/` (the same, recursively) for every invoked program, and
-//! `state.md`, the program annotated with where the run is. Both are derived from the trace
+//! `state.md`, the program annotated with where the run is. All are derived from the trace
 //! events, so they are rebuilt exactly when a run resumes (the replay re-emits them); the
 //! journal stays the only record the VM trusts. Files are written through a temporary file
-//! and a rename, at most every [`FLUSH_EVERY`] and when the run stops, so a loop rebinding a
-//! variable a million times costs a million map updates, not a million writes.
+//! and a rename when the runner is about to wait for the driver, at most every
+//! [`FLUSH_EVERY`] while it is not, and when the run stops, so a loop rebinding a variable a
+//! million times costs a million map updates, not a million writes.
 
 use super::agents::{segment_file, AgentHome};
 use super::{now, timestamp, write_atomic, StoreError};
@@ -25,9 +26,10 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
 /// One bound name: where and how it was last bound, and its value.
 struct Bound {
     name: String,
-    /// `input` for a top-level input (bound before the program starts), `anonymous` for an
-    /// uncaptured session's answer; otherwise the kind comes from the binding statement.
-    fixed_kind: Option<&'static str>,
+    /// Its kind when known: `input` for a top-level input (bound before the program starts),
+    /// `anonymous` for an uncaptured session's answer; otherwise derived from the binding
+    /// statement when its file is written, and kept for `state.md`.
+    kind: Option<&'static str>,
     scope: u32,
     /// The program invocation it belongs to (0: the program run).
     instance: u32,
@@ -41,7 +43,7 @@ struct Bound {
 impl Bound {
     /// Records a new binding of this name.
     fn set(&mut self, module: u32, line: u32, value: &str) {
-        self.fixed_kind = None;
+        self.kind = None;
         self.module = module;
         self.line = line;
         self.value.clear();
@@ -124,7 +126,7 @@ impl RunView {
                 name.clone(),
                 Bound {
                     name: name.clone(),
-                    fixed_kind: Some("input"),
+                    kind: Some("input"),
                     scope: 0,
                     instance: 0,
                     module: 0,
@@ -230,7 +232,7 @@ impl RunView {
         }
         let b = self.bound.entry(stem).or_insert_with(|| Bound {
             name: name.to_string(),
-            fixed_kind: None,
+            kind: None,
             scope,
             instance,
             module,
@@ -250,7 +252,7 @@ impl RunView {
             stem.clone(),
             Bound {
                 name: stem,
-                fixed_kind: Some("anonymous"),
+                kind: Some("anonymous"),
                 scope: 0,
                 instance: 0,
                 module,
@@ -325,7 +327,7 @@ impl RunView {
         } else {
             statement(source, b.line)
         };
-        let kind = b.fixed_kind.unwrap_or_else(|| kind_of(&snippet));
+        let kind = b.kind.unwrap_or_else(|| kind_of(&snippet));
         (snippet, kind)
     }
 
@@ -342,6 +344,7 @@ impl RunView {
             self.error = Some(StoreError::Io(bindings, e));
             return;
         }
+        let mut kinds = Vec::new();
         for (stem, b) in &self.bound {
             if !b.dirty {
                 continue;
@@ -365,9 +368,13 @@ impl RunView {
                 self.error = Some(e);
                 return;
             }
+            kinds.push((stem.clone(), kind));
         }
-        for b in self.bound.values_mut() {
-            b.dirty = false;
+        for (stem, kind) in kinds {
+            if let Some(b) = self.bound.get_mut(&stem) {
+                b.kind = Some(kind);
+                b.dirty = false;
+            }
         }
         if !self.usage.is_empty() {
             let path = self.dir.join("usage.jsonl");
@@ -460,7 +467,7 @@ impl RunView {
                 s,
                 "| {} | {} | {} | {scope} | {program} |",
                 b.name,
-                self.origin(b).1,
+                b.kind.unwrap_or_else(|| self.origin(b).1),
                 self.binding_path(stem, b).display()
             );
         }
