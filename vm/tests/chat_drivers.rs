@@ -3,6 +3,8 @@
 //! response slower than the timeout, a yes/no answer that needs the re-ask, and a key that
 //! must not leak.
 
+mod support;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -118,10 +120,7 @@ fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("openai-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    support::scratch(&format!("openai-{name}"))
 }
 
 /// Runs `source` with the OpenAI driver against `url`; returns exit code, stdout, stderr.
@@ -170,19 +169,13 @@ fn run_with(
     ] {
         cmd.env_remove(var);
     }
-    let out = cmd
-        .current_dir(dir)
-        .env("OPENAI_API_KEY", KEY)
-        .env("ANTHROPIC_API_KEY", KEY)
-        .args(["run", "prog.prose", "--driver", driver, "--trace", "json"])
-        .args(["--base-url", url, "--backoff-unit-ms", "1"])
-        .args(extra)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    support::output(
+        cmd.current_dir(dir)
+            .env("OPENAI_API_KEY", KEY)
+            .env("ANTHROPIC_API_KEY", KEY)
+            .args(["run", "prog.prose", "--driver", driver, "--trace", "json"])
+            .args(["--base-url", url, "--backoff-unit-ms", "1"])
+            .args(extra),
     )
 }
 

@@ -1,14 +1,13 @@
 //! The command driver with small shell scripts: what the command receives (stdin and
 //! environment), how its replies are read, and its failures, retries and timeouts.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("command-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    support::scratch(&format!("command-{name}"))
 }
 
 /// Writes `body` as an executable shell script `name` in `dir`.
@@ -25,26 +24,21 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
 fn run(dir: &Path, source: &str, command: &Path, extra: &[&str]) -> (i32, String, String) {
     let prog = dir.join("prog.prose");
     std::fs::write(&prog, source).expect("program");
-    let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
-        .current_dir(dir)
-        .args([
-            "run",
-            "prog.prose",
-            "--trace",
-            "quiet",
-            "--driver",
-            "command",
-        ])
-        .arg("--command")
-        .arg(command)
-        .args(["--backoff-unit-ms", "1"])
-        .args(extra)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+    support::output(
+        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+            .current_dir(dir)
+            .args([
+                "run",
+                "prog.prose",
+                "--trace",
+                "quiet",
+                "--driver",
+                "command",
+            ])
+            .arg("--command")
+            .arg(command)
+            .args(["--backoff-unit-ms", "1"])
+            .args(extra),
     )
 }
 
@@ -224,16 +218,11 @@ fn prose_toml_chooses_the_driver_and_flags_win_over_it() {
     .expect("config");
     std::fs::write(dir.join("prog.prose"), "output r = session \"Hi\"\n").expect("program");
     let vm = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
-            .current_dir(&dir)
-            .args(["run", "prog.prose", "--trace", "quiet"])
-            .args(extra)
-            .output()
-            .expect("runs");
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+        support::output(
+            Command::new(env!("CARGO_BIN_EXE_prosevm"))
+                .current_dir(&dir)
+                .args(["run", "prog.prose", "--trace", "quiet"])
+                .args(extra),
         )
     };
     let (code, out, err) = vm(&[]);

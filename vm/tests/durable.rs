@@ -4,6 +4,9 @@
 //! and `state.md` of a run, the directories of invoked programs, persistent agents' memory across runs and resumes, resuming a finished run, a changed program, a torn and a
 //! corrupted journal, and two runs side by side.
 
+mod support;
+use support::{files_in, output};
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -26,25 +29,13 @@ fn vm() -> Command {
 }
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("durable-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    support::scratch(&format!("durable-{name}"))
 }
 
 fn program(dir: &Path) -> PathBuf {
     let p = dir.join("work.prose");
     std::fs::write(&p, PROGRAM).expect("program");
     p
-}
-
-fn output(cmd: &mut Command) -> (i32, String, String) {
-    let out = cmd.output().expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn run_ids(state: &Path) -> Vec<String> {
@@ -89,16 +80,9 @@ fn reference(dir: &Path, prog: &Path) -> String {
 
 /// The files in a run's `bindings/`, by name, with their contents.
 fn binding_files(state: &Path, id: &str) -> std::collections::BTreeMap<String, String> {
-    std::fs::read_dir(state.join("runs").join(id).join("bindings"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| {
-                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-                    (e.file_name().to_string_lossy().into_owned(), text)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    files_in(&state.join("runs").join(id).join("bindings"))
+        .into_iter()
+        .collect()
 }
 
 /// A run's binding files with the anonymous ones (`anon_NNN.md`, numbered in the order
@@ -306,22 +290,6 @@ session "Polish"
     assert_eq!(code, 0);
     assert!(out.contains("\"status\": \"finished\""), "{out}");
     assert!(out.ends_with(&format!("\n{state_md}\n")), "{out}");
-}
-
-/// The files in `dir`, sorted, with their contents.
-fn files_in(dir: &Path) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| {
-                    let text = std::fs::read_to_string(e.path()).unwrap_or_default();
-                    (e.file_name().to_string_lossy().into_owned(), text)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
 }
 
 #[test]

@@ -1,16 +1,15 @@
 //! The stdio protocol, with this test playing the agent host: it reads the VM's request lines
 //! from its stdout and writes reply lines to its stdin.
 
+mod support;
+
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("stdio-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+    support::scratch(&format!("stdio-{name}"))
 }
 
 /// Starts `prosevm run` on `source` with the stdio driver.
