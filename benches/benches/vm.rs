@@ -6,7 +6,6 @@
 //! Run: `cargo bench -p prose-benches --bench vm`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use std::sync::Arc;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -15,18 +14,16 @@ fn chain(c: &mut Criterion) {
     let mut g = c.benchmark_group("vm");
     g.sample_size(10);
     for n in [2_000, 20_000] {
-        let a = Arc::new(prose_benches::compile(&prose_benches::session_chain(n)));
+        let a = prose_benches::compile(&prose_benches::session_chain(n));
         g.bench_function(format!("chain of {n} sessions"), |b| {
             b.iter(|| prose_benches::run_mock(&a))
         });
-        let a = Arc::new(prose_benches::compile(&prose_benches::fan_out(n)));
+        let a = prose_benches::compile(&prose_benches::fan_out(n));
         g.bench_function(format!("pmap fan-out of {n} sessions"), |b| {
             b.iter(|| prose_benches::run_mock(&a))
         });
     }
-    let a = Arc::new(prose_benches::compile(&prose_benches::session_chain(
-        20_000,
-    )));
+    let a = prose_benches::compile(&prose_benches::session_chain(20_000));
     let dir = std::env::temp_dir().join(format!("prose-bench-run-{}", std::process::id()));
     g.bench_function("chain of 20000 sessions, durable", |b| {
         b.iter(|| prose_benches::run_mock_durable(&a, &dir))

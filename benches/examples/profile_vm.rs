@@ -1,7 +1,6 @@
 //! Runs a VM benchmark workload for profilers: `profile_vm N ROUNDS [WORKLOAD]`, where
 //! WORKLOAD is `fan-out` (the default), `chain` or `chain-durable` (the chain journaled in a
 //! run directory, as `prosevm run` does).
-use std::sync::Arc;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -24,7 +23,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let a = Arc::new(prose_benches::compile(&src));
+    let a = prose_benches::compile(&src);
     let dir = std::env::temp_dir().join(format!("prose-profile-run-{}", std::process::id()));
     let start = std::time::Instant::now();
     for _ in 0..rounds {

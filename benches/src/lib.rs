@@ -168,22 +168,26 @@ pub fn fan_out(n: usize) -> String {
     format!("let items = []\nrepeat {n} as i:\n  items = items + [i]\nlet results = items | pmap:\n  session \"Work on item {{item}}\"\noutput joined = session \"Join the results\"\n  context: results\n")
 }
 
-/// Compiles `src` (which must be valid) to an artifact.
-pub fn compile(src: &str) -> bytecode_spec::Artifact {
+/// Compiles `src` (which must be valid) to a verified program.
+pub fn compile(src: &str) -> prosevm::run::Program {
     let mut c = prosec::compile::Compilation::new(prosec::compile::Options::default());
     let root = c.add_source(std::path::Path::new("bench.prose"), src);
     assert_eq!(c.error_count(), 0, "{:?}", c.diagnostics);
-    prosec::codegen::build(&c, root).0
+    let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("encodes");
+    prosevm::run::Program::from_bytes(bytes, "bench.prose".into()).expect("verifies")
 }
 
-/// Runs an artifact to completion with the zero-latency mock driver; returns the outputs.
-pub fn run_mock(
-    artifact: &std::sync::Arc<bytecode_spec::Artifact>,
-) -> Vec<(String, prosevm::value::Value)> {
+/// Runs a program to completion in memory with the zero-latency mock driver, trace off;
+/// returns the outputs.
+pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prosevm::value::Value)> {
     use prosevm::driver::mock::{Mock, MockOptions};
     use prosevm::machine::{Limits, Machine};
-    let mut machine =
-        Machine::new(artifact.clone(), &Default::default(), Limits::default()).expect("inputs");
+    let mut machine = Machine::new(
+        program.artifact.clone(),
+        &Default::default(),
+        Limits::default(),
+    )
+    .expect("inputs");
     machine.set_trace(false);
     let driver = std::sync::Arc::new(Mock::new(MockOptions::default()));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -199,50 +203,37 @@ pub fn run_mock(
     .expect("runs")
 }
 
-/// Runs an artifact as `prosevm run` does, durably in the run directory `dir` (emptied
-/// first): every answer journaled (syncs batched, as for the mock), trace events on and the
-/// binding files and `state.md` kept up to date. Returns the outputs.
+/// Runs a program the way `prosevm run` does, through the same library entry points
+/// (`Run::start`, then `drive`), in a new run directory under `state_dir`: every answer
+/// journaled, the binding files and `state.md` kept, the run record written. Returns the
+/// outputs.
 pub fn run_mock_durable(
-    artifact: &std::sync::Arc<bytecode_spec::Artifact>,
-    dir: &std::path::Path,
+    program: &prosevm::run::Program,
+    state_dir: &std::path::Path,
 ) -> Vec<(String, prosevm::value::Value)> {
-    use prosevm::driver::mock::{Mock, MockOptions};
-    use prosevm::machine::{Limits, Machine};
-    use prosevm::runner::Durable;
-    use prosevm::store::{journal::Journal, view::RunView};
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).expect("run directory");
-    let machine =
-        Machine::new(artifact.clone(), &Default::default(), Limits::default()).expect("inputs");
-    let driver = std::sync::Arc::new(Mock::new(MockOptions::default()));
-    let mut durable = Durable {
-        journal: Journal::open(&dir.join("journal.log")).expect("journal"),
-        replay: Default::default(),
-        batch: true,
+    use prosevm::driver::settings::DriverSettings;
+    use prosevm::run::{Place, Run};
+    let place = Place {
+        state_dir: Some(state_dir.to_path_buf()),
+        ..Place::default()
     };
-    let mut view = RunView::new(
-        dir.to_path_buf(),
-        "bench".into(),
-        String::new(),
-        artifact.clone(),
-        &[],
-        Vec::new(),
-    );
+    let settings = DriverSettings::Mock(Default::default());
+    let run = Run::start(
+        program,
+        Default::default(),
+        settings.clone(),
+        Default::default(),
+        &place,
+    )
+    .expect("starts");
+    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let out = rt
-        .block_on(prosevm::runner::run_durable(
-            machine,
-            driver,
-            &Default::default(),
-            Some(&mut durable),
-            &mut view,
-        ))
-        .expect("runs");
-    view.finish("finished").expect("views");
-    out
+    rt.block_on(run.drive(driver, &mut |_: &prosevm::trace::Event| {}))
+        .expect("the store works")
+        .expect("runs")
 }
 
 /// Programs `0..` until their total size reaches `bytes`.

@@ -4,7 +4,6 @@
 use prosevm::machine::{Limits, Machine, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
-use std::sync::Arc;
 
 struct Counting;
 
@@ -29,9 +28,9 @@ static GLOBAL: Counting = Counting;
 #[test]
 fn a_suspended_fiber_costs_at_most_two_kib() {
     let n = 20_000;
-    let artifact = Arc::new(prose_benches::compile(&prose_benches::fan_out(n)));
+    let program = prose_benches::compile(&prose_benches::fan_out(n));
     let mut machine =
-        Machine::new(artifact, &Default::default(), Limits::default()).expect("inputs");
+        Machine::new(program.artifact, &Default::default(), Limits::default()).expect("inputs");
     let before = LIVE.load(Ordering::Relaxed);
     let step = machine.run();
     let after = LIVE.load(Ordering::Relaxed);

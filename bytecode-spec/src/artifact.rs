@@ -17,7 +17,7 @@
 //! allocated, the checksum covers every byte, and [`load`] runs the verifier.
 
 use crate::module::Artifact;
-use crate::verify::{verify, VerifyError};
+use crate::verify::{Verified, VerifyError};
 
 /// The first bytes of every `.pbc` artifact.
 pub const MAGIC: [u8; 4] = *b"PBC\0";
@@ -322,9 +322,9 @@ pub fn read(bytes: &[u8]) -> Result<(Header, Artifact), LoadError> {
     ))
 }
 
-/// Reads, decodes and verifies an artifact: the only way the VM should accept one.
-pub fn load(bytes: &[u8]) -> Result<(Header, Artifact), LoadError> {
+/// Reads, decodes and verifies an artifact: the only way the VM accepts one.
+pub fn load(bytes: &[u8]) -> Result<(Header, Verified), LoadError> {
     let (header, artifact) = read(bytes)?;
-    verify(&artifact).map_err(LoadError::Invalid)?;
-    Ok((header, artifact))
+    let verified = Verified::check(artifact).map_err(LoadError::Invalid)?;
+    Ok((header, verified))
 }

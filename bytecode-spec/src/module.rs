@@ -226,6 +226,17 @@ pub enum Strategy {
     Any,
 }
 
+impl Strategy {
+    /// The strategy as the language writes it: `all`, `first` or `any`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::All => "all",
+            Strategy::First => "first",
+            Strategy::Any => "any",
+        }
+    }
+}
+
 /// What a fork does when a branch fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OnFail {
@@ -235,6 +246,17 @@ pub enum OnFail {
     Continue,
     /// Treat failures as null results.
     Ignore,
+}
+
+impl OnFail {
+    /// The policy as the language writes it: `fail-fast`, `continue` or `ignore`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnFail::FailFast => "fail-fast",
+            OnFail::Continue => "continue",
+            OnFail::Ignore => "ignore",
+        }
+    }
 }
 
 /// A `parallel` block, `parallel for` or `pmap`.

@@ -19,6 +19,32 @@ pub const MAX_REGS: u32 = 1 << 16;
 /// Most instructions a function may hold.
 pub const MAX_CODE: usize = 1 << 24;
 
+/// An artifact the verifier accepted: the only form the VM runs. Only [`Verified::check`]
+/// (which [`crate::artifact::load`] calls) makes one, so holding one proves the checks ran.
+#[derive(Debug, PartialEq)]
+pub struct Verified(Artifact);
+
+impl Verified {
+    /// Verifies `artifact`.
+    pub fn check(artifact: Artifact) -> Result<Verified, VerifyError> {
+        verify(&artifact)?;
+        Ok(Verified(artifact))
+    }
+
+    /// The artifact, giving up the proof.
+    pub fn into_inner(self) -> Artifact {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Verified {
+    type Target = Artifact;
+
+    fn deref(&self) -> &Artifact {
+        &self.0
+    }
+}
+
 /// Why an artifact is rejected, with where.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyError {

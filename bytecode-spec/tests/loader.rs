@@ -216,7 +216,8 @@ mod valid {
         let bytes = write(&a, &h).expect("writable");
         assert_eq!(bytes[..4], MAGIC);
         assert_eq!(read(&bytes), Ok((h.clone(), a.clone())));
-        assert_eq!(load(&bytes), Ok((h.clone(), a.clone())));
+        let (lh, la) = load(&bytes).expect("loads");
+        assert_eq!((lh, la.into_inner()), (h.clone(), a.clone()));
         assert_eq!(
             write(&a, &h).expect("writable"),
             bytes,

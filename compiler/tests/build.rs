@@ -24,7 +24,7 @@ fn build_src(src: &str) -> Artifact {
     let root = c.add_source(Path::new("t.prose"), src);
     assert_eq!(c.error_count(), 0, "errors: {:?}", c.diagnostics);
     let bytes = prosec::codegen::build_bytes(&c, root).expect("writable").0;
-    artifact::load(&bytes).expect("verifies").1
+    artifact::load(&bytes).expect("verifies").1.into_inner()
 }
 
 fn prose_files(dir: &Path, out: &mut Vec<PathBuf>) {

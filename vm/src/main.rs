@@ -6,20 +6,16 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use prosevm::config::Config;
-use prosevm::driver::chat::{Api, ChatDriver, Models};
-use prosevm::driver::command::CommandDriver;
-use prosevm::driver::http::HttpOptions;
-use prosevm::driver::mock::{Conditions, Mock, MockOptions, Rule};
-use prosevm::driver::stdio::{self, StdioDriver};
-use prosevm::driver::Driver;
-use prosevm::machine::{Limits, Machine};
-use prosevm::runner::{run_durable, Durable, Observer, RunConfig};
-use prosevm::snapshot::Snapshot;
-use prosevm::store::view::RunView;
-use prosevm::store::{self, agents, journal, RunDir, RunInfo};
+use prosevm::driver::mock::{Conditions, MockOptions, Rule};
+use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
+use prosevm::driver::stdio;
+use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
+use prosevm::run::{Place, Program, Resumed, Run, RunError};
+use prosevm::runner::RunConfig;
+use prosevm::store::{self, journal, RunDir};
 use prosevm::trace::Event;
 use prosevm::value::Value;
-use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -98,20 +94,6 @@ enum Output {
     Json,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum DriverKind {
-    /// The deterministic offline mock.
-    Mock,
-    /// A shell command run once per request (`--command`).
-    Command,
-    /// An agent host on stdin/stdout (one JSON line per request and per reply).
-    Stdio,
-    /// An OpenAI-compatible chat completions server (`--base-url`, `OPENAI_API_KEY`).
-    Openai,
-    /// Anthropic's Messages API (`ANTHROPIC_API_KEY`).
-    Anthropic,
-}
-
 #[derive(Args, Clone)]
 struct RunArgs {
     /// A top-level input, NAME=VALUE (repeatable).
@@ -120,8 +102,9 @@ struct RunArgs {
     /// Top-level inputs from a JSON object.
     #[arg(long = "input-file", value_name = "FILE")]
     input_file: Option<PathBuf>,
-    /// Which driver answers requests (default: `prose.toml`'s, else the mock).
-    #[arg(long, value_enum)]
+    /// Which driver answers requests: mock, command, stdio, openai or anthropic (default:
+    /// `prose.toml`'s, else the mock; a resumed run keeps the driver it started with).
+    #[arg(long, value_parser = parse_driver)]
     driver: Option<DriverKind>,
     /// Settings file (default: `prose.toml` in the working directory, if any).
     #[arg(long, value_name = "FILE")]
@@ -164,6 +147,9 @@ struct RunArgs {
     /// Loop iterations allowed in the whole run.
     #[arg(long, default_value_t = 1_000_000)]
     max_iterations: u64,
+    /// Relaxed runtime rules are errors (a persistent agent's first `resume:`, E018).
+    #[arg(long)]
+    strict: bool,
     /// Mock: how discretion conditions are answered (true, false, after:N). The default,
     /// after:1, answers each condition site false once and then true, so every loop ends.
     #[arg(long, default_value = "after:1")]
@@ -183,39 +169,10 @@ struct RunArgs {
     /// Where runs live (default: `.prose` in the working directory).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
-    /// What `prose.toml` says (filled in by [`configured`]).
-    #[arg(skip)]
-    file: Config,
 }
 
-/// `args` completed with the settings file: flags win, then the environment (for base URL
-/// and model), then the file, then the defaults.
-fn configured(args: &RunArgs) -> Result<RunArgs, ExitCode> {
-    let file = Config::load(args.config.as_deref()).map_err(|e| fail(e, 2))?;
-    let mut a = args.clone();
-    if a.driver.is_none() {
-        a.driver = match file.driver.as_deref() {
-            None => None,
-            Some(name) => Some(
-                DriverKind::from_str(name, true)
-                    .map_err(|_| fail(format!("prose.toml: unknown driver {name:?}"), 2))?,
-            ),
-        };
-    }
-    a.command = a.command.or(file.command.clone());
-    a.request_timeout = a.request_timeout.or(file.request_timeout);
-    a.http_retries = a.http_retries.or(file.http_retries);
-    a.max_concurrency = a.max_concurrency.or(file.max_concurrency);
-    let from_file = [
-        ("sonnet", &file.models.sonnet),
-        ("opus", &file.models.opus),
-        ("haiku", &file.models.haiku),
-    ]
-    .into_iter()
-    .filter_map(|(alias, id)| id.as_ref().map(|id| format!("{alias}={id}")));
-    a.model_map = from_file.chain(a.model_map).collect();
-    a.file = file;
-    Ok(a)
+fn parse_driver(s: &str) -> Result<DriverKind, String> {
+    s.parse()
 }
 
 fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
@@ -223,8 +180,17 @@ fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
     ExitCode::from(code)
 }
 
-fn parse_inputs(args: &RunArgs) -> Result<FxHashMap<String, Value>, String> {
-    let mut inputs = FxHashMap::default();
+/// The exit status for an error that stops a run from starting or resuming.
+fn run_error(e: RunError) -> ExitCode {
+    match e {
+        RunError::Store(e @ store::StoreError::Io(..)) => fail(e, 2),
+        RunError::Store(e) => fail(e, 1),
+        RunError::Program(e) => fail(e, 1),
+    }
+}
+
+fn parse_inputs(args: &RunArgs) -> Result<BTreeMap<String, Value>, String> {
+    let mut inputs = BTreeMap::new();
     if let Some(f) = &args.input_file {
         let text =
             std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?;
@@ -246,207 +212,83 @@ fn parse_inputs(args: &RunArgs) -> Result<FxHashMap<String, Value>, String> {
     Ok(inputs)
 }
 
-/// Where an artifact came from: its bytes, and the file it was read or compiled from.
-struct Program {
-    artifact: bytecode_spec::Artifact,
-    bytes: Vec<u8>,
-    origin: PathBuf,
+impl RunArgs {
+    /// The driver these flags choose, completed with `prose.toml`.
+    fn driver(&self) -> Result<DriverSettings, String> {
+        let script: Vec<Rule> = match &self.mock_script {
+            None => Vec::new(),
+            Some(f) => std::fs::read_to_string(f)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                .map_err(|e| format!("--mock-script {}: {e}", f.display()))?,
+        };
+        let choice = DriverChoice {
+            driver: self.driver,
+            command: self.command.clone(),
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            model_map: self.model_map.clone(),
+            request_timeout: self.request_timeout,
+            http_retries: self.http_retries,
+            backoff_ms: Some(self.backoff_unit_ms),
+            mock: MockOptions {
+                conditions: Some(self.mock_conditions),
+                inputs: self.mock_inputs,
+                latency: Duration::from_millis(self.mock_latency),
+                script,
+                log: self.mock_log.clone(),
+            },
+        };
+        choice.settings(&self.config()?)
+    }
+
+    /// The project's settings file.
+    fn config(&self) -> Result<Config, String> {
+        Config::load(self.config.as_deref())
+    }
+
+    /// Where runs live and how requests are served.
+    fn place(&self) -> Result<Place, String> {
+        let file = self.config()?;
+        Ok(Place {
+            state_dir: self.state_dir.clone(),
+            config: RunConfig {
+                max_concurrency: self
+                    .max_concurrency
+                    .or(file.max_concurrency)
+                    .unwrap_or(RunConfig::default().max_concurrency),
+                backoff_unit: Duration::from_millis(self.backoff_unit_ms),
+            },
+        })
+    }
 }
 
-fn mock(args: &RunArgs) -> Result<Mock, ExitCode> {
-    let script: Vec<Rule> = match &args.mock_script {
-        None => Vec::new(),
-        Some(f) => std::fs::read_to_string(f)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-            .map_err(|e| fail(format!("--mock-script {}: {e}", f.display()), 2))?,
-    };
-    Ok(Mock::new(MockOptions {
-        conditions: Some(args.mock_conditions),
-        inputs: args.mock_inputs,
-        latency: Duration::from_millis(args.mock_latency),
-        script,
-        log: args.mock_log.clone(),
-    }))
-}
-
-/// Watches a run: keeps its run directory's views and prints the trace.
-struct Watch {
-    view: RunView,
+/// Prints the trace as the run goes.
+struct Printer {
     trace: Trace,
 }
 
-impl Observer for Watch {
+impl prosevm::runner::Observer for Printer {
     fn event(&mut self, e: &Event) {
-        self.view.observe(e);
         match self.trace {
             Trace::Narrate => eprintln!("{}", e.narrate()),
             Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
             Trace::Quiet => {}
         }
     }
-
-    fn wants_snapshot(&mut self, idle: bool) -> bool {
-        self.view.due(idle)
-    }
-
-    fn snapshot(&mut self, snapshot: &Snapshot) {
-        self.view.write(snapshot);
-    }
 }
 
-/// Runs a program in a run directory (a new one, or `resume`'s) with the driver `args`
-/// choose, journaling every answer.
-fn execute(
-    program: Program,
-    inputs: FxHashMap<String, Value>,
-    args: &RunArgs,
-    resume: Option<RunDir>,
-) -> ExitCode {
-    let args = &match configured(args) {
-        Ok(a) => a,
-        Err(code) => return code,
+/// Starts a run of `program` and drives it.
+fn start(program: Program, args: &RunArgs) -> ExitCode {
+    let mut inputs = match parse_inputs(args) {
+        Ok(i) => i,
+        Err(e) => return fail(e, 2),
     };
-    match args.driver.unwrap_or(DriverKind::Mock) {
-        DriverKind::Mock => match mock(args) {
-            Ok(d) => execute_with(
-                Arc::new(d),
-                "mock (no provider configured; answers are placeholders)",
-                program,
-                inputs,
-                args,
-                resume,
-            ),
-            Err(code) => code,
-        },
-        DriverKind::Command => {
-            let Some(command) = args.command.clone() else {
-                return fail("--driver command needs --command \"PROGRAM ARGS\"", 2);
-            };
-            let timeout = match request_timeout(args) {
-                Ok(t) => t,
-                Err(code) => return code,
-            };
-            execute_with(
-                Arc::new(CommandDriver::new(command, timeout)),
-                "command",
-                program,
-                inputs,
-                args,
-                resume,
-            )
-        }
-        DriverKind::Openai | DriverKind::Anthropic => {
-            let api = if args.driver == Some(DriverKind::Openai) {
-                Api::OpenAi
-            } else {
-                Api::Anthropic
-            };
-            match chat(args, api) {
-                Ok(d) => execute_with(
-                    Arc::new(d),
-                    if api == Api::OpenAi {
-                        "openai (chat completions)"
-                    } else {
-                        "anthropic (messages)"
-                    },
-                    program,
-                    inputs,
-                    args,
-                    resume,
-                ),
-                Err(code) => code,
-            }
-        }
-        DriverKind::Stdio => match request_timeout(args) {
-            Ok(timeout) => execute_with(
-                Arc::new(StdioDriver::start(timeout)),
-                "stdio (requests on stdout, replies on stdin)",
-                program,
-                inputs,
-                args,
-                resume,
-            ),
-            Err(code) => code,
-        },
-    }
-}
-
-/// A chat driver for `api` from flags and the environment.
-fn chat(args: &RunArgs, api: Api) -> Result<ChatDriver, ExitCode> {
-    let timeout = request_timeout(args)?;
-    let (prefix, base) = match api {
-        Api::OpenAi => ("OPENAI", "https://api.openai.com/v1"),
-        Api::Anthropic => ("ANTHROPIC", "https://api.anthropic.com"),
+    let (settings, place) = match (args.driver(), args.place()) {
+        (Ok(s), Ok(p)) => (s, p),
+        (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
-    let env = |name: &str| std::env::var(format!("{prefix}_{name}")).ok();
-    let base = args
-        .base_url
-        .clone()
-        .or_else(|| env("BASE_URL"))
-        .or_else(|| args.file.base_url.clone())
-        .unwrap_or_else(|| base.into());
-    let mut models = Models::defaults(api);
-    if let Some(m) = args
-        .model
-        .clone()
-        .or_else(|| env("MODEL"))
-        .or_else(|| args.file.model.clone())
-    {
-        if api == Api::OpenAi {
-            models = Models {
-                sonnet: m.clone(),
-                opus: m.clone(),
-                haiku: m.clone(),
-                default: m,
-            };
-        } else {
-            models.default = m;
-        }
-    }
-    for entry in &args.model_map {
-        let slot = match entry.split_once('=') {
-            Some(("sonnet", id)) => (&mut models.sonnet, id),
-            Some(("opus", id)) => (&mut models.opus, id),
-            Some(("haiku", id)) => (&mut models.haiku, id),
-            _ => {
-                return Err(fail(
-                    format!("--model-map {entry}: want sonnet=ID, opus=ID or haiku=ID"),
-                    2,
-                ))
-            }
-        };
-        *slot.0 = slot.1.to_string();
-    }
-    let http = HttpOptions {
-        timeout,
-        retries: args.http_retries.unwrap_or(3),
-        backoff: Duration::from_millis(args.backoff_unit_ms),
-    };
-    ChatDriver::new(api, &base, env("API_KEY"), models, http).map_err(|e| fail(e.0, 2))
-}
-
-/// `--request-timeout` as a duration.
-fn request_timeout(args: &RunArgs) -> Result<Duration, ExitCode> {
-    match Duration::try_from_secs_f64(args.request_timeout.unwrap_or(600.0)) {
-        Ok(t) if !t.is_zero() => Ok(t),
-        _ => Err(fail(
-            "--request-timeout must be a positive number of seconds",
-            2,
-        )),
-    }
-}
-
-/// [`execute`] with `driver` (described in the trace as `about`).
-fn execute_with<D: Driver>(
-    driver: Arc<D>,
-    about: &str,
-    program: Program,
-    mut inputs: FxHashMap<String, Value>,
-    args: &RunArgs,
-    resume: Option<RunDir>,
-) -> ExitCode {
-    if args.mock_inputs && resume.is_none() {
+    if args.mock_inputs {
         let m = &program.artifact.modules[0];
         for inp in m.inputs.values().filter(|i| i.parameter) {
             let name = m.strings[inp.name].clone();
@@ -455,112 +297,34 @@ fn execute_with<D: Driver>(
                 .or_insert_with(|| Value::text(format!("<{name}>")));
         }
     }
-    let limits = Limits {
-        iterations: args.max_iterations,
-        ..Limits::default()
+    let options = ExecOptions {
+        max_iterations: args.max_iterations,
+        strict: args.strict,
     };
-    let artifact = Arc::new(program.artifact);
-    let mut machine = match Machine::new(artifact.clone(), &inputs, limits) {
-        Ok(m) => m,
-        Err(e) => return fail(e, 1),
-    };
-    // Trace events feed the run directory's binding files and state.md, so they stay on
-    // even when nothing is printed.
-    let resuming = resume.is_some();
-    let (dir, replay) = match resume {
-        Some(dir) => match journal::read(&dir.journal_path()) {
-            Ok(records) => (
-                dir,
-                records
-                    .into_iter()
-                    .collect::<std::collections::HashMap<_, _>>(),
-            ),
-            Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
-        },
-        None => {
-            let inputs_json: serde_json::Map<String, serde_json::Value> = inputs
-                .iter()
-                .map(|(k, v)| (k.clone(), v.to_json()))
-                .collect();
-            let info = RunInfo {
-                program: artifact.modules[0].name.clone(),
-                origin: program.origin.clone(),
-                artifact_sha256: store::sha256_hex(&program.bytes),
-                inputs: serde_json::Value::Object(inputs_json),
-            };
-            match RunDir::create(
-                args.state_dir.as_deref(),
-                &info,
-                &artifact.modules[0].source,
-                &program.bytes,
-            ) {
-                Ok(dir) => (dir, Default::default()),
-                Err(e) => return fail(e, 2),
-            }
-        }
-    };
-    let _lock = match dir.lock() {
-        Ok(l) => l,
-        Err(e) => return fail(e, 1),
-    };
-    // Persistent agents: what their memory was when the run started, recorded with the run
-    // so that a resume starts from the same memory.
-    let mut meta = match dir.meta() {
-        Ok(m) => m,
-        Err(e) => return fail(e, 1),
-    };
-    let homes = if resuming {
-        agents::from_json(&meta["agents"])
-    } else {
-        let root = args
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(".prose"));
-        let homes = agents::discover(&artifact, &dir.path, &root);
-        meta["agents"] = agents::to_json(&homes);
-        if let Err(e) = dir.write_meta(&meta) {
-            return fail(e, 2);
-        }
-        homes
-    };
-    for h in &homes {
-        if let Some(memory) = &h.memory {
-            machine.preload_memory(&h.name, memory.clone());
-        }
+    match Run::start(&program, inputs, settings, options, &place) {
+        Ok(run) => drive(run, args),
+        Err(e) => run_error(e),
     }
-    let journal = match journal::Journal::open(&dir.journal_path()) {
-        Ok(j) => j,
+}
+
+/// Drives `run` with the driver its record names; prints the trace, then the outputs.
+fn drive(run: Run, args: &RunArgs) -> ExitCode {
+    let settings = run.record().driver.clone();
+    let driver = match settings.connect() {
+        Ok(d) => Arc::new(d),
         Err(e) => return fail(e, 2),
     };
-    let replayed = replay.len();
-    let mut durable = Durable {
-        journal,
-        replay,
-        batch: driver.side_effect_free(),
-    };
-    let cfg = RunConfig {
-        max_concurrency: args.max_concurrency.unwrap_or(8),
-        backoff_unit: Duration::from_millis(args.backoff_unit_ms),
-    };
-    let trace = args.trace;
-    let started = meta["started"].as_str().unwrap_or_default().to_string();
-    let mut top_inputs: Vec<(String, Value)> =
-        inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    top_inputs.sort_by(|a, b| a.0.cmp(&b.0));
-    let view = RunView::new(
-        dir.path.clone(),
-        dir.id.clone(),
-        started,
-        artifact.clone(),
-        &top_inputs,
-        homes,
-    );
-    if trace == Trace::Narrate {
-        eprintln!("[Program] run {} in {}", dir.id, dir.path.display());
-        if replayed > 0 {
-            eprintln!("[Program] resuming: {replayed} answer(s) replayed from the journal");
+    let stdio = matches!(settings, DriverSettings::Stdio { .. });
+    let id = run.record().id.clone();
+    if args.trace == Trace::Narrate {
+        eprintln!("[Program] run {id} in {}", run.path().display());
+        if run.replayed() > 0 {
+            eprintln!(
+                "[Program] resuming: {} answer(s) replayed from the journal",
+                run.replayed()
+            );
         }
-        eprintln!("[Program] driver: {about}");
+        eprintln!("[Program] driver: {}", settings.describe());
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -570,74 +334,54 @@ fn execute_with<D: Driver>(
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
     };
-    let mut watch = Watch { view, trace };
-    let result = runtime.block_on(run_durable(
-        machine,
-        driver,
-        &cfg,
-        Some(&mut durable),
-        &mut watch,
-    ));
-    let view = watch.view;
-    let code = match &result {
+    let mut printer = Printer { trace: args.trace };
+    let result = match runtime.block_on(run.drive(driver, &mut printer)) {
+        Ok(r) => r,
+        Err(e) => return fail(e, 2),
+    };
+    match result {
         Ok(outputs) => {
-            if trace == Trace::Narrate {
+            if args.trace == Trace::Narrate {
                 eprintln!("[Program] Program complete");
             }
-            let obj: serde_json::Map<String, serde_json::Value> = outputs
+            let outputs: serde_json::Map<String, serde_json::Value> = outputs
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect();
-            meta["status"] = "finished".into();
-            meta["outputs"] = serde_json::Value::Object(obj);
-            if args.driver == Some(DriverKind::Stdio) {
+            if stdio {
                 stdio::send(&serde_json::json!({
                     "type": "done",
-                    "run": dir.id,
+                    "run": id,
                     "status": "finished",
-                    "outputs": meta["outputs"],
+                    "outputs": outputs,
                 }));
             } else {
-                print_outputs(&meta["outputs"], args.output);
+                print_outputs(&outputs, args.output);
             }
             ExitCode::SUCCESS
         }
         Err(e) => {
-            meta["status"] = "failed".into();
-            meta["error"] = e.to_string().into();
-            if args.driver == Some(DriverKind::Stdio) {
+            if stdio {
                 stdio::send(&serde_json::json!({
                     "type": "done",
-                    "run": dir.id,
+                    "run": id,
                     "status": "failed",
                     "error": e.to_string(),
                 }));
             }
             fail(format!("runtime error: {e}"), 1)
         }
-    };
-    // The views first: run.json saying the run ended is the commit point, so a run killed
-    // in between is resumed (and its views rebuilt) rather than reported finished.
-    let status = if result.is_ok() { "finished" } else { "failed" };
-    if let Err(e) = view.finish(status) {
-        return fail(e, 2);
     }
-    if let Err(e) = dir.write_meta(&meta) {
-        return fail(e, 2);
-    }
-    code
 }
 
-fn print_outputs(outputs: &serde_json::Value, format: Output) {
+fn print_outputs(outputs: &serde_json::Map<String, serde_json::Value>, format: Output) {
     match format {
-        Output::Json => println!("{outputs}"),
+        Output::Json => println!("{}", serde_json::Value::Object(outputs.clone())),
         Output::Text => {
-            if let serde_json::Value::Object(map) = outputs {
-                for (k, v) in map {
-                    match v {
-                        serde_json::Value::String(s) => println!("{k}: {s}"),
-                        other => println!("{k}: {other}"),
-                    }
+            for (k, v) in outputs {
+                match v {
+                    serde_json::Value::String(s) => println!("{k}: {s}"),
+                    other => println!("{k}: {other}"),
                 }
             }
         }
@@ -649,89 +393,82 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
         Ok(d) => d,
         Err(e) => return fail(e, 2),
     };
-    let meta = match dir.meta() {
-        Ok(m) => m,
+    let record = match dir.record() {
+        Ok(r) => r,
         Err(e) => return fail(e, 1),
     };
-    match meta["status"].as_str() {
-        Some("finished") => {
-            eprintln!("run {} already finished", dir.id);
-            print_outputs(&meta["outputs"], args.output);
-            return ExitCode::SUCCESS;
+    if record.status != RunStatus::Finished {
+        if let Err(e) = same_program(&record) {
+            return fail(format!("run {}: {e}", dir.id), 1);
         }
-        Some("failed") => {
-            return fail(
-                format!(
-                    "run {} already failed: {}",
-                    dir.id,
-                    meta["error"].as_str().unwrap_or("")
-                ),
-                1,
-            );
-        }
-        _ => {}
     }
-    // The program must be the one the run started with.
-    let origin = PathBuf::from(meta["origin"].as_str().unwrap_or_default());
-    let current = if origin.extension().is_some_and(|x| x == "prose") {
-        compile(&origin, &[]).ok().map(|p| p.bytes)
-    } else {
-        std::fs::read(&origin).ok()
-    };
-    let recorded = meta["artifact_sha256"].as_str().unwrap_or_default();
-    match current {
-        Some(bytes) if store::sha256_hex(&bytes) == recorded => {}
-        Some(_) => {
-            return fail(
-                format!("run {}: {} has changed since the run started; refusing to resume a different program", dir.id, origin.display()),
-                1,
-            )
-        }
-        None => return fail(format!("run {}: cannot read its program {}", dir.id, origin.display()), 1),
-    }
-    let bytes = match std::fs::read(dir.path.join("artifact.pbc")) {
-        Ok(b) => b,
-        Err(e) => return fail(format!("run {}: {e}", dir.id), 2),
-    };
-    let artifact = match bytecode_spec::artifact::load(&bytes) {
-        Ok((_, a)) => a,
-        Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
-    };
-    let inputs = match &meta["inputs"] {
-        serde_json::Value::Object(m) => m
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::from_json(v)))
-            .collect(),
-        _ => FxHashMap::default(),
-    };
-    execute(
-        Program {
-            artifact,
-            bytes,
-            origin,
+    // An explicit driver replaces the one the run started with.
+    let driver = match args.driver {
+        None => None,
+        Some(_) => match args.driver() {
+            Ok(d) => {
+                if d != record.driver {
+                    eprintln!(
+                        "prosevm: warning: run {} started with the {} driver; continuing with {} as asked (recorded)",
+                        dir.id,
+                        record.driver.name(),
+                        d.name()
+                    );
+                }
+                Some(d)
+            }
+            Err(e) => return fail(e, 2),
         },
-        inputs,
-        args,
-        Some(dir),
-    )
+    };
+    let place = match args.place() {
+        Ok(p) => p,
+        Err(e) => return fail(e, 2),
+    };
+    match Run::resume(dir, driver, &place) {
+        Ok(Resumed::Finished(record)) => {
+            eprintln!("run {} already finished", record.id);
+            print_outputs(&record.outputs.unwrap_or_default(), args.output);
+            ExitCode::SUCCESS
+        }
+        Ok(Resumed::Ready(run)) => drive(*run, args),
+        Err(e) => run_error(e),
+    }
+}
+
+/// Checks that the program a run started with is still what its origin holds.
+fn same_program(record: &RunRecord) -> Result<(), String> {
+    let origin = &record.origin;
+    let current = if origin.extension().is_some_and(|x| x == "prose") {
+        compile(origin, &[]).ok().map(|p| p.bytes)
+    } else {
+        std::fs::read(origin).ok()
+    };
+    match current {
+        Some(bytes) if store::sha256_hex(&bytes) == record.artifact_sha256 => Ok(()),
+        Some(_) => Err(format!(
+            "{} has changed since the run started; refusing to resume a different program",
+            origin.display()
+        )),
+        None => Err(format!("cannot read its program {}", origin.display())),
+    }
 }
 
 fn runs(state_dir: Option<&Path>) -> ExitCode {
     println!(
-        "{:24} {:20} {:9} {:20} answered",
+        "{:24} {:20} {:11} {:20} answered",
         "id", "program", "status", "started"
     );
     for dir in RunDir::list(state_dir) {
-        let meta = dir.meta().unwrap_or_default();
+        let (program, status, started) = match dir.record() {
+            Ok(r) => (r.program, r.status.as_str().to_string(), r.started),
+            Err(_) => ("?".into(), "unreadable".into(), "?".into()),
+        };
         let answered = journal::read(&dir.journal_path())
             .map(|r| r.len())
             .unwrap_or(0);
         println!(
-            "{:24} {:20} {:9} {:20} {answered}",
-            dir.id,
-            meta["program"].as_str().unwrap_or("?"),
-            meta["status"].as_str().unwrap_or("?"),
-            meta["started"].as_str().unwrap_or("?")
+            "{:24} {:20} {:11} {:20} {answered}",
+            dir.id, program, status, started
         );
     }
     ExitCode::SUCCESS
@@ -742,25 +479,29 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
         Ok(d) => d,
         Err(e) => return fail(e, 2),
     };
-    let mut meta = match dir.meta() {
-        Ok(m) => m,
+    let record = match dir.record() {
+        Ok(r) => r,
         Err(e) => return fail(e, 1),
     };
     let answers = match journal::read(&dir.journal_path()) {
         Ok(r) => r,
         Err(e) => return fail(e, 1),
     };
-    meta["answered"] = answers.len().into();
-    meta["path"] = dir.path.display().to_string().into();
-    meta["bindings"] = serde_json::json!(store::view::read_bindings(&dir.path));
+    let mut view = match serde_json::to_value(&record) {
+        Ok(v) => v,
+        Err(e) => return fail(e, 2),
+    };
+    view["answered"] = answers.len().into();
+    view["path"] = dir.path.display().to_string().into();
+    view["bindings"] = serde_json::json!(store::view::read_bindings(&dir.path));
     let state = std::fs::read_to_string(dir.path.join("state.md")).ok();
     if json {
-        meta["state"] = state.into();
-        println!("{meta}");
+        view["state"] = state.into();
+        println!("{view}");
     } else {
         println!(
             "{}",
-            serde_json::to_string_pretty(&meta).unwrap_or_default()
+            serde_json::to_string_pretty(&view).unwrap_or_default()
         );
         if let Some(state) = state {
             println!("\n{state}");
@@ -769,6 +510,7 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Compiles `file` in memory (with its imports found through `lib_paths`).
 fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<Program, ExitCode> {
     use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
     let mut c = prosec::compile::Compilation::new(prosec::compile::Options {
@@ -786,12 +528,24 @@ fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<Program, ExitCode> {
         ));
     }
     let (bytes, _) = prosec::codegen::build_bytes(&c, root).map_err(|e| fail(e, 1))?;
-    let (_, artifact) = bytecode_spec::artifact::load(&bytes).map_err(|e| fail(e, 1))?;
-    Ok(Program {
-        artifact,
-        bytes,
-        origin: file.to_path_buf(),
-    })
+    Program::from_bytes(bytes, file.to_path_buf()).map_err(|e| fail(e, 1))
+}
+
+/// Reads the artifact `file`.
+fn load(file: &Path) -> Result<Program, ExitCode> {
+    let bytes =
+        std::fs::read(file).map_err(|e| fail(format!("cannot read {}: {e}", file.display()), 2))?;
+    let origin = std::fs::canonicalize(file).unwrap_or(file.to_path_buf());
+    Program::from_bytes(bytes, origin).map_err(|e| fail(format!("{}: {e}", file.display()), 1))
+}
+
+/// Whether `file` starts like a `.pbc` artifact (whatever its name).
+fn is_artifact(file: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(file)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == bytecode_spec::artifact::MAGIC)
 }
 
 fn main() -> ExitCode {
@@ -807,42 +561,23 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Exec { file, opts } => {
-            let bytes = match std::fs::read(&file) {
-                Ok(b) => b,
-                Err(e) => return fail(format!("cannot read {}: {e}", file.display()), 2),
-            };
-            let inputs = match parse_inputs(&opts) {
-                Ok(i) => i,
-                Err(e) => return fail(e, 2),
-            };
-            let origin = std::fs::canonicalize(&file).unwrap_or(file.clone());
-            match bytecode_spec::artifact::load(&bytes) {
-                Ok((_, artifact)) => execute(
-                    Program {
-                        artifact,
-                        bytes,
-                        origin,
-                    },
-                    inputs,
-                    &opts,
-                    None,
-                ),
-                Err(e) => fail(format!("{}: {e}", file.display()), 1),
-            }
-        }
+        Command::Exec { file, opts } => match load(&file) {
+            Ok(program) => start(program, &opts),
+            Err(code) => code,
+        },
         Command::Run {
             file,
             lib_paths,
             opts,
         } => {
-            let inputs = match parse_inputs(&opts) {
-                Ok(i) => i,
-                Err(e) => return fail(e, 2),
-            };
             let file = std::fs::canonicalize(&file).unwrap_or(file);
-            match compile(&file, &lib_paths) {
-                Ok(program) => execute(program, inputs, &opts, None),
+            let program = if is_artifact(&file) {
+                load(&file)
+            } else {
+                compile(&file, &lib_paths)
+            };
+            match program {
+                Ok(program) => start(program, &opts),
                 Err(code) => code,
             }
         }

@@ -2,14 +2,15 @@
 //! limit, retries failed sessions with their backoff, withdraws requests of cancelled
 //! fibers, and feeds answers back.
 
-use crate::driver::{serve, Driver, Usage};
+use crate::driver::{serve, Driver};
 use crate::machine::{Machine, RuntimeError, Step};
-use crate::request::{Reply, Request, RequestKind};
+use crate::protocol::{Ask, Failure, Reply, Request, RequestId, Usage};
 use crate::snapshot::Snapshot;
 use crate::store::journal::Journal;
 use crate::trace::Event;
 use crate::value::Value;
 use bytecode_spec::Backoff;
+use prosec::diagnostics::Code;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,55 +48,54 @@ pub fn backoff_delay(policy: Backoff, unit: Duration, attempt: u32) -> Duration 
 }
 
 fn retries(req: &Request) -> (u32, Backoff) {
-    match &req.kind {
-        RequestKind::Session(s) => (s.retry, s.backoff),
+    match &req.ask {
+        Ask::Session(s) => (s.retry, s.backoff),
         _ => (0, Backoff::None),
     }
 }
 
-/// Serves one request with its retry policy; returns the reply and the retry events, then
-/// a usage event (latency over all attempts, tokens when the driver reports them).
-/// `failed` is the error of a first attempt already made (by [`Driver::answer_now`]).
+/// Serves one request with its retry policy; returns the reply (with the tokens of every
+/// attempt) and the retry events, then a usage event (latency over all attempts, tokens when
+/// the driver reports them). `failed` is a first attempt already made (by
+/// [`Driver::answer_now`]).
 async fn serve_with_retry<D: Driver>(
     driver: Arc<D>,
     req: Request,
     unit: Duration,
-    mut failed: Option<String>,
-) -> (Request, Reply, Vec<Event>) {
+    mut failed: Option<Reply>,
+) -> (Reply, Vec<Event>) {
     let (retry, policy) = retries(&req);
     let mut events = Vec::new();
     let mut attempt = 1;
     let started = std::time::Instant::now();
     let mut tokens: Option<Usage> = None;
     loop {
-        let reply = match failed.take() {
-            Some(e) => Reply::Failed(e),
-            None => {
-                let (reply, used) = serve(&*driver, &req).await;
-                if let Some(u) = used {
-                    *tokens.get_or_insert_with(Usage::default) += u;
-                }
-                reply
-            }
+        let mut reply = match failed.take() {
+            Some(r) => r,
+            None => serve(&*driver, &req).await,
         };
-        match reply {
-            Reply::Failed(e) if attempt <= retry => {
+        if let Some(u) = reply.usage {
+            *tokens.get_or_insert_with(Usage::default) += u;
+        }
+        match &reply.outcome {
+            Err(Failure(e)) if attempt <= retry => {
                 attempt += 1;
                 events.push(Event::Retry {
                     id: req.id.clone(),
                     attempt,
-                    error: e,
+                    error: e.clone(),
                 });
                 tokio::time::sleep(backoff_delay(policy, unit, attempt)).await;
             }
-            reply => {
+            _ => {
+                reply.usage = tokens;
                 events.push(Event::Usage {
                     id: req.id.clone(),
                     ms: started.elapsed().as_millis() as u64,
                     input_tokens: tokens.map(|t| t.input_tokens),
                     output_tokens: tokens.map(|t| t.output_tokens),
                 });
-                return (req, reply, events);
+                return (reply, events);
             }
         }
     }
@@ -107,7 +107,7 @@ pub struct Durable {
     /// Where answers are appended.
     pub journal: Journal,
     /// Answers already journaled, by request id.
-    pub replay: HashMap<String, Reply>,
+    pub replay: HashMap<RequestId, Reply>,
     /// The driver has no side effects (the mock): answers may be consumed before they are
     /// synced, with syncs batched. Otherwise every answer is durable before it is consumed.
     pub batch: bool,
@@ -117,12 +117,7 @@ pub struct Durable {
 const SYNC_BATCH: usize = 4096;
 
 fn journal_error(e: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError {
-        message: format!("cannot write the journal: {e}"),
-        module: String::new(),
-        line: 0,
-        statement: String::new(),
-    }
+    RuntimeError::unlocated(Code::E214, format!("cannot write the journal: {e}"))
 }
 
 /// Who watches a run: sees every trace event and, when it asks, a [`Snapshot`] of where
@@ -168,10 +163,10 @@ pub async fn run_durable<D: Driver>(
     observer: &mut impl Observer,
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
     let mut queue: VecDeque<Request> = VecDeque::new();
-    let mut tasks: JoinSet<(Request, Reply, Vec<Event>)> = JoinSet::new();
-    let mut inflight: HashMap<String, AbortHandle> = HashMap::new();
+    let mut tasks: JoinSet<(Reply, Vec<Event>)> = JoinSet::new();
+    let mut inflight: HashMap<RequestId, AbortHandle> = HashMap::new();
     // Failed first attempts of retrying sessions, answered at once, waiting for their task.
-    let mut first_failures: HashMap<String, String> = HashMap::new();
+    let mut first_failures: HashMap<RequestId, Reply> = HashMap::new();
     let limit = cfg.max_concurrency.max(1);
     loop {
         let step = machine.run();
@@ -210,7 +205,7 @@ pub async fn run_durable<D: Driver>(
                         // Answered before the interruption: never ask again.
                         Some(reply) => {
                             driver.observe(&req, &reply);
-                            machine.complete(&req.id, reply);
+                            machine.complete(reply);
                             replayed = true;
                         }
                         None => queue.push_back(req),
@@ -230,38 +225,37 @@ pub async fn run_durable<D: Driver>(
                 break;
             }
             budget -= 1;
-            match driver.answer_now(req) {
-                // A session that may retry goes to a task, which starts from this failed
-                // attempt: asking again there would make an attempt nobody counts (and use
-                // up scripted failures).
-                Some(Reply::Failed(e)) if retries(req).0 > 0 => {
-                    first_failures.insert(req.id.clone(), e);
-                    break;
-                }
-                Some(reply) => {
-                    let req = queue.pop_front().expect("front exists");
-                    if let Reply::Failed(e) = &reply {
-                        observer.event(&Event::RequestFailed {
-                            id: req.id.clone(),
-                            error: e.clone(),
-                        });
-                    }
-                    answered.push((req.id, reply));
-                }
-                None => break,
+            let Some(served) = driver.answer_now(req) else {
+                break;
+            };
+            let reply = served.into_reply(req);
+            // A session that may retry goes to a task, which starts from this failed
+            // attempt: asking again there would make an attempt nobody counts (and use up
+            // scripted failures).
+            if reply.outcome.is_err() && retries(req).0 > 0 {
+                first_failures.insert(req.id.clone(), reply);
+                break;
             }
+            queue.pop_front();
+            if let Err(Failure(e)) = &reply.outcome {
+                observer.event(&Event::RequestFailed {
+                    id: reply.id.clone(),
+                    error: e.clone(),
+                });
+            }
+            answered.push(reply);
         }
         if !answered.is_empty() {
             if let Some(d) = durable.as_deref_mut() {
-                for (id, reply) in &answered {
-                    d.journal.append(id, reply).map_err(journal_error)?;
+                for reply in &answered {
+                    d.journal.append(reply).map_err(journal_error)?;
                 }
                 if !d.batch || d.journal.unsynced() >= SYNC_BATCH {
                     d.journal.sync().map_err(journal_error)?;
                 }
             }
-            for (id, reply) in answered {
-                machine.complete(&id, reply);
+            for reply in answered {
+                machine.complete(reply);
             }
             continue;
         }
@@ -285,41 +279,36 @@ pub async fn run_durable<D: Driver>(
             observer.snapshot(&machine.snapshot());
         }
         match tasks.join_next().await {
-            Some(Ok((req, reply, events))) => {
-                inflight.remove(&req.id);
+            Some(Ok((reply, events))) => {
+                inflight.remove(&reply.id);
                 for e in &events {
                     observer.event(e);
                 }
-                if let Reply::Failed(e) = &reply {
+                if let Err(Failure(e)) = &reply.outcome {
                     observer.event(&Event::RequestFailed {
-                        id: req.id.clone(),
+                        id: reply.id.clone(),
                         error: e.clone(),
                     });
                 }
                 if let Some(d) = durable.as_deref_mut() {
-                    d.journal.append(&req.id, &reply).map_err(journal_error)?;
+                    d.journal.append(&reply).map_err(journal_error)?;
                     d.journal.sync().map_err(journal_error)?;
                 }
-                machine.complete(&req.id, reply);
+                machine.complete(reply);
             }
             Some(Err(e)) if e.is_cancelled() => {}
             Some(Err(e)) => {
-                return Err(RuntimeError {
-                    message: format!("a driver task failed: {e}"),
-                    module: String::new(),
-                    line: 0,
-                    statement: String::new(),
-                })
+                return Err(RuntimeError::unlocated(
+                    Code::E215,
+                    format!("a driver task failed: {e}"),
+                ))
             }
             None => {
                 if queue.is_empty() {
-                    return Err(RuntimeError {
-                        message: "internal error: the run waits for answers nobody was asked for"
-                            .into(),
-                        module: String::new(),
-                        line: 0,
-                        statement: String::new(),
-                    });
+                    return Err(RuntimeError::unlocated(
+                        Code::E215,
+                        "the run waits for answers nobody was asked for",
+                    ));
                 }
             }
         }

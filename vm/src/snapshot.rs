@@ -68,7 +68,7 @@ pub struct ForkView {
     /// The line of the statement that forked.
     pub line: u32,
     /// Its join strategy.
-    pub strategy: String,
+    pub strategy: &'static str,
     /// Branches in all.
     pub branches: usize,
     /// Branches that succeeded.

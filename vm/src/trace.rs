@@ -1,5 +1,7 @@
 //! Trace events: the narration protocol for people following a run, JSON lines for tools.
 
+use crate::protocol::RequestId;
+use prosec::diagnostics::Code;
 use serde::Serialize;
 
 /// Something that happened during a run.
@@ -14,7 +16,7 @@ pub enum Event {
     /// A session starts (a request goes to the driver).
     Session {
         /// The request's id.
-        id: String,
+        id: RequestId,
         /// The module it is in (0: the program run).
         module: u32,
         /// Its source line.
@@ -44,7 +46,7 @@ pub enum Event {
         /// The agent.
         agent: String,
         /// The session's request.
-        id: String,
+        id: RequestId,
         /// The memory after the session.
         memory: String,
         /// The session's answer.
@@ -53,7 +55,7 @@ pub enum Event {
     /// A session answered.
     Answer {
         /// The request.
-        id: String,
+        id: RequestId,
         /// The answer.
         text: String,
         /// The program keeps it under a name (otherwise it is an anonymous binding).
@@ -67,7 +69,7 @@ pub enum Event {
     /// A judgement came back.
     Flow {
         /// The request.
-        id: String,
+        id: RequestId,
         /// The verdict.
         result: bool,
     },
@@ -76,7 +78,7 @@ pub enum Event {
         /// How many branches.
         branches: usize,
         /// Its join strategy.
-        strategy: String,
+        strategy: &'static str,
     },
     /// A fork joined.
     Joined {
@@ -138,7 +140,7 @@ pub enum Event {
     /// them, the tokens used.
     Usage {
         /// The request.
-        id: String,
+        id: RequestId,
         /// Milliseconds from the first attempt to the reply.
         ms: u64,
         /// Tokens read.
@@ -149,7 +151,7 @@ pub enum Event {
     /// A failed session is tried again.
     Retry {
         /// The request.
-        id: String,
+        id: RequestId,
         /// The attempt about to start (2 for the first retry).
         attempt: u32,
         /// Why the previous attempt failed.
@@ -158,9 +160,18 @@ pub enum Event {
     /// A request failed for good.
     RequestFailed {
         /// The request.
-        id: String,
+        id: RequestId,
         /// Why.
         error: String,
+    },
+    /// A relaxed rule was broken, or something deserves a look; the run goes on.
+    Warning {
+        /// Its code.
+        code: Code,
+        /// Where (`program:line`).
+        site: String,
+        /// What.
+        message: String,
     },
     /// A program output was bound.
     Output {
@@ -246,6 +257,11 @@ impl Event {
             Event::RequestFailed { id, error } => {
                 format!("[Warning] {id} failed: {}", short(error))
             }
+            Event::Warning {
+                code,
+                site,
+                message,
+            } => format!("[Warning] {site}: [{code}] {message}"),
             Event::Output { name, value } => {
                 format!("[Output] output {name} = \"{}\"", short(value))
             }

@@ -1,6 +1,8 @@
 //! Runtime values. Cloning is cheap: text, lists and records are shared (`Arc`), and a list
 //! appended to while nothing else holds it is extended in place.
 
+use crate::protocol::RequestId;
+use prosec::diagnostics::Code;
 use std::sync::Arc;
 
 /// A value in a register.
@@ -30,10 +32,26 @@ pub enum Value {
 /// What an error carries.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ErrorValue {
+    /// Its stable code (runtime codes are listed with the compiler's).
+    pub code: Code,
     /// What went wrong.
     pub message: String,
-    /// Where it was raised: module name and source line.
-    pub location: Option<(String, u32)>,
+    /// Where it was raised: the module's index in the artifact and the source line.
+    pub location: Option<(u32, u32)>,
+    /// The request whose failure it is, when a request failed.
+    pub request: Option<RequestId>,
+}
+
+impl ErrorValue {
+    /// An error with `code` and `message`, located where it is raised.
+    pub fn new(code: Code, message: impl Into<String>) -> ErrorValue {
+        ErrorValue {
+            code,
+            message: message.into(),
+            location: None,
+            request: None,
+        }
+    }
 }
 
 impl Value {
@@ -77,41 +95,7 @@ impl Value {
             Value::Text(t) => t.to_string(),
             Value::Null => "null".into(),
             Value::Error(e) => e.message.clone(),
-            other => {
-                let mut out = String::new();
-                other.write_json(&mut out);
-                out
-            }
-        }
-    }
-
-    /// Writes the value as compact JSON. Unlike [`Value::to_json`] (whose objects sort their
-    /// keys), records are written in their own key order, the order the program gave.
-    fn write_json(&self, out: &mut String) {
-        match self {
-            Value::List(l) => {
-                out.push('[');
-                for (i, v) in l.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    v.write_json(out);
-                }
-                out.push(']');
-            }
-            Value::Record(r) => {
-                out.push('{');
-                for (i, (k, v)) in r.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push_str(&serde_json::Value::String(k.to_string()).to_string());
-                    out.push(':');
-                    v.write_json(out);
-                }
-                out.push('}');
-            }
-            other => out.push_str(&other.to_json().to_string()),
+            other => serde_json::to_string(other).unwrap_or_default(),
         }
     }
 
@@ -154,5 +138,46 @@ impl Value {
                     .collect(),
             ),
         }
+    }
+}
+
+impl serde::Serialize for Value {
+    /// As JSON, records keeping their key order (fork groups and errors as in
+    /// [`Value::to_json`]).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            Value::Null | Value::Group(_) => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Int(i) => s.serialize_i64(*i),
+            Value::Float(f) if f.is_finite() => s.serialize_f64(*f),
+            Value::Float(_) => s.serialize_unit(),
+            Value::Text(t) => s.serialize_str(t),
+            Value::List(l) => {
+                let mut seq = s.serialize_seq(Some(l.len()))?;
+                for v in l.iter() {
+                    seq.serialize_element(v)?;
+                }
+                seq.end()
+            }
+            Value::Record(r) => {
+                let mut map = s.serialize_map(Some(r.len()))?;
+                for (k, v) in r.iter() {
+                    map.serialize_entry(&**k, v)?;
+                }
+                map.end()
+            }
+            Value::Error(e) => {
+                let mut map = s.serialize_map(Some(1))?;
+                map.serialize_entry("error", &e.message)?;
+                map.end()
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Value {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        serde_json::Value::deserialize(d).map(|j| Value::from_json(&j))
     }
 }

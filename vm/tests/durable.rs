@@ -317,8 +317,14 @@ fn project_agents_remember_across_runs_and_resumes() {
                 .arg(&state),
         )
     };
-    let (code, _, err) = run(&second);
-    assert_eq!(code, 1, "resume: with no memory must fail");
+    // Under --strict, `resume:` with no memory is the reference's error, E018.
+    let (code, _, err) = output(
+        vm().args(["run", second.to_str().expect("path"), "--trace", "quiet"])
+            .arg("--strict")
+            .arg("--state-dir")
+            .arg(&state),
+    );
+    assert_eq!(code, 1, "resume: with no memory must fail under --strict");
     assert!(err.contains("E018"), "{err}");
     let (code, _, err) = run(&first);
     assert_eq!(code, 0, "{err}");

@@ -64,7 +64,7 @@ if **alpha was good**:
     let hello = next(&mut out);
     assert_eq!(
         hello,
-        json!({"type": "hello", "protocol": "prose-stdio", "version": 1})
+        json!({"type": "hello", "protocol": "prose-stdio", "version": 2})
     );
     let alpha = next(&mut out);
     assert_eq!(alpha["type"], "request");
@@ -73,7 +73,7 @@ if **alpha was good**:
     assert_eq!(alpha["site"], "prog:1");
     reply(
         &mut stdin,
-        &json!({"id": alpha["id"], "text": "alpha answer"}),
+        &json!({"id": alpha["id"], "kind": "session", "answer": {"text": "alpha answer"}}),
     );
     // Both branches ask at once; answer the second one first.
     let first = next(&mut out);
@@ -88,7 +88,7 @@ if **alpha was good**:
     writeln!(stdin, "this is not json").expect("write");
     reply(
         &mut stdin,
-        &json!({"id": fast["id"], "text": "fast answer"}),
+        &json!({"id": fast["id"], "kind": "session", "answer": {"text": "fast answer"}}),
     );
     // The cancellation and the next request race (the dropped branch's task is aborted
     // while the program goes on): either may come first.
@@ -101,14 +101,27 @@ if **alpha was good**:
     assert_eq!(cancel, json!({"type": "cancel", "id": slow["id"]}));
     assert_eq!(judge["kind"], "evaluate");
     assert_eq!(judge["condition"], "alpha was good");
-    reply(&mut stdin, &json!({"id": judge["id"], "bool": true}));
+    assert_eq!(
+        judge["context"],
+        json!([{"label": "latest answer", "value": "alpha answer"}])
+    );
+    reply(
+        &mut stdin,
+        &json!({"id": judge["id"], "kind": "evaluate", "answer": true}),
+    );
     let good = next(&mut out);
     assert_eq!(good["prompt"], "Good");
     assert_eq!(
         good["context"],
-        json!([["a", "alpha answer"], ["b", "fast answer"]])
+        json!([
+            {"label": "a", "value": "alpha answer"},
+            {"label": "b", "value": "fast answer"}
+        ])
     );
-    reply(&mut stdin, &json!({"id": good["id"], "text": "all good"}));
+    reply(
+        &mut stdin,
+        &json!({"id": good["id"], "kind": "session", "answer": {"text": "all good"}, "usage": {"input_tokens": 5, "output_tokens": 2}}),
+    );
     let done = next(&mut out);
     assert_eq!(done["type"], "done");
     assert_eq!(done["status"], "finished");
@@ -146,13 +159,39 @@ fn a_reply_of_the_wrong_kind_is_an_error() {
     let (child, mut stdin, mut out) = start(&dir, "if **ready**:\n  session \"Go\"\n");
     assert_eq!(next(&mut out)["type"], "hello");
     let judge = next(&mut out);
-    reply(&mut stdin, &json!({"id": judge["id"], "text": "yes"}));
+    reply(
+        &mut stdin,
+        &json!({"id": judge["id"], "kind": "session", "answer": {"text": "yes"}}),
+    );
     let done = next(&mut out);
     assert_eq!(done["status"], "failed");
     assert!(
         done["error"]
             .as_str()
-            .is_some_and(|e| e.contains("the host replied with `text` where `bool` was asked")),
+            .is_some_and(|e| e.contains("the `evaluate` request got a `session` answer")),
+        "{done}"
+    );
+    drop(stdin);
+    let _ = child.wait_with_output();
+}
+
+#[test]
+fn a_malformed_reply_to_a_waiting_request_fails_it_at_once() {
+    let dir = scratch("malformed");
+    let (child, mut stdin, mut out) = start(&dir, "if **ready**:\n  session \"Go\"\n");
+    assert_eq!(next(&mut out)["type"], "hello");
+    let judge = next(&mut out);
+    // The right kind, but not a boolean.
+    reply(
+        &mut stdin,
+        &json!({"id": judge["id"], "kind": "evaluate", "answer": "yes"}),
+    );
+    let done = next(&mut out);
+    assert_eq!(done["status"], "failed");
+    assert!(
+        done["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not a `evaluate` answer")),
         "{done}"
     );
     drop(stdin);
@@ -178,7 +217,15 @@ fn a_host_may_replay_a_transcript_written_in_advance() {
     let mut stdin = child.stdin.take().expect("stdin");
     stdin
         .write_all(
-            b"{\"id\":\"0:0\",\"text\":\"alpha\"}\n{\"id\":\"0:1\",\"choice\":1}\n{\"id\":\"0:2\",\"text\":\"went right\"}\n",
+            concat!(
+                r#"{"id":"0:0","kind":"session","answer":{"text":"alpha"}}"#,
+                "\n",
+                r#"{"id":"0:1","kind":"choose","answer":1}"#,
+                "\n",
+                r#"{"id":"0:2","kind":"session","answer":{"text":"went right"}}"#,
+                "\n"
+            )
+            .as_bytes(),
         )
         .expect("write");
     drop(stdin);

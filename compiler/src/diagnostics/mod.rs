@@ -4,9 +4,11 @@
 
 mod codes;
 mod render;
+mod suggest;
 
 pub use codes::{Code, CodeKind, Severity};
 pub use render::{render_json, render_text, JsonDiagnostic};
+pub use suggest::closest;
 
 use crate::source::FileId;
 use crate::span::Span;

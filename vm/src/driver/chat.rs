@@ -6,11 +6,10 @@
 //! parsed strictly, with one corrective re-ask.
 
 use super::http::{post_json, HttpOptions};
-use super::{render, Answer, Driver, DriverError, SessionAnswer, Usage};
+use super::{render, Driver, Served};
 use crate::convert;
-use crate::request::{Request, SessionRequest};
+use crate::protocol::{Answer, Ask, Failure, Request, Usage};
 use crate::value::Value;
-use bytecode_spec::Shape;
 use serde_json::json;
 
 /// Which API a [`ChatDriver`] speaks.
@@ -23,7 +22,7 @@ pub enum Api {
 }
 
 /// Model ids for the spec's aliases, and for sessions naming no model.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Models {
     /// `model: sonnet`.
     pub sonnet: String,
@@ -78,8 +77,6 @@ pub struct ChatDriver {
     key: Option<String>,
     models: Models,
     http: HttpOptions,
-    /// Tokens spent per request id, until the runner takes them.
-    spent: std::sync::Mutex<std::collections::HashMap<String, Usage>>,
 }
 
 impl ChatDriver {
@@ -92,16 +89,16 @@ impl ChatDriver {
         key: Option<String>,
         models: Models,
         http: HttpOptions,
-    ) -> Result<ChatDriver, DriverError> {
+    ) -> Result<ChatDriver, Failure> {
         let key = key.filter(|k| !k.is_empty());
         if api == Api::Anthropic && key.is_none() {
-            return Err(DriverError(
+            return Err(Failure(
                 "the anthropic driver needs ANTHROPIC_API_KEY".into(),
             ));
         }
         let client = reqwest::Client::builder()
             .build()
-            .map_err(|e| DriverError(format!("cannot set up HTTP: {e}")))?;
+            .map_err(|e| Failure(format!("cannot set up HTTP: {e}")))?;
         let base = base_url.trim_end_matches('/');
         let url = match api {
             Api::OpenAi => format!("{base}/chat/completions"),
@@ -114,19 +111,18 @@ impl ChatDriver {
             key,
             models,
             http,
-            spent: Default::default(),
         })
     }
 
-    /// One exchange for request `id`: `system` and `user` turns; returns the reply text and
-    /// adds the tokens the provider reports to the request's account.
+    /// One exchange: `system` and `user` turns; returns the reply text and adds the tokens
+    /// the provider reports to `spent`.
     async fn chat(
         &self,
-        id: &str,
+        spent: &mut Option<Usage>,
         model: Option<&str>,
         system: Option<&str>,
         user: &str,
-    ) -> Answer<String> {
+    ) -> Result<String, Failure> {
         let model = self.models.resolve(model);
         let key = self.key.as_deref();
         let (body, headers) = match self.api {
@@ -182,9 +178,9 @@ impl ChatDriver {
         };
         let text = text
             .map(str::to_string)
-            .ok_or_else(|| DriverError(format!("the provider's response has no {path}")))?;
-        if let (Some(u), Ok(mut spent)) = (usage, self.spent.lock()) {
-            *spent.entry(id.to_string()).or_default() += u;
+            .ok_or_else(|| Failure(format!("the provider's response has no {path}")))?;
+        if let Some(u) = usage {
+            *spent.get_or_insert_with(Usage::default) += u;
         }
         Ok(text)
     }
@@ -193,20 +189,20 @@ impl ChatDriver {
     /// reply quoted and `correction`, then gives up with `what`.
     async fn constrained<T>(
         &self,
-        id: &str,
+        spent: &mut Option<Usage>,
         question: String,
         correction: &str,
         what: &str,
         parse: impl Fn(&str) -> Option<T>,
-    ) -> Answer<T> {
-        let first = self.chat(id, None, None, &question).await?;
+    ) -> Result<T, Failure> {
+        let first = self.chat(spent, None, None, &question).await?;
         if let Some(v) = parse(&first) {
             return Ok(v);
         }
         let again = format!("{question}\nYou replied: {first}\n{correction}\n");
-        let second = self.chat(id, None, None, &again).await?;
+        let second = self.chat(spent, None, None, &again).await?;
         parse(&second).ok_or_else(|| {
-            DriverError(format!(
+            Failure(format!(
                 "the model's reply is not {what}, even when asked again: {:?}",
                 second.chars().take(80).collect::<String>()
             ))
@@ -214,11 +210,60 @@ impl ChatDriver {
     }
 }
 
-impl Driver for ChatDriver {
-    fn take_usage(&self, id: &str) -> Option<Usage> {
-        self.spent.lock().ok().and_then(|mut s| s.remove(id))
+impl ChatDriver {
+    /// The answer to `req`, adding the tokens spent to `spent`.
+    async fn serve(&self, req: &Request, spent: &mut Option<Usage>) -> Result<Answer, Failure> {
+        Ok(match &req.ask {
+            Ask::Session(s) => {
+                let text = self
+                    .chat(
+                        spent,
+                        s.model.as_deref(),
+                        s.system.as_deref(),
+                        &render::session(s),
+                    )
+                    .await?;
+                Answer::Session(render::answer(&req.id, s, text))
+            }
+            Ask::Evaluate(e) => Answer::Evaluate(
+                self.constrained(
+                    spent,
+                    render::evaluate(e),
+                    "Start your reply with yes or no.",
+                    "a yes or no",
+                    render::verdict,
+                )
+                .await?,
+            ),
+            Ask::Choose(c) => Answer::Choose(
+                self.constrained(
+                    spent,
+                    render::choose(c),
+                    "Reply with exactly one option's label or number, nothing else.",
+                    "one of the options",
+                    |r| render::choice(r, &c.options),
+                )
+                .await?,
+            ),
+            Ask::Input(i) => {
+                let question = format!("{}Reply with the value only.\n", render::input(i));
+                Answer::Input(Value::text(self.chat(spent, None, None, &question).await?))
+            }
+            Ask::Convert(c) => Answer::Convert(
+                self.constrained(
+                    spent,
+                    render::convert(c),
+                    "Reply with the JSON only.",
+                    "of the shape asked",
+                    |r| convert::local(&Value::text(r), c.shape),
+                )
+                .await?,
+            ),
+        })
     }
+}
 
+impl Driver for ChatDriver {
     fn name(&self) -> &str {
         match self.api {
             Api::OpenAi => "openai",
@@ -226,63 +271,9 @@ impl Driver for ChatDriver {
         }
     }
 
-    async fn session(&self, req: &Request, s: &SessionRequest) -> Answer<SessionAnswer> {
-        let text = self
-            .chat(
-                &req.id,
-                s.model.as_deref(),
-                s.system.as_deref(),
-                &render::session(s),
-            )
-            .await?;
-        Ok(render::answer(req, s, text))
-    }
-
-    async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
-        let context = render::context(req);
-        self.constrained(
-            &req.id,
-            render::evaluate(condition, context),
-            "Start your reply with yes or no.",
-            "a yes or no",
-            render::verdict,
-        )
-        .await
-    }
-
-    async fn choose(&self, req: &Request, options: &[String]) -> Answer<usize> {
-        let criteria = render::context(req).unwrap_or_default();
-        self.constrained(
-            &req.id,
-            render::choose(criteria, options),
-            "Reply with exactly one option's label or number, nothing else.",
-            "one of the options",
-            |r| render::choice(r, options),
-        )
-        .await
-    }
-
-    async fn input(&self, req: &Request, name: &str) -> Answer<Value> {
-        let question = render::context(req).unwrap_or_default();
-        let text = self
-            .chat(
-                &req.id,
-                None,
-                None,
-                &format!("Provide {name}: {question}\nReply with the value only.\n"),
-            )
-            .await?;
-        Ok(Value::text(text))
-    }
-
-    async fn convert(&self, req: &Request, text: &str, shape: Shape) -> Answer<Value> {
-        self.constrained(
-            &req.id,
-            render::convert(text, shape),
-            "Reply with the JSON only.",
-            "of the shape asked",
-            |r| convert::local(&Value::text(r), shape),
-        )
-        .await
+    async fn answer(&self, req: &Request) -> Served {
+        let mut usage = None;
+        let outcome = self.serve(req, &mut usage).await;
+        Served { outcome, usage }
     }
 }

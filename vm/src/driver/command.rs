@@ -4,11 +4,10 @@
 //! `PROSE_MODEL`, `PROSE_SYSTEM` and `PROSE_OPTIONS` (a choice's labels, one per line). A
 //! non-zero exit status is the request's failure, carrying the program's stderr.
 
-use super::{render, Answer, Driver, DriverError, SessionAnswer};
+use super::{render, Driver, Served};
 use crate::convert;
-use crate::request::{Request, RequestKind, SessionRequest};
+use crate::protocol::{Answer, Ask, Failure, Request};
 use crate::value::Value;
-use bytecode_spec::Shape;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -29,19 +28,17 @@ impl CommandDriver {
     }
 
     /// Runs the command for `req` with `input` on stdin and `env` set; returns its stdout.
-    async fn ask(&self, req: &Request, input: String, env: &[(&str, &str)]) -> Answer<String> {
-        let kind = match &req.kind {
-            RequestKind::Session(_) => "session",
-            RequestKind::Evaluate { .. } => "evaluate",
-            RequestKind::Choose { .. } => "choose",
-            RequestKind::Input { .. } => "input",
-            RequestKind::Convert { .. } => "convert",
-        };
+    async fn ask(
+        &self,
+        req: &Request,
+        input: String,
+        env: &[(&str, &str)],
+    ) -> Result<String, Failure> {
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
             .arg(&self.command)
-            .env("PROSE_REQUEST_KIND", kind)
-            .env("PROSE_REQUEST_ID", &req.id)
+            .env("PROSE_REQUEST_KIND", req.kind().as_str())
+            .env("PROSE_REQUEST_ID", req.id.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -53,7 +50,7 @@ impl CommandDriver {
         }
         let mut child = cmd
             .spawn()
-            .map_err(|e| DriverError(format!("cannot run the driver command: {e}")))?;
+            .map_err(|e| Failure(format!("cannot run the driver command: {e}")))?;
         let pid = child.id();
         let stdin = child.stdin.take();
         let run = async move {
@@ -76,12 +73,12 @@ impl CommandDriver {
                         libc::kill(-pid, libc::SIGKILL);
                     }
                 }
-                DriverError(format!(
+                Failure(format!(
                     "the driver command timed out after {} s",
                     self.timeout.as_secs_f64()
                 ))
             })?
-            .map_err(|e| DriverError(format!("the driver command: {e}")))?;
+            .map_err(|e| Failure(format!("the driver command: {e}")))?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let mut stderr = stderr.trim().to_string();
@@ -97,7 +94,7 @@ impl CommandDriver {
                 .status
                 .code()
                 .map_or("a signal".to_string(), |c| format!("status {c}"));
-            return Err(DriverError(if stderr.is_empty() {
+            return Err(Failure(if stderr.is_empty() {
                 format!("the driver command exited with {status}")
             } else {
                 format!("the driver command exited with {status}: {stderr}")
@@ -105,7 +102,66 @@ impl CommandDriver {
         }
         String::from_utf8(out.stdout)
             .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-            .map_err(|_| DriverError("the driver command's reply is not UTF-8".into()))
+            .map_err(|_| Failure("the driver command's reply is not UTF-8".into()))
+    }
+}
+
+impl CommandDriver {
+    /// The answer to `req`, from the command's reply.
+    async fn serve(&self, req: &Request) -> Result<Answer, Failure> {
+        let excerpt = |r: &str| r.chars().take(80).collect::<String>();
+        Ok(match &req.ask {
+            Ask::Session(s) => {
+                let model = s.model.clone().unwrap_or_default();
+                let system = s.system.clone().unwrap_or_default();
+                let text = self
+                    .ask(
+                        req,
+                        render::session(s),
+                        &[("PROSE_MODEL", &model), ("PROSE_SYSTEM", &system)],
+                    )
+                    .await?;
+                Answer::Session(render::answer(&req.id, s, text))
+            }
+            Ask::Evaluate(e) => {
+                let reply = self.ask(req, render::evaluate(e), &[]).await?;
+                Answer::Evaluate(render::verdict(&reply).ok_or_else(|| {
+                    Failure(format!(
+                        "the driver command's verdict on **{}** must start with yes or no, not {:?}",
+                        e.condition,
+                        excerpt(&reply)
+                    ))
+                })?)
+            }
+            Ask::Choose(c) => {
+                let labels = c.options.join("\n");
+                let reply = self
+                    .ask(req, render::choose(c), &[("PROSE_OPTIONS", &labels)])
+                    .await?;
+                Answer::Choose(render::choice(&reply, &c.options).ok_or_else(|| {
+                    Failure(format!(
+                        "the driver command chose {:?}, which is neither an option's label nor a number from 1 to {}",
+                        excerpt(&reply),
+                        c.options.len()
+                    ))
+                })?)
+            }
+            Ask::Input(i) => {
+                Answer::Input(Value::text(self.ask(req, render::input(i), &[]).await?))
+            }
+            Ask::Convert(c) => {
+                let reply = self.ask(req, render::convert(c), &[]).await?;
+                Answer::Convert(
+                    convert::local(&Value::text(reply.as_str()), c.shape).ok_or_else(|| {
+                        Failure(format!(
+                            "the driver command's conversion is not {}: {:?}",
+                            crate::protocol::shape_name::name(c.shape),
+                            excerpt(&reply)
+                        ))
+                    })?,
+                )
+            }
+        })
     }
 }
 
@@ -114,64 +170,7 @@ impl Driver for CommandDriver {
         "command"
     }
 
-    async fn session(&self, req: &Request, s: &SessionRequest) -> Answer<SessionAnswer> {
-        let model = s.model.clone().unwrap_or_default();
-        let system = s.system.clone().unwrap_or_default();
-        let text = self
-            .ask(
-                req,
-                render::session(s),
-                &[("PROSE_MODEL", &model), ("PROSE_SYSTEM", &system)],
-            )
-            .await?;
-        Ok(render::answer(req, s, text))
-    }
-
-    async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
-        let context = render::context(req);
-        let reply = self
-            .ask(req, render::evaluate(condition, context), &[])
-            .await?;
-        render::verdict(&reply).ok_or_else(|| {
-            DriverError(format!(
-                "the driver command's verdict on **{condition}** must start with yes or no, not {:?}",
-                reply.chars().take(80).collect::<String>()
-            ))
-        })
-    }
-
-    async fn choose(&self, req: &Request, options: &[String]) -> Answer<usize> {
-        let criteria = render::context(req).unwrap_or_default();
-        let labels = options.join("\n");
-        let reply = self
-            .ask(
-                req,
-                render::choose(criteria, options),
-                &[("PROSE_OPTIONS", &labels)],
-            )
-            .await?;
-        render::choice(&reply, options).ok_or_else(|| {
-            DriverError(format!(
-                "the driver command chose {:?}, which is neither an option's label nor a number from 1 to {}",
-                reply.chars().take(80).collect::<String>(),
-                options.len()
-            ))
-        })
-    }
-
-    async fn input(&self, req: &Request, name: &str) -> Answer<Value> {
-        let question = render::context(req).unwrap_or_default();
-        let text = self.ask(req, format!("{name}: {question}\n"), &[]).await?;
-        Ok(Value::text(text))
-    }
-
-    async fn convert(&self, req: &Request, text: &str, shape: Shape) -> Answer<Value> {
-        let reply = self.ask(req, render::convert(text, shape), &[]).await?;
-        convert::local(&Value::text(reply.as_str()), shape).ok_or_else(|| {
-            DriverError(format!(
-                "the driver command's conversion is not a {shape:?}: {:?}",
-                reply.chars().take(80).collect::<String>()
-            ))
-        })
+    async fn answer(&self, req: &Request) -> Served {
+        self.serve(req).await.into()
     }
 }

@@ -2,7 +2,7 @@
 //! limits (429), server errors (5xx) and transport errors with growing delays, honouring a
 //! `Retry-After` header; and error messages that never carry the API key.
 
-use super::DriverError;
+use crate::protocol::Failure;
 use serde_json::Value as Json;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ pub async fn post_json(
     body: &Json,
     opts: &HttpOptions,
     secret: Option<&str>,
-) -> Result<Json, DriverError> {
+) -> Result<Json, Failure> {
     let scrub = |msg: String| match secret {
         Some(s) if !s.is_empty() => msg.replace(s, "[redacted]"),
         _ => msg,
@@ -54,7 +54,7 @@ pub async fn post_json(
                 let text = resp.text().await.unwrap_or_default();
                 if status.is_success() {
                     return serde_json::from_str(&text).map_err(|e| {
-                        DriverError(scrub(format!("the provider's response is not JSON ({e})")))
+                        Failure(scrub(format!("the provider's response is not JSON ({e})")))
                     });
                 }
                 let detail: String = text.chars().take(300).collect();
@@ -81,7 +81,7 @@ pub async fn post_json(
             } else {
                 String::new()
             };
-            return Err(DriverError(scrub(format!("{error}{tries}"))));
+            return Err(Failure(scrub(format!("{error}{tries}"))));
         }
         attempt += 1;
         tokio::time::sleep(wait.unwrap_or(delay)).await;

@@ -3,11 +3,11 @@
 //! placeholders (with `--mock-inputs`); conversions get a small value of the asked shape.
 //! A script (`--mock-script file.json`) overrides any of this per request site or prompt.
 
-use super::{Answer, Driver, DriverError, SessionAnswer};
-use crate::request::{Reply, Request, RequestKind, SessionRequest};
+use super::{Driver, Served};
+use crate::protocol::{Answer, Ask, Kind, Request, SessionAnswer};
 use crate::value::Value;
 use bytecode_spec::Shape;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,6 +21,29 @@ pub enum Conditions {
     False,
     /// False `n` times per condition site, then true.
     After(u32),
+}
+
+impl std::fmt::Display for Conditions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Conditions::True => f.write_str("true"),
+            Conditions::False => f.write_str("false"),
+            Conditions::After(n) => write!(f, "after:{n}"),
+        }
+    }
+}
+
+impl serde::Serialize for Conditions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Conditions {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Conditions, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 impl std::str::FromStr for Conditions {
@@ -39,7 +62,8 @@ impl std::str::FromStr for Conditions {
 }
 
 /// One scripted answer.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rule {
     /// Matches requests from this site (`program:line`).
     #[serde(default)]
@@ -49,7 +73,7 @@ pub struct Rule {
     pub prompt: Option<String>,
     /// Matches requests of this kind (`session`, `evaluate`, `choose`, `input`, `convert`).
     #[serde(default)]
-    pub kind: Option<String>,
+    pub kind: Option<Kind>,
     /// The answer: text, a boolean, an option index, or any JSON value.
     #[serde(default)]
     pub reply: Option<serde_json::Value>,
@@ -64,19 +88,38 @@ pub struct Rule {
     pub delay_ms: Option<u64>,
 }
 
-/// Options of the mock driver.
-#[derive(Clone, Debug, Default)]
+/// Options of the mock driver (kept with a run, so a resumed run answers the same way).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MockOptions {
     /// How conditions are answered (default: true).
+    #[serde(default)]
     pub conditions: Option<Conditions>,
     /// Answer every input with a placeholder.
+    #[serde(default)]
     pub inputs: bool,
     /// Delay before every answer.
+    #[serde(default, with = "millis")]
     pub latency: Duration,
     /// Scripted answers, tried in order.
+    #[serde(default)]
     pub script: Vec<Rule>,
     /// Append the id of every request served to this file (for tests of durable runs).
+    #[serde(default)]
     pub log: Option<std::path::PathBuf>,
+}
+
+/// Durations as whole milliseconds.
+mod millis {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_millis)
+    }
 }
 
 /// The mock driver.
@@ -89,16 +132,6 @@ pub struct Mock {
 struct MockState {
     used: HashMap<usize, u32>,
     false_so_far: HashMap<String, u32>,
-}
-
-fn kind_name(k: &RequestKind) -> &'static str {
-    match k {
-        RequestKind::Session(_) => "session",
-        RequestKind::Evaluate { .. } => "evaluate",
-        RequestKind::Choose { .. } => "choose",
-        RequestKind::Input { .. } => "input",
-        RequestKind::Convert { .. } => "convert",
-    }
 }
 
 /// A short deterministic answer derived from a prompt.
@@ -123,19 +156,19 @@ impl Mock {
     fn rule(&self, req: &Request) -> Option<Rule> {
         let mut state = self.state.lock().ok()?;
         for (i, rule) in self.opts.script.iter().enumerate() {
-            let kind_ok = rule
-                .kind
+            let kind_ok = rule.kind.is_none_or(|k| k == req.kind());
+            let site_ok = rule
+                .site
                 .as_deref()
-                .is_none_or(|k| k == kind_name(&req.kind));
-            let site_ok = rule.site.as_deref().is_none_or(|s| s == req.site);
-            let prompt_ok = rule.prompt.as_deref().is_none_or(|p| match &req.kind {
-                RequestKind::Session(s) => {
+                .is_none_or(|s| s == req.site.to_string());
+            let prompt_ok = rule.prompt.as_deref().is_none_or(|p| match &req.ask {
+                Ask::Session(s) => {
                     s.prompt.contains(p) || s.label.as_deref().is_some_and(|l| l.contains(p))
                 }
-                RequestKind::Evaluate { condition, .. } => condition.contains(p),
-                RequestKind::Choose { criteria, .. } => criteria.contains(p),
-                RequestKind::Input { name, question } => name.contains(p) || question.contains(p),
-                RequestKind::Convert { text, .. } => text.contains(p),
+                Ask::Evaluate(e) => e.condition.contains(p),
+                Ask::Choose(c) => c.criteria.contains(p),
+                Ask::Input(i) => i.name.contains(p) || i.question.contains(p),
+                Ask::Convert(c) => c.text.contains(p),
             });
             if !(kind_ok && site_ok && prompt_ok) {
                 continue;
@@ -151,7 +184,7 @@ impl Mock {
     }
 
     /// The answer this mock gives, and how long to wait before giving it.
-    fn decide(&self, req: &Request) -> (Reply, Duration) {
+    fn decide(&self, req: &Request) -> (Served, Duration) {
         let rule = self.rule(req);
         let delay = rule
             .as_ref()
@@ -162,28 +195,20 @@ impl Mock {
         (self.reply(req, rule), delay)
     }
 
-    fn reply(&self, req: &Request, rule: Option<Rule>) -> Reply {
+    fn reply(&self, req: &Request, rule: Option<Rule>) -> Served {
         if let Some(rule) = rule {
             if let Some(msg) = rule.fail {
-                return Reply::Failed(msg);
+                return Served::failed(msg);
             }
             if let Some(reply) = rule.reply {
-                return match (&req.kind, reply) {
-                    (RequestKind::Session(_), serde_json::Value::String(s)) => Reply::Text(s),
-                    (RequestKind::Session(_), j) => Reply::Text(j.to_string()),
-                    (RequestKind::Evaluate { .. }, serde_json::Value::Bool(b)) => Reply::Bool(b),
-                    (RequestKind::Choose { options, .. }, serde_json::Value::String(s)) => {
-                        Reply::Choice(options.iter().position(|o| *o == s).unwrap_or(0))
-                    }
-                    (RequestKind::Choose { .. }, j) => {
-                        Reply::Choice(j.as_u64().unwrap_or(0) as usize)
-                    }
-                    (_, j) => Reply::Value(Value::from_json(&j)),
+                return match scripted(&req.ask, reply) {
+                    Ok(a) => Served::answer(a),
+                    Err(why) => Served::failed(format!("the mock script's reply {why}")),
                 };
             }
         }
-        match &req.kind {
-            RequestKind::Session(s) if s.persistent => {
+        Served::answer(match &req.ask {
+            Ask::Session(s) if s.persistent => {
                 // A persistent agent keeps one line per session in its memory.
                 let text = answer_for(&s.prompt);
                 let agent = s.agent.as_deref().unwrap_or("agent");
@@ -192,19 +217,21 @@ impl Mock {
                     Some(m) => format!("{m}\n{line}"),
                     None => line,
                 };
-                Reply::Remembered { text, memory }
+                Answer::Session(SessionAnswer {
+                    text,
+                    memory: Some(memory),
+                })
             }
-            RequestKind::Session(s) => Reply::Text(answer_for(&s.prompt)),
-            RequestKind::Evaluate { .. } => {
-                Reply::Bool(match self.opts.conditions.unwrap_or(Conditions::True) {
+            Ask::Session(s) => Answer::Session(SessionAnswer::text(answer_for(&s.prompt))),
+            Ask::Evaluate(_) => {
+                Answer::Evaluate(match self.opts.conditions.unwrap_or(Conditions::True) {
                     Conditions::True => true,
                     Conditions::False => false,
                     Conditions::After(n) => {
-                        let mut state = match self.state.lock() {
-                            Ok(s) => s,
-                            Err(_) => return Reply::Failed("mock state poisoned".into()),
+                        let Ok(mut state) = self.state.lock() else {
+                            return Served::failed("mock state poisoned");
                         };
-                        let seen = state.false_so_far.entry(req.site.clone()).or_insert(0);
+                        let seen = state.false_so_far.entry(req.site.to_string()).or_insert(0);
                         if *seen < n {
                             *seen += 1;
                             false
@@ -214,24 +241,27 @@ impl Mock {
                     }
                 })
             }
-            RequestKind::Choose { .. } => Reply::Choice(0),
-            RequestKind::Input { name, .. } if self.opts.inputs => {
-                Reply::Value(Value::text(format!("<{name}>")))
+            Ask::Choose(_) => Answer::Choose(0),
+            Ask::Input(i) if self.opts.inputs => {
+                Answer::Input(Value::text(format!("<{}>", i.name)))
             }
-            RequestKind::Input { name, .. } => Reply::Failed(format!(
-                "no value for input `{name}` (the mock driver answers inputs with --mock-inputs)"
-            )),
-            RequestKind::Convert { text, shape } => Reply::Value(match shape {
+            Ask::Input(i) => {
+                return Served::failed(format!(
+                    "no value for input `{}` (the mock driver answers inputs with --mock-inputs)",
+                    i.name
+                ))
+            }
+            Ask::Convert(c) => Answer::Convert(match c.shape {
                 Shape::List => {
                     Value::List(Arc::new(vec![Value::text("item 1"), Value::text("item 2")]))
                 }
                 Shape::Record => {
-                    Value::record(vec![(Arc::from("value"), Value::text(text.as_str()))])
+                    Value::record(vec![(Arc::from("value"), Value::text(c.text.as_str()))])
                 }
                 Shape::Int => Value::Int(1),
                 Shape::Bool => Value::Bool(true),
             }),
-        }
+        })
     }
 
     /// Records that `req` was asked of this driver.
@@ -247,23 +277,31 @@ impl Mock {
             }
         }
     }
-
-    async fn wait(&self, req: &Request) -> Reply {
-        self.log(req);
-        let (reply, delay) = self.decide(req);
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
-        reply
-    }
 }
 
-fn expect<T>(r: Reply, f: impl FnOnce(Reply) -> Option<T>) -> Answer<T> {
-    match r {
-        Reply::Failed(m) => Err(DriverError(m)),
-        other => f(other)
-            .ok_or_else(|| DriverError("the mock script gives the wrong kind of answer".into())),
-    }
+/// A scripted reply as the answer to `ask`: text for a session (other JSON as its text), a
+/// boolean for a condition, an option's label or index for a choice, any value otherwise.
+fn scripted(ask: &Ask, reply: serde_json::Value) -> Result<Answer, String> {
+    use serde_json::Value as J;
+    Ok(match (ask, reply) {
+        (Ask::Session(_), J::String(s)) => Answer::Session(SessionAnswer::text(s)),
+        (Ask::Session(_), j) => Answer::Session(SessionAnswer::text(j.to_string())),
+        (Ask::Evaluate(_), J::Bool(b)) => Answer::Evaluate(b),
+        (Ask::Evaluate(_), j) => return Err(format!("{j} is not a boolean")),
+        (Ask::Choose(c), J::String(s)) => Answer::Choose(
+            c.options
+                .iter()
+                .position(|o| *o == s)
+                .ok_or_else(|| format!("{s:?} is none of the options {:?}", c.options))?,
+        ),
+        (Ask::Choose(_), j) => Answer::Choose(
+            j.as_u64()
+                .ok_or_else(|| format!("{j} is neither an option nor an index"))?
+                as usize,
+        ),
+        (Ask::Input(_), j) => Answer::Input(Value::from_json(&j)),
+        (Ask::Convert(_), j) => Answer::Convert(Value::from_json(&j)),
+    })
 }
 
 impl Driver for Mock {
@@ -271,47 +309,16 @@ impl Driver for Mock {
         "mock"
     }
 
-    async fn session(&self, req: &Request, _: &SessionRequest) -> Answer<SessionAnswer> {
-        expect(self.wait(req).await, |r| match r {
-            Reply::Text(t) => Some(t.into()),
-            Reply::Remembered { text, memory } => Some(SessionAnswer {
-                text,
-                memory: Some(memory),
-            }),
-            _ => None,
-        })
+    async fn answer(&self, req: &Request) -> Served {
+        self.log(req);
+        let (served, delay) = self.decide(req);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        served
     }
 
-    async fn evaluate(&self, req: &Request, _: &str) -> Answer<bool> {
-        expect(self.wait(req).await, |r| match r {
-            Reply::Bool(b) => Some(b),
-            _ => None,
-        })
-    }
-
-    async fn choose(&self, req: &Request, _: &[String]) -> Answer<usize> {
-        expect(self.wait(req).await, |r| match r {
-            Reply::Choice(c) => Some(c),
-            _ => None,
-        })
-    }
-
-    async fn input(&self, req: &Request, _: &str) -> Answer<Value> {
-        expect(self.wait(req).await, |r| match r {
-            Reply::Value(v) => Some(v),
-            Reply::Text(t) => Some(Value::text(t)),
-            _ => None,
-        })
-    }
-
-    async fn convert(&self, req: &Request, _: &str, _: Shape) -> Answer<Value> {
-        expect(self.wait(req).await, |r| match r {
-            Reply::Value(v) => Some(v),
-            _ => None,
-        })
-    }
-
-    fn observe(&self, req: &Request, _reply: &Reply) {
+    fn observe(&self, req: &Request, _reply: &crate::protocol::Reply) {
         // Deterministic: deciding again advances the per-site counters and scripted rules
         // exactly as the original answer did.
         let _ = self.decide(req);
@@ -321,7 +328,7 @@ impl Driver for Mock {
         true
     }
 
-    fn answer_now(&self, req: &Request) -> Option<Reply> {
+    fn answer_now(&self, req: &Request) -> Option<Served> {
         if !self.opts.latency.is_zero() || self.opts.script.iter().any(|r| r.delay_ms.is_some()) {
             return None;
         }

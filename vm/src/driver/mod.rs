@@ -1,136 +1,107 @@
-//! Drivers answer the VM's requests. A driver has one async entry point per request kind;
-//! a driver that can answer without waiting (the mock at zero latency) also offers
-//! [`Driver::answer_now`], which the runner uses to skip task scheduling.
+//! Drivers answer the VM's requests. A driver has one async entry point, [`Driver::answer`],
+//! which matches on the request's [`Ask`](crate::protocol::Ask) (so a new kind of request
+//! is a compile error in every driver until it learns it); a driver that can answer without
+//! waiting (the mock at zero latency) also offers [`Driver::answer_now`], which the runner
+//! uses to skip task scheduling.
 
 pub mod chat;
 pub mod command;
 pub mod http;
 pub mod mock;
 pub mod render;
+pub mod settings;
 pub mod stdio;
 
-use crate::request::{Request, RequestKind, SessionRequest};
-use crate::value::Value;
-use bytecode_spec::Shape;
+use crate::protocol::{Answer, Failure, Kind, Reply, Request, Usage};
 use std::future::Future;
 
-/// Tokens a provider reports for one exchange.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    /// Tokens read.
-    pub input_tokens: u64,
-    /// Tokens written.
-    pub output_tokens: u64,
-}
-
-impl std::ops::AddAssign for Usage {
-    fn add_assign(&mut self, other: Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-    }
-}
-
-/// A session's answer, with a persistent agent's updated memory when the driver has one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionAnswer {
-    /// The answer text.
-    pub text: String,
-    /// The agent's memory after the session (persistent agents only).
-    pub memory: Option<String>,
-}
-
-impl From<String> for SessionAnswer {
-    fn from(text: String) -> SessionAnswer {
-        SessionAnswer { text, memory: None }
-    }
-}
-
-/// Why a request failed.
+/// What a driver made of one request: an answer or a failure, and the tokens it spent when
+/// its provider reports them.
 #[derive(Clone, Debug, PartialEq)]
-pub struct DriverError(pub String);
+pub struct Served {
+    /// The answer, or why there is none.
+    pub outcome: Result<Answer, Failure>,
+    /// Tokens spent over every exchange the answer took.
+    pub usage: Option<Usage>,
+}
 
-/// The result of one request.
-pub type Answer<T> = Result<T, DriverError>;
+impl Served {
+    /// An answer with no usage reported.
+    pub fn answer(answer: Answer) -> Served {
+        Served {
+            outcome: Ok(answer),
+            usage: None,
+        }
+    }
 
-/// Something that answers requests. Each entry point receives the whole request (its id,
-/// site and the kind-specific fields); a failure is the request's failure (and the runner
-/// applies the session's retry policy).
+    /// A failure with no usage reported.
+    pub fn failed(why: impl Into<String>) -> Served {
+        Served {
+            outcome: Err(Failure(why.into())),
+            usage: None,
+        }
+    }
+
+    /// The reply to `req`. An answer of another kind than the request's is a failure.
+    pub fn into_reply(self, req: &Request) -> Reply {
+        let kind = req.kind();
+        let outcome = match self.outcome {
+            Ok(a) if a.kind() != kind => Err(Failure(format!(
+                "the `{kind}` request got a `{}` answer",
+                a.kind()
+            ))),
+            other => other,
+        };
+        Reply {
+            id: req.id.clone(),
+            kind,
+            outcome,
+            usage: self.usage,
+        }
+    }
+}
+
+impl From<Result<Answer, Failure>> for Served {
+    fn from(outcome: Result<Answer, Failure>) -> Served {
+        Served {
+            outcome,
+            usage: None,
+        }
+    }
+}
+
+/// The failure of a driver asked a kind of request it does not answer.
+pub fn unanswerable(driver: &str, kind: Kind) -> Failure {
+    Failure(format!(
+        "the {driver} driver does not answer `{kind}` requests"
+    ))
+}
+
+/// Something that answers requests.
 pub trait Driver: Send + Sync + 'static {
     /// A short name for traces.
     fn name(&self) -> &str;
 
-    /// Runs a session; the answer is its text, and for a persistent agent possibly its
-    /// updated memory.
-    fn session(
-        &self,
-        req: &Request,
-        session: &SessionRequest,
-    ) -> impl Future<Output = Answer<SessionAnswer>> + Send;
+    /// Answers `req` once (retries are the runner's business); a failure is the request's
+    /// failure, to which the session's retry policy applies.
+    fn answer(&self, req: &Request) -> impl Future<Output = Served> + Send;
 
-    /// Judges a discretion condition.
-    fn evaluate(&self, req: &Request, condition: &str)
-        -> impl Future<Output = Answer<bool>> + Send;
+    /// Answers at once if this driver never waits (used to skip scheduling).
+    fn answer_now(&self, _req: &Request) -> Option<Served> {
+        None
+    }
 
-    /// Picks one of `options`; returns its 0-based index.
-    fn choose(
-        &self,
-        req: &Request,
-        options: &[String],
-    ) -> impl Future<Output = Answer<usize>> + Send;
-
-    /// Provides a mid-program input.
-    fn input(&self, req: &Request, name: &str) -> impl Future<Output = Answer<Value>> + Send;
-
-    /// Converts text to `shape`.
-    fn convert(
-        &self,
-        req: &Request,
-        text: &str,
-        shape: Shape,
-    ) -> impl Future<Output = Answer<Value>> + Send;
-
-    /// Sees an answer replayed from the journal of an interrupted run (a stateful driver
+    /// Sees a reply replayed from the journal of an interrupted run (a stateful driver
     /// advances as if it had given it). The default does nothing.
-    fn observe(&self, _req: &Request, _reply: &crate::request::Reply) {}
+    fn observe(&self, _req: &Request, _reply: &Reply) {}
 
     /// Whether the driver has no side effects, so journal syncs may be batched (the mock).
     fn side_effect_free(&self) -> bool {
         false
     }
-
-    /// The tokens spent on request `id` (over all its exchanges), when the provider reports
-    /// them; asked once, after the request is answered. The default knows of none.
-    fn take_usage(&self, _id: &str) -> Option<Usage> {
-        None
-    }
-
-    /// Answers at once if this driver never waits (used to skip scheduling).
-    fn answer_now(&self, _req: &Request) -> Option<crate::request::Reply> {
-        None
-    }
 }
 
-/// Serves `req` with `driver`, once (retries are the runner's business); returns the reply
-/// and, for a session whose provider reports it, the tokens used.
-pub async fn serve<D: Driver>(driver: &D, req: &Request) -> (crate::request::Reply, Option<Usage>) {
-    use crate::request::Reply;
-    let answer = match &req.kind {
-        RequestKind::Session(s) => driver.session(req, s).await.map(|a| match a.memory {
-            Some(memory) => Reply::Remembered {
-                text: a.text,
-                memory,
-            },
-            None => Reply::Text(a.text),
-        }),
-        RequestKind::Evaluate { condition, .. } => {
-            driver.evaluate(req, condition).await.map(Reply::Bool)
-        }
-        RequestKind::Choose { options, .. } => driver.choose(req, options).await.map(Reply::Choice),
-        RequestKind::Input { name, .. } => driver.input(req, name).await.map(Reply::Value),
-        RequestKind::Convert { text, shape } => {
-            driver.convert(req, text, *shape).await.map(Reply::Value)
-        }
-    };
-    let usage = driver.take_usage(&req.id);
-    (answer.unwrap_or_else(|e| Reply::Failed(e.0)), usage)
+/// Serves `req` with `driver`, once.
+pub async fn serve<D: Driver>(driver: &D, req: &Request) -> Reply {
+    driver.answer(req).await.into_reply(req)
 }

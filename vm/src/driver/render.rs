@@ -1,23 +1,22 @@
 //! Requests as text for drivers that talk to something reading text (a command, a model),
 //! and strict parsing of the replies to the requests that are not sessions.
 
-use super::SessionAnswer;
-use crate::request::{Request, RequestKind, SessionRequest};
+use crate::protocol::{
+    ChooseAsk, ConvertAsk, EvaluateAsk, InputAsk, Labelled, RequestId, SessionAnswer, SessionAsk,
+};
 use bytecode_spec::Shape;
 use std::fmt::Write as _;
 
 /// A session's task as one text: its label as a title (when it has one), the prompt, then
 /// each context value under its label, then the agent's memory when it is resumed.
-pub fn session(s: &SessionRequest) -> String {
+pub fn session(s: &SessionAsk) -> String {
     let mut out = match &s.label {
         Some(label) => format!("# {label}\n\n{}", s.prompt),
         None => s.prompt.clone(),
     };
     if !s.context.is_empty() {
         out.push_str("\n\n## Context\n");
-        for (label, value) in &s.context {
-            let _ = write!(out, "\n### {label}\n\n{value}\n");
-        }
+        labelled(&mut out, &s.context);
     }
     if let Some(memory) = &s.memory {
         let _ = write!(out, "\n## Your memory\n\n{memory}\n");
@@ -27,9 +26,9 @@ pub fn session(s: &SessionRequest) -> String {
 
 /// A session's answer from a driver whose model keeps no memory of its own: a persistent
 /// agent's memory becomes its earlier memory (when resumed) plus a line for this answer.
-pub fn answer(req: &Request, s: &SessionRequest, text: String) -> SessionAnswer {
+pub fn answer(id: &RequestId, s: &SessionAsk, text: String) -> SessionAnswer {
     let memory = s.persistent.then(|| {
-        let line = format!("- {}: {}", req.id, text.lines().next().unwrap_or_default());
+        let line = format!("- {id}: {}", text.lines().next().unwrap_or_default());
         match &s.memory {
             Some(m) => format!("{m}\n{line}"),
             None => line,
@@ -38,44 +37,59 @@ pub fn answer(req: &Request, s: &SessionRequest, text: String) -> SessionAnswer 
     SessionAnswer { text, memory }
 }
 
-/// What goes with a request besides its main field: an evaluation's context, a choice's
-/// criteria, an input's question (empty or none for other kinds).
-pub fn context(req: &Request) -> Option<&str> {
-    match &req.kind {
-        RequestKind::Evaluate { context, .. } => context.as_deref(),
-        RequestKind::Choose { criteria, .. } => Some(criteria),
-        RequestKind::Input { question, .. } => Some(question),
-        _ => None,
+/// Each value under its label as a `###` heading.
+fn labelled(out: &mut String, values: &[Labelled]) {
+    for Labelled { label, value } in values {
+        let _ = write!(out, "\n### {label}\n\n{value}\n");
     }
 }
 
 /// A discretion condition as a yes/no question.
-pub fn evaluate(condition: &str, context: Option<&str>) -> String {
-    let mut out = format!("Is this true: {condition}\nAnswer yes or no, then a reason.\n");
-    if let Some(c) = context {
-        let _ = write!(out, "\n## Context\n\n{c}\n");
+pub fn evaluate(e: &EvaluateAsk) -> String {
+    let mut out = format!(
+        "Is this true: {}\nAnswer yes or no, then a reason.\n",
+        e.condition
+    );
+    if !e.context.is_empty() {
+        out.push_str("\n## Context\n");
+        labelled(&mut out, &e.context);
     }
     out
 }
 
 /// A choice as a question with numbered options.
-pub fn choose(criteria: &str, options: &[String]) -> String {
-    let mut out = format!("Choose: {criteria}\nReply with one option's label or number.\n\n");
-    for (i, o) in options.iter().enumerate() {
+pub fn choose(c: &ChooseAsk) -> String {
+    let mut out = format!(
+        "Choose: {}\nReply with one option's label or number.\n\n",
+        c.criteria
+    );
+    for (i, o) in c.options.iter().enumerate() {
         let _ = writeln!(out, "{}. {o}", i + 1);
+    }
+    if !c.context.is_empty() {
+        out.push_str("\n## Context\n");
+        labelled(&mut out, &c.context);
     }
     out
 }
 
+/// An input's question.
+pub fn input(i: &InputAsk) -> String {
+    format!("{}: {}\n", i.name, i.question)
+}
+
 /// A conversion: the text and the shape wanted, as JSON.
-pub fn convert(text: &str, shape: Shape) -> String {
-    let what = match shape {
+pub fn convert(c: &ConvertAsk) -> String {
+    let what = match c.shape {
         Shape::List => "a JSON list",
         Shape::Record => "a JSON object",
         Shape::Int => "an integer",
         Shape::Bool => "true or false",
     };
-    format!("Rewrite this as {what}, and reply with nothing else.\n\n{text}\n")
+    format!(
+        "Rewrite this as {what}, and reply with nothing else.\n\n{}\n",
+        c.text
+    )
 }
 
 /// A verdict: the reply's first word is yes/true or no/false.
@@ -121,7 +135,7 @@ mod tests {
 
     #[test]
     fn persistent_agents_remember_a_line_per_answer() {
-        let mut s = SessionRequest {
+        let mut s = SessionAsk {
             resume: true,
             agent: Some("captain".into()),
             label: None,
@@ -136,24 +150,19 @@ mod tests {
             retry: 0,
             backoff: bytecode_spec::Backoff::None,
         };
-        let req = Request {
-            id: "0:3".into(),
-            site: "p:4".into(),
-            kind: RequestKind::Session(Box::new(s.clone())),
-        };
-        let a = answer(&req, &s, "Approved.\nDetails follow.".into());
+        let id: RequestId = "0:3".parse().expect("id");
+        let a = answer(&id, &s, "Approved.\nDetails follow.".into());
         assert_eq!(
             a.memory.as_deref(),
             Some("- 0:0: earlier\n- 0:3: Approved.")
         );
         s.memory = None;
         assert_eq!(
-            answer(&req, &s, "Fresh".into()).memory.as_deref(),
+            answer(&id, &s, "Fresh".into()).memory.as_deref(),
             Some("- 0:3: Fresh")
         );
         s.persistent = false;
-        assert_eq!(answer(&req, &s, "x".into()).memory, None);
-        assert_eq!(context(&req), None);
+        assert_eq!(answer(&id, &s, "x".into()).memory, None);
     }
 
     #[test]
@@ -168,14 +177,14 @@ mod tests {
 
     #[test]
     fn sessions_carry_context_and_memory() {
-        let s = SessionRequest {
+        let s = SessionAsk {
             resume: true,
             agent: Some("captain".into()),
             label: None,
             prompt: "Review".into(),
             system: None,
             model: None,
-            context: vec![("plan".into(), "the plan".into())],
+            context: vec![Labelled::new("plan", "the plan")],
             permissions: vec![],
             skills: vec![],
             persistent: true,
@@ -187,7 +196,7 @@ mod tests {
             session(&s),
             "Review\n\n## Context\n\n### plan\n\nthe plan\n\n## Your memory\n\n- earlier\n"
         );
-        let labelled = SessionRequest {
+        let labelled = SessionAsk {
             label: Some("Weekly review".into()),
             context: vec![],
             memory: None,

@@ -4,11 +4,8 @@
 //! branch cancelled by a join) is announced with a `cancel` line. The protocol is described
 //! in `docs/stdio-protocol.md`; its version is [`PROTOCOL_VERSION`].
 
-use super::{Answer, Driver, DriverError, SessionAnswer};
-use crate::request::{Reply, Request, SessionRequest};
-use crate::store::journal;
-use crate::value::Value;
-use bytecode_spec::Shape;
+use super::{Driver, Served};
+use crate::protocol::{Reply, Request, RequestId};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -17,15 +14,15 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// The protocol's version, sent in the `hello` line.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// What the reader and the requests share.
 #[derive(Default)]
 struct Exchange {
     /// Requests written and not yet answered, by id.
-    waiting: HashMap<String, oneshot::Sender<Reply>>,
+    waiting: HashMap<RequestId, oneshot::Sender<Result<Reply, String>>>,
     /// Replies read before their request was written (a host replaying a transcript).
-    early: HashMap<String, Reply>,
+    early: HashMap<RequestId, Reply>,
     /// stdin has ended.
     closed: bool,
 }
@@ -61,7 +58,7 @@ impl StdioDriver {
     }
 
     /// Sends `req` and waits for its reply.
-    async fn ask(&self, req: &Request) -> Answer<Reply> {
+    async fn ask(&self, req: &Request) -> Served {
         let (tx, rx) = oneshot::channel();
         let mut line = json!({"type": "request"});
         if let (Some(obj), Ok(serde_json::Value::Object(fields))) =
@@ -70,13 +67,15 @@ impl StdioDriver {
             obj.extend(fields);
         }
         {
-            let mut ex = self.pending.lock().map_err(|_| closed())?;
+            let Ok(mut ex) = self.pending.lock() else {
+                return closed();
+            };
             send(&line);
             if let Some(reply) = ex.early.remove(&req.id) {
                 return settle(reply);
             }
             if ex.closed {
-                return Err(closed());
+                return closed();
             }
             ex.waiting.insert(req.id.clone(), tx);
         }
@@ -89,44 +88,34 @@ impl StdioDriver {
         let reply = tokio::time::timeout(self.timeout, rx).await;
         drop(guard);
         match reply {
-            Ok(Ok(r)) => settle(r),
-            Ok(Err(_)) => Err(closed()),
-            Err(_) => Err(DriverError(format!(
+            Ok(Ok(Ok(r))) => settle(r),
+            Ok(Ok(Err(e))) => Served::failed(format!("the host: {e}")),
+            Ok(Err(_)) => closed(),
+            Err(_) => Served::failed(format!(
                 "the host did not answer within {} s",
                 self.timeout.as_secs_f64()
-            ))),
+            )),
         }
     }
 }
 
-/// A reply as the request's result: a `failed` reply is the request's failure.
-fn settle(reply: Reply) -> Answer<Reply> {
-    match reply {
-        Reply::Failed(e) => Err(DriverError(format!("the host: {e}"))),
-        r => Ok(r),
+/// A reply as what the host made of the request (an `error` reply is its failure).
+fn settle(reply: Reply) -> Served {
+    Served {
+        outcome: reply
+            .outcome
+            .map_err(|e| crate::protocol::Failure(format!("the host: {e}"))),
+        usage: reply.usage,
     }
 }
 
-fn closed() -> DriverError {
-    DriverError("the host closed stdin before answering".into())
-}
-
-fn mismatch(reply: &Reply, wanted: &str) -> DriverError {
-    let got = match reply {
-        Reply::Text(_) | Reply::Remembered { .. } => "text",
-        Reply::Bool(_) => "bool",
-        Reply::Choice(_) => "choice",
-        Reply::Value(_) => "value",
-        Reply::Failed(_) => "failed",
-    };
-    DriverError(format!(
-        "the host replied with `{got}` where `{wanted}` was asked"
-    ))
+fn closed() -> Served {
+    Served::failed("the host closed stdin before answering")
 }
 
 /// Sends `cancel` for a request still pending when dropped.
 struct CancelOnDrop {
-    id: String,
+    id: RequestId,
     pending: Pending,
 }
 
@@ -153,23 +142,32 @@ fn read_replies(input: impl BufRead, pending: &Pending) {
         if line.trim().is_empty() {
             continue;
         }
-        let parsed = serde_json::from_str::<serde_json::Value>(&line)
+        let json = serde_json::from_str::<serde_json::Value>(&line);
+        let id: Option<RequestId> = json
+            .as_ref()
             .ok()
-            .and_then(|j| journal::decode(&j));
-        let Some((id, reply)) = parsed else {
-            eprintln!(
-                "prosevm: stdin line {}: not a reply (want {{\"id\": ..., \"text\" | \"bool\" | \"choice\" | \"value\" | \"failed\": ...}})",
-                n + 1
-            );
-            continue;
-        };
+            .and_then(|j| j.get("id")?.as_str()?.parse().ok());
         let Ok(mut ex) = pending.lock() else { break };
-        match ex.waiting.remove(&id) {
+        let reply = match json.map_err(|e| e.to_string()).and_then(Reply::from_json) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!(
+                    "prosevm: stdin line {}: not a reply ({e}); want {{\"id\": ..., \"kind\": ..., \"answer\" | \"error\": ...}}",
+                    n + 1
+                );
+                // A request waiting for this reply fails now rather than at its timeout.
+                if let Some(tx) = id.and_then(|id| ex.waiting.remove(&id)) {
+                    let _ = tx.send(Err(format!("its reply on stdin line {}: {e}", n + 1)));
+                }
+                continue;
+            }
+        };
+        match ex.waiting.remove(&reply.id) {
             Some(tx) => {
-                let _ = tx.send(reply);
+                let _ = tx.send(Ok(reply));
             }
             None => {
-                ex.early.insert(id, reply);
+                ex.early.insert(reply.id.clone(), reply);
             }
         }
     }
@@ -184,43 +182,7 @@ impl Driver for StdioDriver {
         "stdio"
     }
 
-    async fn session(&self, req: &Request, _: &SessionRequest) -> Answer<SessionAnswer> {
-        match self.ask(req).await? {
-            Reply::Text(text) => Ok(text.into()),
-            Reply::Remembered { text, memory } => Ok(SessionAnswer {
-                text,
-                memory: Some(memory),
-            }),
-            other => Err(mismatch(&other, "text")),
-        }
-    }
-
-    async fn evaluate(&self, req: &Request, _: &str) -> Answer<bool> {
-        match self.ask(req).await? {
-            Reply::Bool(b) => Ok(b),
-            other => Err(mismatch(&other, "bool")),
-        }
-    }
-
-    async fn choose(&self, req: &Request, _: &[String]) -> Answer<usize> {
-        match self.ask(req).await? {
-            Reply::Choice(c) => Ok(c),
-            other => Err(mismatch(&other, "choice")),
-        }
-    }
-
-    async fn input(&self, req: &Request, _: &str) -> Answer<Value> {
-        match self.ask(req).await? {
-            Reply::Value(v) => Ok(v),
-            Reply::Text(t) => Ok(Value::text(t)),
-            other => Err(mismatch(&other, "value")),
-        }
-    }
-
-    async fn convert(&self, req: &Request, _: &str, _: Shape) -> Answer<Value> {
-        match self.ask(req).await? {
-            Reply::Value(v) => Ok(v),
-            other => Err(mismatch(&other, "value")),
-        }
+    async fn answer(&self, req: &Request) -> Served {
+        self.ask(req).await
     }
 }

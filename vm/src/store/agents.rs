@@ -5,11 +5,11 @@
 //! changed the files since, and rewrites the same segment numbers.
 
 use bytecode_spec::{Artifact, Persist};
-use serde_json::{json, Value as Json};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// A persistent agent of the program run, and its memory when the run started.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentHome {
     /// The agent's name.
     pub name: String,
@@ -77,43 +77,6 @@ pub fn segment_file(name: &str, n: u32) -> String {
     format!("{name}-{n:03}.md")
 }
 
-/// `homes` as recorded in `run.json`.
-pub fn to_json(homes: &[AgentHome]) -> Json {
-    Json::Array(
-        homes
-            .iter()
-            .map(|h| {
-                json!({
-                    "name": h.name,
-                    "scope": h.scope,
-                    "dir": h.dir.display().to_string(),
-                    "memory": h.memory,
-                    "segments": h.segments,
-                })
-            })
-            .collect(),
-    )
-}
-
-/// The homes recorded in `run.json` (none for a record that lacks them).
-pub fn from_json(j: &Json) -> Vec<AgentHome> {
-    j.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|h| {
-                    Some(AgentHome {
-                        name: h["name"].as_str()?.to_string(),
-                        scope: h["scope"].as_str()?.to_string(),
-                        dir: PathBuf::from(h["dir"].as_str()?),
-                        memory: h["memory"].as_str().map(str::to_string),
-                        segments: h["segments"].as_u64()? as u32,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,7 +110,10 @@ mod tests {
             memory: Some("- decided X".into()),
             segments: 3,
         }];
-        assert_eq!(from_json(&to_json(&homes)), homes);
-        assert_eq!(from_json(&Json::Null), vec![]);
+        let json = serde_json::to_string(&homes).expect("serialize");
+        assert_eq!(
+            serde_json::from_str::<Vec<AgentHome>>(&json).expect("parse"),
+            homes
+        );
     }
 }

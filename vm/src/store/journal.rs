@@ -3,8 +3,7 @@
 //! the JSON, a newline. A crash can leave a partial last line (a torn tail): it is detected
 //! and dropped. A bad record anywhere else is corruption, reported with its line.
 
-use crate::request::Reply;
-use crate::value::Value;
+use crate::protocol::Reply;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -42,74 +41,8 @@ impl From<std::io::Error> for JournalError {
     }
 }
 
-/// One journal record as written: the request id and exactly one answer field.
-#[derive(serde::Serialize)]
-struct Record<'a> {
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memory: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    bool: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    choice: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failed: Option<&'a str>,
-}
-
-fn encode<'a>(id: &'a str, reply: &'a Reply) -> Record<'a> {
-    let mut r = Record {
-        id,
-        text: None,
-        memory: None,
-        bool: None,
-        choice: None,
-        value: None,
-        failed: None,
-    };
-    match reply {
-        Reply::Text(t) => r.text = Some(t),
-        Reply::Remembered { text, memory } => {
-            r.text = Some(text);
-            r.memory = Some(memory);
-        }
-        Reply::Bool(b) => r.bool = Some(*b),
-        Reply::Choice(c) => r.choice = Some(*c),
-        Reply::Value(v) => r.value = Some(v.to_json()),
-        Reply::Failed(e) => r.failed = Some(e),
-    }
-    r
-}
-
-/// Reads a reply record (`{"id": ..., "text" | "memory" | "bool" | "choice" | "value" |
-/// "failed": ...}`): the journal's format, which the stdio protocol shares.
-pub fn decode(j: &serde_json::Value) -> Option<(String, Reply)> {
-    let id = j.get("id")?.as_str()?.to_string();
-    let reply = if let Some(t) = j.get("text").and_then(|t| t.as_str()) {
-        match j.get("memory").and_then(|m| m.as_str()) {
-            Some(m) => Reply::Remembered {
-                text: t.to_string(),
-                memory: m.to_string(),
-            },
-            None => Reply::Text(t.to_string()),
-        }
-    } else if let Some(b) = j.get("bool") {
-        Reply::Bool(b.as_bool()?)
-    } else if let Some(c) = j.get("choice") {
-        Reply::Choice(c.as_u64()? as usize)
-    } else if let Some(v) = j.get("value") {
-        Reply::Value(Value::from_json(v))
-    } else {
-        Reply::Failed(j.get("failed")?.as_str()?.to_string())
-    };
-    Some((id, reply))
-}
-
 /// The records of a journal file, in order; a torn tail is dropped (and cut from the file).
-pub fn read(path: &Path) -> Result<Vec<(String, Reply)>, JournalError> {
+pub fn read(path: &Path) -> Result<Vec<Reply>, JournalError> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -134,7 +67,7 @@ pub fn read(path: &Path) -> Result<Vec<(String, Reply)>, JournalError> {
             let (crc, body) = rec.split_once(' ')?;
             let crc = u32::from_str_radix(crc, 16).ok()?;
             (crc32fast::hash(body.as_bytes()) == crc).then_some(())?;
-            decode(&serde_json::from_str(body).ok()?)
+            Reply::from_json(serde_json::from_str(body).ok()?).ok()
         });
         match parsed {
             Some(r) => {
@@ -180,10 +113,9 @@ impl Journal {
     }
 
     /// Appends one answer (durable only after [`Journal::sync`]).
-    pub fn append(&mut self, id: &str, reply: &Reply) -> Result<(), JournalError> {
+    pub fn append(&mut self, reply: &Reply) -> Result<(), JournalError> {
         self.scratch.clear();
-        serde_json::to_writer(&mut self.scratch, &encode(id, reply))
-            .map_err(|e| JournalError::Io(e.into()))?;
+        serde_json::to_writer(&mut self.scratch, reply).map_err(|e| JournalError::Io(e.into()))?;
         write!(self.out, "{:08x} ", crc32fast::hash(&self.scratch))?;
         self.out.write_all(&self.scratch)?;
         self.out.write_all(b"\n")?;
@@ -210,6 +142,8 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{Answer, Kind, SessionAnswer};
+    use crate::value::Value;
 
     fn temp(name: &str) -> std::path::PathBuf {
         let dir =
@@ -218,27 +152,28 @@ mod tests {
         dir
     }
 
-    fn sample() -> Vec<(String, Reply)> {
+    fn sample() -> Vec<Reply> {
+        let id = |s: &str| s.parse().expect("id");
         vec![
-            ("0:0".into(), Reply::Text("hello".into())),
-            (
-                "0:1".into(),
-                Reply::Remembered {
+            Reply::answer(id("0:0"), Answer::Session(SessionAnswer::text("hello"))),
+            Reply::answer(
+                id("0:1"),
+                Answer::Session(SessionAnswer {
                     text: "t".into(),
-                    memory: "m".into(),
-                },
+                    memory: Some("m".into()),
+                }),
             ),
-            ("0/0.1:0".into(), Reply::Bool(true)),
-            ("0:2".into(), Reply::Choice(2)),
-            ("0:3".into(), Reply::Value(Value::Int(7))),
-            ("0:4".into(), Reply::Failed("boom".into())),
+            Reply::answer(id("0/0.1:0"), Answer::Evaluate(true)),
+            Reply::answer(id("0:2"), Answer::Choose(2)),
+            Reply::answer(id("0:3"), Answer::Convert(Value::Int(7))),
+            Reply::failed(id("0:4"), Kind::Session, "boom"),
         ]
     }
 
     fn write(path: &Path) {
         let mut j = Journal::open(path).expect("open");
-        for (id, r) in sample() {
-            j.append(&id, &r).expect("append");
+        for r in sample() {
+            j.append(&r).expect("append");
         }
         j.sync().expect("sync");
     }

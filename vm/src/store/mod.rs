@@ -7,10 +7,11 @@ pub mod agents;
 pub mod journal;
 pub mod view;
 
-use serde_json::{json, Value as Json};
+use crate::run::record::RunRecord;
 use sha2::{Digest, Sha256};
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -115,18 +116,6 @@ pub struct RunDir {
     pub id: String,
 }
 
-/// What `run.json` records.
-pub struct RunInfo {
-    /// The program's name.
-    pub program: String,
-    /// Where the artifact came from (`.pbc` path, or the `.prose` source for `prosevm run`).
-    pub origin: PathBuf,
-    /// SHA-256 of the artifact bytes.
-    pub artifact_sha256: String,
-    /// The top-level inputs.
-    pub inputs: Json,
-}
-
 impl RunDir {
     /// The runs directory under `state_dir` (default: `.prose` in the working directory).
     pub fn runs_root(state_dir: Option<&Path>) -> PathBuf {
@@ -136,10 +125,11 @@ impl RunDir {
             .join("runs")
     }
 
-    /// Creates a new run directory with its program, artifact and `run.json`.
+    /// Creates a new run directory with its program, artifact and `run.json`; gives
+    /// `record` its id and start time.
     pub fn create(
         state_dir: Option<&Path>,
-        info: &RunInfo,
+        record: &mut RunRecord,
         source: &str,
         artifact: &[u8],
     ) -> Result<RunDir, StoreError> {
@@ -167,16 +157,9 @@ impl RunDir {
         };
         write_atomic(&tmp.join("program.prose"), source.as_bytes())?;
         write_atomic(&tmp.join("artifact.pbc"), artifact)?;
-        let meta = json!({
-            "id": id,
-            "program": info.program,
-            "origin": info.origin.display().to_string(),
-            "artifact_sha256": info.artifact_sha256,
-            "inputs": info.inputs,
-            "started": iso,
-            "status": "running",
-        });
-        staging.write_meta(&meta)?;
+        record.id = id.clone();
+        record.started = iso;
+        staging.write_record(record)?;
         let path = root.join(&id);
         io(&path, std::fs::rename(&tmp, &path))?;
         let dir = RunDir { path, id };
@@ -205,7 +188,7 @@ impl RunDir {
     }
 
     /// The run's `run.json`.
-    pub fn meta(&self) -> Result<Json, StoreError> {
+    pub fn record(&self) -> Result<RunRecord, StoreError> {
         let p = self.path.join("run.json");
         let text = io(&p, std::fs::read_to_string(&p))?;
         serde_json::from_str(&text)
@@ -213,8 +196,9 @@ impl RunDir {
     }
 
     /// Rewrites `run.json` atomically.
-    pub fn write_meta(&self, meta: &Json) -> Result<(), StoreError> {
-        let text = serde_json::to_string_pretty(meta).unwrap_or_default();
+    pub fn write_record(&self, record: &RunRecord) -> Result<(), StoreError> {
+        let text = serde_json::to_string_pretty(record)
+            .map_err(|e| StoreError::Invalid(format!("cannot encode the run record: {e}")))?;
         write_atomic(&self.path.join("run.json"), text.as_bytes())
     }
 
@@ -223,35 +207,45 @@ impl RunDir {
         self.path.join("journal.log")
     }
 
-    /// Takes the run's lock (refusing if a live process holds it); released on drop.
+    /// Takes the run for this process: an exclusive advisory lock (`flock`) on the run's
+    /// `lock` file, held until the [`Lock`] is dropped and released by the kernel if the
+    /// process dies, so taking it is one atomic step. A run another process holds is refused,
+    /// naming that process.
     pub fn lock(&self) -> Result<Lock, StoreError> {
         let p = self.path.join("lock");
-        for _ in 0..2 {
-            match OpenOptions::new().write(true).create_new(true).open(&p) {
-                Ok(mut f) => {
-                    io(&p, write!(f, "{}", std::process::id()))?;
-                    return Ok(Lock { path: p });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let pid: Option<u32> = std::fs::read_to_string(&p)
-                        .ok()
-                        .and_then(|s| s.trim().parse().ok());
-                    let alive = pid.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
-                    if alive {
-                        return Err(StoreError::Invalid(format!(
-                            "run {} is in use by process {} (remove {} if that is wrong)",
-                            self.id,
-                            pid.unwrap_or(0),
-                            p.display()
-                        )));
+        let mut file = io(
+            &p,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&p),
+        )?;
+        // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                return Err(StoreError::Invalid(format!(
+                    "run {} is being run by another process{}",
+                    self.id,
+                    if holder.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (pid {holder})")
                     }
-                    // The holder died: the lock is stale.
-                    io(&p, std::fs::remove_file(&p))?;
-                }
-                Err(e) => return Err(StoreError::Io(p, e)),
+                )));
             }
+            return Err(StoreError::Io(p, e));
         }
-        Err(StoreError::Invalid(format!("cannot lock run {}", self.id)))
+        io(&p, file.set_len(0))?;
+        io(&p, file.rewind())?;
+        io(&p, write!(file, "{}", std::process::id()))?;
+        Ok(Lock { _file: file })
     }
 
     /// Every run under the runs root, oldest first.
@@ -274,15 +268,9 @@ impl RunDir {
     }
 }
 
-/// A held run lock; dropping it releases the run.
+/// A held run lock; dropping it (closing the file) releases the run.
 pub struct Lock {
-    path: PathBuf,
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
+    _file: std::fs::File,
 }
 
 #[cfg(test)]

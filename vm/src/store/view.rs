@@ -9,11 +9,12 @@
 
 use super::agents::{segment_file, AgentHome};
 use super::{now, timestamp, write_atomic, StoreError};
+use crate::protocol::RequestId;
 use crate::runner::Observer;
 use crate::snapshot::Snapshot;
 use crate::trace::Event;
 use crate::value::Value;
-use bytecode_spec::Artifact;
+use bytecode_spec::verify::Verified;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -57,14 +58,14 @@ pub struct RunView {
     dir: PathBuf,
     id: String,
     started: String,
-    artifact: Arc<Artifact>,
+    artifact: Arc<Verified>,
     /// Bindings by file stem (`name` or `name__{execution_id}`; execution ids are unique in
     /// the run, so stems are too, imported programs' included).
     bound: BTreeMap<String, Bound>,
     /// Each program invocation's directory, relative to the run's (the run itself: empty).
     instances: BTreeMap<u32, PathBuf>,
     /// Sessions asked and not yet answered: request id to (module, line).
-    executing: BTreeMap<String, (u32, u32)>,
+    executing: BTreeMap<RequestId, (u32, u32)>,
     /// Anonymous bindings so far.
     anonymous: u32,
     /// Top-level program lines whose sessions have answered.
@@ -92,7 +93,7 @@ impl RunView {
         dir: PathBuf,
         id: String,
         started: String,
-        artifact: Arc<Artifact>,
+        artifact: Arc<Verified>,
         inputs: &[(String, Value)],
         agents: Vec<AgentHome>,
     ) -> RunView {
@@ -294,7 +295,7 @@ impl RunView {
     /// Writes a persistent agent's new memory and the segment recording the session. These
     /// are written at once: they may live outside the run directory, where another run can
     /// read them.
-    fn remember(&mut self, agent: &str, id: &str, memory: &str, answer: &str) {
+    fn remember(&mut self, agent: &str, id: &RequestId, memory: &str, answer: &str) {
         let Some((home, sessions)) = self.agents.iter_mut().find(|(h, _)| h.name == agent) else {
             return;
         };

@@ -1,7 +1,6 @@
 //! try / catch / finally, throw and rethrow, and uncaught errors.
 
 use crate::harness::*;
-use prosevm::request::Reply;
 use serde_json::json;
 
 const TRY: &str = r#"let log = []
@@ -31,7 +30,7 @@ fn finally_runs_after_the_body() {
 fn finally_runs_after_the_catch_which_sees_the_message() {
     let mut h = Harness::new(TRY);
     h.run(|req| match text(req) {
-        "Risky" => Reply::Failed("the disk is full".into()),
+        "Risky" => fail("the disk is full"),
         _ => echo(req),
     });
     assert_eq!(h.seen(), ["0:0 session: Risky", "0:1 session: Clean up"]);
@@ -52,7 +51,7 @@ session "Celebrate"
 "#;
     let mut h = Harness::new(src);
     h.run(|req| match text(req) {
-        "Deploy" => Reply::Failed("deploy failed".into()),
+        "Deploy" => fail("deploy failed"),
         _ => echo(req),
     });
     assert_eq!(
@@ -123,11 +122,12 @@ output ok = true
     );
     let e = h.error();
     assert_eq!(e.message, "billing is broken");
-    assert_eq!((e.module.as_str(), e.line), ("t", 4));
+    assert_eq!(e.code, Code::E202);
+    assert_eq!((e.program.as_str(), e.line), ("t.prose", 4));
     assert_eq!(e.statement.trim(), r#"throw "{service} is broken""#);
     assert_eq!(
         e.to_string(),
-        "t.prose:4: billing is broken\n    throw \"{service} is broken\""
+        "t.prose:4: [E202] billing is broken\n    throw \"{service} is broken\""
     );
 }
 

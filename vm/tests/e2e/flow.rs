@@ -1,7 +1,6 @@
 //! Mid-program inputs, choices, and deterministic request ids.
 
 use crate::harness::*;
-use prosevm::request::{Reply, RequestKind};
 use prosevm::value::Value;
 use serde_json::json;
 
@@ -18,8 +17,8 @@ output budget = budget
         &[("destination", Value::text("Lisbon"))],
         Default::default(),
     );
-    h.run(|req| match &req.kind {
-        RequestKind::Input { .. } => Reply::Value(Value::Int(900)),
+    h.run(|req| match &req.ask {
+        Ask::Input(_) => Ok(Answer::Input(Value::Int(900))),
         _ => echo(req),
     });
     // The question interpolates the variables in scope where it is asked.
@@ -50,8 +49,8 @@ output plan = plan
 #[test]
 fn a_choice_runs_the_chosen_options_body() {
     let mut h = Harness::new(CHOICE);
-    h.run(|req| match &req.kind {
-        RequestKind::Choose { .. } => Reply::Choice(1),
+    h.run(|req| match &req.ask {
+        Ask::Choose(_) => Ok(Answer::Choose(1)),
         _ => echo(req),
     });
     assert_eq!(
@@ -71,8 +70,12 @@ fn a_choice_runs_the_chosen_options_body() {
 #[test]
 fn a_choice_out_of_range_is_an_error() {
     let mut h = Harness::new(CHOICE);
-    h.run(|_| Reply::Choice(3));
-    assert_eq!(h.error().message, "the driver chose option 3 of 3");
+    h.run(|_| Ok(Answer::Choose(3)));
+    assert_eq!(
+        h.error().message,
+        "the answer to 0:0 is option 4 of 3, which does not fit the question"
+    );
+    assert_eq!(h.error().code, Code::E212);
     assert_eq!(h.error().line, 1);
 }
 
@@ -96,9 +99,9 @@ output notes = notes
 fn the_same_answers_give_the_same_requests() {
     let run = |order| {
         let mut h = Harness::new(BUSY);
-        h.run_in(order, |req| match &req.kind {
-            RequestKind::Session(s) if s.prompt == "List topics" => reply("- x\n- y\n- z"),
-            RequestKind::Evaluate { .. } => Reply::Bool(false),
+        h.run_in(order, |req| match &req.ask {
+            Ask::Session(s) if s.prompt == "List topics" => reply("- x\n- y\n- z"),
+            Ask::Evaluate(_) => Ok(Answer::Evaluate(false)),
             _ => echo(req),
         });
         h

@@ -1,10 +1,13 @@
 //! The test harness: compiles a program, runs the [`Machine`] synchronously, answers every
 //! request with a scripted closure and records what the driver saw.
 
-use bytecode_spec::Artifact;
+use bytecode_spec::verify::Verified;
 use prosec::compile::Compilation;
+pub use prosec::diagnostics::Code;
 use prosevm::machine::{Limits, Machine, RuntimeError, Step};
-use prosevm::request::{Reply, Request, RequestKind, SessionRequest};
+pub use prosevm::protocol::{
+    Answer, Ask, Failure, Labelled, Reply, Request, RequestId, SessionAnswer, SessionAsk,
+};
 use prosevm::trace::Event;
 use prosevm::value::Value;
 use rustc_hash::FxHashMap;
@@ -12,15 +15,18 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::Arc;
 
+/// What a test answers a request with.
+pub type Outcome = Result<Answer, Failure>;
+
 /// Compiles `src` as `t.prose` (module name `t`); panics on a compile error.
-pub fn compile(src: &str) -> Arc<Artifact> {
+pub fn compile(src: &str) -> Arc<Verified> {
     let mut c = Compilation::new(Default::default());
     let root = c.add_source(Path::new("t.prose"), src);
     compiled(c, root)
 }
 
-/// The artifact of a compilation that has no errors.
-pub fn compiled(c: Compilation, root: usize) -> Arc<Artifact> {
+/// The verified artifact of a compilation that has no errors.
+pub fn compiled(c: Compilation, root: usize) -> Arc<Verified> {
     let errors: Vec<String> = c
         .diagnostics
         .iter()
@@ -28,7 +34,12 @@ pub fn compiled(c: Compilation, root: usize) -> Arc<Artifact> {
         .map(|d| format!("{}: {}", d.code.as_str(), d.message))
         .collect();
     assert!(errors.is_empty(), "compile errors: {errors:#?}");
-    Arc::new(prosec::codegen::build(&c, root).0)
+    let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("encodes");
+    Arc::new(
+        bytecode_spec::artifact::load(&bytes)
+            .expect("the compiler's artifact verifies")
+            .1,
+    )
 }
 
 /// In which order a batch of pending requests is answered.
@@ -63,7 +74,7 @@ impl Harness {
     }
 
     /// A harness for `artifact` with top-level `inputs` and `limits`.
-    pub fn with(artifact: Arc<Artifact>, inputs: &[(&str, Value)], limits: Limits) -> Harness {
+    pub fn with(artifact: Arc<Verified>, inputs: &[(&str, Value)], limits: Limits) -> Harness {
         let inputs: FxHashMap<String, Value> = inputs
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
@@ -78,6 +89,11 @@ impl Harness {
         }
     }
 
+    /// Makes relaxed runtime rules errors, as `--strict` does.
+    pub fn set_strict(&mut self) {
+        self.machine.set_strict(true);
+    }
+
     /// Runs the ready fibers and returns the new requests (none once the run has ended).
     pub fn step(&mut self) -> Vec<Request> {
         assert!(self.outcome.is_none(), "the run has already ended");
@@ -89,7 +105,8 @@ impl Harness {
                 withdrawn,
             } => {
                 self.log.extend(requests.iter().cloned());
-                self.withdrawn.extend(withdrawn);
+                self.withdrawn
+                    .extend(withdrawn.iter().map(RequestId::to_string));
                 requests
             }
             Step::Finished(outputs) => {
@@ -103,13 +120,23 @@ impl Harness {
         }
     }
 
-    /// Answers request `id`; false if the machine no longer wanted it.
-    pub fn answer(&mut self, id: &str, reply: Reply) -> bool {
-        self.machine.complete(id, reply)
+    /// Answers request `id` (its text form); false if the machine no longer wanted it.
+    pub fn answer(&mut self, id: &str, outcome: Outcome) -> bool {
+        let id: RequestId = id.parse().expect("a request id");
+        let kind = match self.log.iter().find(|r| r.id == id) {
+            Some(r) => r.kind(),
+            None => prosevm::protocol::Kind::Session,
+        };
+        self.machine.complete(Reply {
+            id,
+            kind,
+            outcome,
+            usage: None,
+        })
     }
 
     /// Runs to the end, answering requests oldest first.
-    pub fn run(&mut self, answer: impl FnMut(&Request) -> Reply) -> &mut Harness {
+    pub fn run(&mut self, answer: impl FnMut(&Request) -> Outcome) -> &mut Harness {
         self.run_in(Order::Fifo, answer)
     }
 
@@ -118,12 +145,12 @@ impl Harness {
     pub fn run_in(
         &mut self,
         order: Order,
-        mut answer: impl FnMut(&Request) -> Reply,
+        mut answer: impl FnMut(&Request) -> Outcome,
     ) -> &mut Harness {
         let mut queue: VecDeque<Request> = self.step().into();
         let mut answered = 0;
         while self.outcome.is_none() {
-            queue.retain(|r| !self.withdrawn.contains(&r.id));
+            queue.retain(|r| !self.withdrawn.contains(&r.id.to_string()));
             let next = match order {
                 Order::Fifo => queue.pop_front(),
                 Order::Lifo => queue.pop_back(),
@@ -131,8 +158,12 @@ impl Harness {
             let req = next.expect("the machine waits, yet nothing is pending");
             answered += 1;
             assert!(answered <= MAX_ANSWERS, "runaway run: {:?}", self.seen());
-            let reply = answer(&req);
-            assert!(self.answer(&req.id, reply), "{} was not pending", req.id);
+            let outcome = answer(&req);
+            assert!(
+                self.answer(&req.id.to_string(), outcome),
+                "{} was not pending",
+                req.id
+            );
             queue.extend(self.step());
         }
         self
@@ -145,15 +176,15 @@ impl Harness {
 
     /// The ids of every request, in order.
     pub fn ids(&self) -> Vec<String> {
-        self.log.iter().map(|r| r.id.clone()).collect()
+        self.log.iter().map(|r| r.id.to_string()).collect()
     }
 
     /// The session requests, in order.
-    pub fn sessions(&self) -> Vec<&SessionRequest> {
+    pub fn sessions(&self) -> Vec<&SessionAsk> {
         self.log
             .iter()
-            .filter_map(|r| match &r.kind {
-                RequestKind::Session(s) => Some(&**s),
+            .filter_map(|r| match &r.ask {
+                Ask::Session(s) => Some(s),
                 _ => None,
             })
             .collect()
@@ -184,51 +215,70 @@ impl Harness {
 /// The text a request is about: a session's prompt, a condition, a choice's criteria, an
 /// input's name, a conversion's text.
 pub fn text(req: &Request) -> &str {
-    match &req.kind {
-        RequestKind::Session(s) => &s.prompt,
-        RequestKind::Evaluate { condition, .. } => condition,
-        RequestKind::Choose { criteria, .. } => criteria,
-        RequestKind::Input { name, .. } => name,
-        RequestKind::Convert { text, .. } => text,
+    match &req.ask {
+        Ask::Session(s) => &s.prompt,
+        Ask::Evaluate(e) => &e.condition,
+        Ask::Choose(c) => &c.criteria,
+        Ask::Input(i) => &i.name,
+        Ask::Convert(c) => &c.text,
     }
 }
 
 /// A request as one line: `"0:0 session: Say hi"`, `"0:1 evaluate: done"`,
 /// `"0:2 choose: which [a|b]"`, `"0:3 input: name (question)"`, `"0:4 convert list: text"`.
 pub fn describe(req: &Request) -> String {
-    let what = match &req.kind {
-        RequestKind::Session(s) if s.resume => format!("resume: {}", s.prompt),
-        RequestKind::Session(s) => format!("session: {}", s.prompt),
-        RequestKind::Evaluate { condition, .. } => format!("evaluate: {condition}"),
-        RequestKind::Choose { criteria, options } => {
-            format!("choose: {criteria} [{}]", options.join("|"))
-        }
-        RequestKind::Input { name, question } => format!("input: {name} ({question})"),
-        RequestKind::Convert { text, shape } => format!("convert {shape:?}: {text}"),
+    let what = match &req.ask {
+        Ask::Session(s) if s.resume => format!("resume: {}", s.prompt),
+        Ask::Session(s) => format!("session: {}", s.prompt),
+        Ask::Evaluate(e) => format!("evaluate: {}", e.condition),
+        Ask::Choose(c) => format!("choose: {} [{}]", c.criteria, c.options.join("|")),
+        Ask::Input(i) => format!("input: {} ({})", i.name, i.question),
+        Ask::Convert(c) => format!("convert {:?}: {}", c.shape, c.text),
     };
     format!("{} {what}", req.id)
 }
 
-/// Text as a reply.
-pub fn reply(s: &str) -> Reply {
-    Reply::Text(s.to_string())
+/// Text as a session's answer.
+pub fn reply(s: &str) -> Outcome {
+    Ok(Answer::Session(SessionAnswer::text(s)))
+}
+
+/// A failure.
+pub fn fail(why: &str) -> Outcome {
+    Err(Failure(why.to_string()))
 }
 
 /// Answers every session with `"<prompt> done"`, every condition with true, every choice
 /// with the first option; panics on anything else.
-pub fn echo(req: &Request) -> Reply {
-    match &req.kind {
+pub fn echo(req: &Request) -> Outcome {
+    Ok(match &req.ask {
         // A persistent agent remembers every prompt it was given.
-        RequestKind::Session(s) if s.persistent => Reply::Remembered {
+        Ask::Session(s) if s.persistent => Answer::Session(SessionAnswer {
             text: format!("{} done", s.prompt),
-            memory: match &s.memory {
+            memory: Some(match &s.memory {
                 Some(m) => format!("{m}; {}", s.prompt),
                 None => s.prompt.clone(),
-            },
-        },
-        RequestKind::Session(s) => Reply::Text(format!("{} done", s.prompt)),
-        RequestKind::Evaluate { .. } => Reply::Bool(true),
-        RequestKind::Choose { .. } => Reply::Choice(0),
+            }),
+        }),
+        Ask::Session(s) => Answer::Session(SessionAnswer::text(format!("{} done", s.prompt))),
+        Ask::Evaluate(_) => Answer::Evaluate(true),
+        Ask::Choose(_) => Answer::Choose(0),
         other => panic!("unexpected request {other:?}"),
-    }
+    })
+}
+
+/// A session's context as (label, value) pairs.
+pub fn ctx(s: &SessionAsk) -> Vec<(String, String)> {
+    s.context
+        .iter()
+        .map(|l| (l.label.clone(), l.value.clone()))
+        .collect()
+}
+
+/// A session's permission rules as (kind, values) pairs.
+pub fn perms(s: &SessionAsk) -> Vec<(String, Vec<String>)> {
+    s.permissions
+        .iter()
+        .map(|p| (p.kind.clone(), p.values.clone()))
+        .collect()
 }

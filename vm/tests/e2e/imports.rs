@@ -5,7 +5,7 @@ use prosec::compile::Compilation;
 use serde_json::json;
 
 /// Compiles `main` with `lib/digest.prose` beside it, both written to a fresh temp dir.
-fn build(test: &str, lib: &str, main: &str) -> std::sync::Arc<bytecode_spec::Artifact> {
+fn build(test: &str, lib: &str, main: &str) -> std::sync::Arc<bytecode_spec::verify::Verified> {
     let dir = std::env::temp_dir().join(format!("prosevm-e2e-{test}-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("lib")).expect("temp dir");
     std::fs::write(dir.join("lib/digest.prose"), lib).expect("write lib");
@@ -48,21 +48,29 @@ output announcement = user-notes.headline
             "0:6 session: Announce '<Headline for users>'; ops: <Headline for operators>",
         ]
     );
-    let sites: Vec<&str> = h.log.iter().map(|r| r.site.as_str()).collect();
+    let sites: Vec<String> = h.log.iter().map(|r| r.site.to_string()).collect();
     assert_eq!(
         sites,
-        ["digest:3", "digest:4", "digest:5", "digest:3", "digest:4", "digest:5", "main:7"]
+        [
+            "./lib/digest.prose:3",
+            "./lib/digest.prose:4",
+            "./lib/digest.prose:5",
+            "./lib/digest.prose:3",
+            "./lib/digest.prose:4",
+            "./lib/digest.prose:5",
+            "main:7"
+        ]
     );
     assert_eq!(
         h.sessions()[6].context,
         [
-            (
-                "digest".to_string(),
-                "<Digest of <Key points of the changelog for users>>".to_string()
+            Labelled::new(
+                "digest",
+                "<Digest of <Key points of the changelog for users>>"
             ),
-            (
-                "ops".to_string(),
-                "<Digest of <Key points of the ops log for operators>>".to_string()
+            Labelled::new(
+                "ops",
+                "<Digest of <Key points of the ops log for operators>>"
             ),
         ]
     );
@@ -93,8 +101,8 @@ output a = a
     assert_eq!(h.seen(), ["0:0 session: Read ", "0:1 session: Read "]);
     let e = h.error();
     assert_eq!(
-        (e.message.as_str(), e.module.as_str(), e.line),
-        ("nothing to condense", "digest", 4)
+        (e.message.as_str(), e.program.as_str(), e.line),
+        ("nothing to condense", "./lib/digest.prose", 4)
     );
     assert_eq!(e.statement.trim(), r#"throw "nothing to condense""#);
 }

@@ -2,7 +2,6 @@
 
 use crate::harness::*;
 use prosevm::machine::Limits;
-use prosevm::request::{Reply, RequestKind};
 use prosevm::value::Value;
 use serde_json::json;
 use std::sync::Arc;
@@ -21,8 +20,8 @@ repeat more:
         &[("times", Value::text(" 2 "))],
         Limits::default(),
     );
-    h.run(|req| match req.kind {
-        RequestKind::Session(ref s) if s.prompt == "How many reviews?" => reply("3"),
+    h.run(|req| match req.ask {
+        Ask::Session(ref s) if s.prompt == "How many reviews?" => reply("3"),
         _ => echo(req),
     });
     assert_eq!(
@@ -45,11 +44,11 @@ repeat n as run:
   session "Soak run {run}"
 "#;
     let mut h = Harness::new(src);
-    h.run(|req| match &req.kind {
-        RequestKind::Session(s) if s.prompt.starts_with("How many") => {
+    h.run(|req| match &req.ask {
+        Ask::Session(s) if s.prompt.starts_with("How many") => {
             reply("Two should do, given the risk")
         }
-        RequestKind::Convert { .. } => Reply::Value(Value::Int(2)),
+        Ask::Convert(_) => Ok(Answer::Convert(Value::Int(2))),
         _ => echo(req),
     });
     assert_eq!(
@@ -74,12 +73,12 @@ output plans = plans
 /// Runs [`FOR`] with `answer` as the list of risks; conversions answer `converted`.
 fn for_over(answer: &str) -> Harness {
     let mut h = Harness::new(FOR);
-    h.run(|req| match &req.kind {
-        RequestKind::Session(s) if s.prompt == "List the risks" => reply(answer),
-        RequestKind::Convert { .. } => Reply::Value(Value::List(Arc::new(vec![
+    h.run(|req| match &req.ask {
+        Ask::Session(s) if s.prompt == "List the risks" => reply(answer),
+        Ask::Convert(_) => Ok(Answer::Convert(Value::List(Arc::new(vec![
             Value::text("drift"),
             Value::text("outage"),
-        ]))),
+        ])))),
         _ => echo(req),
     });
     h

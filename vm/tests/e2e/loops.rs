@@ -2,16 +2,15 @@
 
 use crate::harness::*;
 use prosevm::machine::Limits;
-use prosevm::request::{Reply, RequestKind};
 use serde_json::json;
 
 /// Answers sessions with their prompt and conditions with `verdicts`, in turn.
-fn verdicts(list: &'static [bool]) -> impl FnMut(&prosevm::request::Request) -> Reply {
+fn verdicts(list: &'static [bool]) -> impl FnMut(&Request) -> Outcome {
     let mut next = list.iter();
-    move |req| match &req.kind {
-        RequestKind::Evaluate { .. } => {
-            Reply::Bool(*next.next().expect("no more verdicts scripted"))
-        }
+    move |req| match &req.ask {
+        Ask::Evaluate(_) => Ok(Answer::Evaluate(
+            *next.next().expect("no more verdicts scripted"),
+        )),
         _ => echo(req),
     }
 }
@@ -42,8 +41,8 @@ fn loop_until_stops_when_the_condition_turns_true() {
     let contexts: Vec<Option<&str>> = h
         .log
         .iter()
-        .filter_map(|r| match &r.kind {
-            RequestKind::Evaluate { context, .. } => Some(context.as_deref()),
+        .filter_map(|r| match &r.ask {
+            Ask::Evaluate(e) => Some(e.context.first().map(|c| c.value.as_str())),
             _ => None,
         })
         .collect();
@@ -88,10 +87,10 @@ output fixed = log
     let mut h = Harness::new(src);
     let mut conditions = verdicts(&[true, true, false]);
     let mut fixes = 0;
-    h.run(|req| match &req.kind {
-        RequestKind::Session(_) => {
+    h.run(|req| match &req.ask {
+        Ask::Session(_) => {
             fixes += 1;
-            Reply::Text(format!("fix {fixes}"))
+            reply(&format!("fix {fixes}"))
         }
         _ => conditions(req),
     });
@@ -136,7 +135,7 @@ output never = "reached"
         e.message,
         "loops ran more than 4 iterations in total (a runaway loop?)"
     );
-    assert_eq!((e.module.as_str(), e.line), ("t", 2));
+    assert_eq!((e.program.as_str(), e.line), ("t.prose", 2));
     assert_eq!(e.statement, "loop:");
 }
 

@@ -2,7 +2,6 @@
 //! from `parallel for` branches.
 
 use crate::harness::*;
-use prosevm::request::{Reply, Request};
 use serde_json::json;
 
 /// The id of the pending request whose text is `prompt`.
@@ -12,6 +11,7 @@ fn id_of(pending: &[Request], prompt: &str) -> String {
         .find(|r| text(r) == prompt)
         .unwrap_or_else(|| panic!("no pending request {prompt:?}"))
         .id
+        .to_string()
         .clone()
 }
 
@@ -50,16 +50,17 @@ output winner = winner
     assert!(h.answer(&id_of(&first, "A"), reply("a")));
     let after = h.step();
     assert_eq!(h.withdrawn, ["0/0.1/0.0:0", "0/0.1/0.1:0", "0/0.2:1"]);
+    // `first` yields the winner's value alone.
     assert_eq!(
         after.iter().map(describe).collect::<Vec<_>>(),
-        [r#"0:0 session: Use ["a",null,null]"#]
+        ["0:0 session: Use a"]
     );
     // Answers to withdrawn requests are refused.
     assert!(!h.answer("0/0.1/0.0:0", reply("late")));
     assert!(!h.answer("0/0.2:1", reply("late")));
     assert!(h.answer("0:0", reply("used")));
     h.step();
-    assert_eq!(h.outputs(), json!({ "winner": ["a", null, null] }));
+    assert_eq!(h.outputs(), json!({ "winner": "a" }));
 }
 
 #[test]
@@ -75,7 +76,7 @@ output r = r
     // The session was asked and withdrawn within one run: the host never sees it.
     assert!(h.log.is_empty());
     assert!(h.withdrawn.is_empty());
-    assert_eq!(h.outputs(), json!({ "r": [null, "cached answer"] }));
+    assert_eq!(h.outputs(), json!({ "r": "cached answer" }));
 }
 
 const ANY: &str = r#"let picks = parallel ("any", count: 2, on-fail: "continue"):
@@ -99,7 +100,7 @@ fn any_with_a_count_finishes_after_enough_successes_despite_a_failure() {
             "0/0.3:0 session: D",
         ]
     );
-    assert!(h.answer(&id_of(&pending, "A"), Reply::Failed("A broke".into())));
+    assert!(h.answer(&id_of(&pending, "A"), fail("A broke")));
     assert!(h.step().is_empty());
     assert!(h.answer(&id_of(&pending, "D"), reply("d")));
     assert!(h.step().is_empty());
@@ -114,13 +115,13 @@ fn any_with_a_count_finishes_after_enough_successes_despite_a_failure() {
 fn any_fails_once_the_count_cannot_be_reached() {
     let mut h = Harness::new(ANY);
     let pending = h.step();
-    h.answer(&id_of(&pending, "A"), Reply::Failed("A broke".into()));
+    h.answer(&id_of(&pending, "A"), fail("A broke"));
     h.step();
     h.answer(&id_of(&pending, "B"), reply("b"));
     h.step();
-    h.answer(&id_of(&pending, "C"), Reply::Failed("C broke".into()));
+    h.answer(&id_of(&pending, "C"), fail("C broke"));
     h.step();
-    h.answer(&id_of(&pending, "D"), Reply::Failed("D broke".into()));
+    h.answer(&id_of(&pending, "D"), fail("D broke"));
     h.step();
     assert_eq!(h.error().message, "A broke");
     assert_eq!(h.error().line, 2);
@@ -135,7 +136,7 @@ output r = r
 "#;
     let mut h = Harness::new(src);
     h.run(|req| match text(req) {
-        "Fast but unreliable" => Reply::Failed("flaky".into()),
+        "Fast but unreliable" => fail("flaky"),
         _ => echo(req),
     });
     assert_eq!(
@@ -145,10 +146,7 @@ output r = r
             "0/0.1:0 session: Slow but reliable",
         ]
     );
-    assert_eq!(
-        h.outputs(),
-        json!({ "r": [null, "Slow but reliable done"] })
-    );
+    assert_eq!(h.outputs(), json!({ "r": "Slow but reliable done" }));
 }
 
 const POLICY: &str = r#"let log = "start"
@@ -172,7 +170,7 @@ fn policy(policy: &str) -> Harness {
         Default::default(),
     );
     h.run(|req| match text(req) {
-        "A" => Reply::Failed("A broke".into()),
+        "A" => fail("A broke"),
         _ => echo(req),
     });
     h
@@ -255,7 +253,7 @@ output perf = perf
         ]
     );
     assert_eq!(
-        h.sessions()[3].context,
+        ctx(h.sessions()[3]),
         [
             ("sec".to_string(), "Security review done".to_string()),
             (
@@ -310,7 +308,7 @@ mod appends {
             let pending = h.step();
             for &i in &order {
                 let req = &pending[i];
-                prop_assert!(h.answer(&req.id, reply(&text(req).replace("Research ", ""))));
+                prop_assert!(h.answer(&req.id.to_string(), reply(&text(req).replace("Research ", ""))));
                 h.step();
             }
             let want: Vec<String> = order.iter().map(|i| ["a", "b", "c", "d"][*i].to_string()).collect();

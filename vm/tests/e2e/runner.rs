@@ -1,11 +1,10 @@
 //! The async runner with the mock driver: retries with backoff, and concurrency.
 
 use crate::harness::compile;
-use bytecode_spec::Shape;
 use prosevm::driver::mock::{Mock, MockOptions, Rule};
-use prosevm::driver::{Answer, Driver, SessionAnswer};
+use prosevm::driver::{Driver, Served};
 use prosevm::machine::{Limits, Machine, RuntimeError};
-use prosevm::request::{Request, SessionRequest};
+use prosevm::protocol::{Ask, Request};
 use prosevm::runner::{run, RunConfig};
 use prosevm::trace::Event;
 use prosevm::value::Value;
@@ -34,25 +33,11 @@ impl Driver for Recording {
         "recording"
     }
 
-    async fn session(&self, req: &Request, session: &SessionRequest) -> Answer<SessionAnswer> {
-        self.attempts.lock().expect("lock").push(req.id.clone());
-        self.inner.session(req, session).await
-    }
-
-    async fn evaluate(&self, req: &Request, condition: &str) -> Answer<bool> {
-        self.inner.evaluate(req, condition).await
-    }
-
-    async fn choose(&self, req: &Request, options: &[String]) -> Answer<usize> {
-        self.inner.choose(req, options).await
-    }
-
-    async fn input(&self, req: &Request, name: &str) -> Answer<Value> {
-        self.inner.input(req, name).await
-    }
-
-    async fn convert(&self, req: &Request, text: &str, shape: Shape) -> Answer<Value> {
-        self.inner.convert(req, text, shape).await
+    async fn answer(&self, req: &Request) -> Served {
+        if let Ask::Session(_) = req.ask {
+            self.attempts.lock().expect("lock").push(req.id.to_string());
+        }
+        self.inner.answer(req).await
     }
 }
 
@@ -104,7 +89,7 @@ fn retries(events: &[Event]) -> Vec<(String, u32)> {
         .filter_map(|e| match e {
             Event::Retry { id, attempt, error } => {
                 assert_eq!(error, "the canary timed out");
-                Some((id.clone(), *attempt))
+                Some((id.to_string(), *attempt))
             }
             _ => None,
         })

@@ -50,7 +50,7 @@ output result = review
     );
     assert_eq!(s[0].model.as_deref(), Some("opus"));
     assert_eq!(
-        s[0].context,
+        ctx(s[0]),
         [
             (
                 "facts".to_string(),
@@ -60,7 +60,7 @@ output result = review
         ]
     );
     assert_eq!(
-        s[0].permissions,
+        perms(s[0]),
         [("bash".to_string(), vec!["deny".to_string()])]
     );
     assert!(!s[0].resume);
@@ -68,7 +68,7 @@ output result = review
     assert_eq!(s[1].system, None);
     assert_eq!(s[1].model.as_deref(), Some("haiku"));
     assert_eq!(
-        s[1].context,
+        ctx(s[1]),
         [
             (
                 "draft".to_string(),
@@ -78,7 +78,7 @@ output result = review
         ]
     );
     assert_eq!(
-        s[1].permissions,
+        perms(s[1]),
         [
             (
                 "write".to_string(),
@@ -154,7 +154,7 @@ session: archivist
     h.run(echo);
     let s = h.sessions();
     assert_eq!(
-        s[0].permissions,
+        perms(s[0]),
         [(
             "write".to_string(),
             vec![
@@ -166,13 +166,46 @@ session: archivist
 }
 
 #[test]
-fn resume_without_memory_is_the_specs_error() {
-    let src = "agent captain:\n  persist: true\n  prompt: \"You coordinate.\"\nresume: captain\n  prompt: \"Go on\"\n";
+fn a_first_resume_starts_fresh_with_a_warning_and_is_e018_under_strict() {
+    let src = "agent captain:\n  persist: true\n  prompt: \"You coordinate.\"\nresume: captain\n  prompt: \"Go on\"\nresume: captain\n  prompt: \"Next\"\n";
+    // The program's first run: the agent has no memory yet, so its first `resume:` is a
+    // fresh session, with a warning; the second continues from the memory the first left.
     let mut h = Harness::new(src);
     h.run(echo);
+    assert_eq!(h.seen(), ["0:0 session: Go on", "0:1 resume: Next"]);
+    assert_eq!(h.sessions()[1].memory.as_deref(), Some("Go on"));
+    let warnings: Vec<_> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            prosevm::trace::Event::Warning { code, site, .. } => Some((*code, site.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings, [(Code::E018, "t:4".to_string())]);
+    // Under --strict it is the reference's error.
+    let mut h = Harness::new(src);
+    h.set_strict();
+    h.run(echo);
     let e = h.error();
-    assert!(e.message.starts_with("E018"), "{e}");
+    assert_eq!(e.code, Code::E018);
     assert_eq!(e.line, 4);
+}
+
+#[test]
+fn a_fresh_session_on_an_agent_with_memory_warns_w011() {
+    let src = "agent scribe:\n  persist: true\nsession: scribe\n  prompt: \"one\"\nsession: scribe\n  prompt: \"two\"\n";
+    let mut h = Harness::new(src);
+    h.run(echo);
+    let codes: Vec<_> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            prosevm::trace::Event::Warning { code, site, .. } => Some((*code, site.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes, [(Code::W011, "t:5".to_string())]);
 }
 
 #[test]

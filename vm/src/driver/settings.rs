@@ -1,0 +1,354 @@
+//! Which driver answers a run, and how: a description kept in the run record (never an API
+//! key: keys are read from the environment each time a driver is connected), so that a
+//! resumed run continues with the driver it started with. [`DriverSettings::connect`]
+//! builds the driver; [`AnyDriver`] lets the runner serve any of them without boxing.
+
+use super::chat::{Api, ChatDriver, Models};
+use super::command::CommandDriver;
+use super::http::HttpOptions;
+use super::mock::{Mock, MockOptions};
+use super::stdio::StdioDriver;
+use super::{Driver, Served};
+use crate::protocol::{Reply, Request};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// How a chat provider is reached.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChatSettings {
+    /// The API's base URL.
+    pub base_url: String,
+    /// What each model alias, and a session naming no model, is sent as.
+    pub models: Models,
+    /// Seconds one HTTP attempt may take.
+    pub timeout_s: f64,
+    /// Attempts after the first when the provider is busy or failing.
+    pub retries: u32,
+    /// First delay between attempts, in milliseconds (doubled each time).
+    pub backoff_ms: u64,
+}
+
+/// A driver and its settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum DriverSettings {
+    /// The deterministic offline mock.
+    Mock(MockOptions),
+    /// A shell command run once per request.
+    Command {
+        /// The command line (`sh -c`).
+        command: String,
+        /// Seconds a request may take.
+        timeout_s: f64,
+    },
+    /// An agent host on stdin and stdout.
+    Stdio {
+        /// Seconds a request may take.
+        timeout_s: f64,
+    },
+    /// An OpenAI-compatible chat completions server.
+    Openai(ChatSettings),
+    /// Anthropic's Messages API.
+    Anthropic(ChatSettings),
+}
+
+/// A connected driver of any kind.
+pub enum AnyDriver {
+    /// The mock.
+    Mock(Mock),
+    /// The command driver.
+    Command(CommandDriver),
+    /// The stdio driver.
+    Stdio(StdioDriver),
+    /// A chat provider.
+    Chat(ChatDriver),
+}
+
+impl DriverSettings {
+    /// The driver's name: `mock`, `command`, `stdio`, `openai` or `anthropic`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DriverSettings::Mock(_) => "mock",
+            DriverSettings::Command { .. } => "command",
+            DriverSettings::Stdio { .. } => "stdio",
+            DriverSettings::Openai(_) => "openai",
+            DriverSettings::Anthropic(_) => "anthropic",
+        }
+    }
+
+    /// A line for people: the driver and where it sends requests.
+    pub fn describe(&self) -> String {
+        match self {
+            DriverSettings::Mock(_) => {
+                "mock (no provider configured; answers are placeholders)".into()
+            }
+            DriverSettings::Command { command, .. } => format!("command ({command})"),
+            DriverSettings::Stdio { .. } => "stdio (requests on stdout, replies on stdin)".into(),
+            DriverSettings::Openai(c) => format!(
+                "openai (chat completions at {}, model {})",
+                c.base_url, c.models.default
+            ),
+            DriverSettings::Anthropic(c) => format!(
+                "anthropic (messages at {}, model {})",
+                c.base_url, c.models.default
+            ),
+        }
+    }
+
+    /// Builds the driver, reading an API key from the environment (`OPENAI_API_KEY`,
+    /// `ANTHROPIC_API_KEY`) where the provider takes one. Settings that cannot work (a base
+    /// URL that is not http(s), a missing key the provider requires, a zero timeout) are
+    /// refused here, before the run asks anything.
+    pub fn connect(&self) -> Result<AnyDriver, String> {
+        let timeout = |secs: f64| match Duration::try_from_secs_f64(secs) {
+            Ok(t) if !t.is_zero() => Ok(t),
+            _ => Err(format!(
+                "a request timeout must be a positive number of seconds, not {secs}"
+            )),
+        };
+        Ok(match self {
+            DriverSettings::Mock(opts) => AnyDriver::Mock(Mock::new(opts.clone())),
+            DriverSettings::Command { command, timeout_s } => {
+                if command.trim().is_empty() {
+                    return Err("--driver command needs --command \"PROGRAM ARGS\"".into());
+                }
+                AnyDriver::Command(CommandDriver::new(command.clone(), timeout(*timeout_s)?))
+            }
+            DriverSettings::Stdio { timeout_s } => {
+                AnyDriver::Stdio(StdioDriver::start(timeout(*timeout_s)?))
+            }
+            DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => {
+                let api = match self {
+                    DriverSettings::Anthropic(_) => Api::Anthropic,
+                    _ => Api::OpenAi,
+                };
+                let url = reqwest::Url::parse(&c.base_url)
+                    .map_err(|e| format!("base URL {:?}: {e}", c.base_url))?;
+                if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                    return Err(format!(
+                        "base URL {:?}: want http:// or https:// and a host",
+                        c.base_url
+                    ));
+                }
+                let var = match api {
+                    Api::OpenAi => "OPENAI_API_KEY",
+                    Api::Anthropic => "ANTHROPIC_API_KEY",
+                };
+                let key = std::env::var(var).ok().filter(|k| !k.is_empty());
+                if key.is_none() && api == Api::OpenAi && url.host_str() == Some("api.openai.com") {
+                    return Err(format!("the OpenAI API needs {var}"));
+                }
+                let http = HttpOptions {
+                    timeout: timeout(c.timeout_s)?,
+                    retries: c.retries,
+                    backoff: Duration::from_millis(c.backoff_ms),
+                };
+                AnyDriver::Chat(
+                    ChatDriver::new(api, &c.base_url, key, c.models.clone(), http)
+                        .map_err(|e| e.0)?,
+                )
+            }
+        })
+    }
+}
+
+/// Calls `$call` on whichever driver `$any` holds.
+macro_rules! each {
+    ($any:expr, $d:ident => $call:expr) => {
+        match $any {
+            AnyDriver::Mock($d) => $call,
+            AnyDriver::Command($d) => $call,
+            AnyDriver::Stdio($d) => $call,
+            AnyDriver::Chat($d) => $call,
+        }
+    };
+}
+
+impl Driver for AnyDriver {
+    fn name(&self) -> &str {
+        each!(self, d => d.name())
+    }
+
+    async fn answer(&self, req: &Request) -> Served {
+        each!(self, d => d.answer(req).await)
+    }
+
+    fn answer_now(&self, req: &Request) -> Option<Served> {
+        each!(self, d => d.answer_now(req))
+    }
+
+    fn observe(&self, req: &Request, reply: &Reply) {
+        each!(self, d => d.observe(req, reply))
+    }
+
+    fn side_effect_free(&self) -> bool {
+        each!(self, d => d.side_effect_free())
+    }
+}
+
+/// A kind of driver, as named on the command line and in `prose.toml`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverKind {
+    /// The deterministic offline mock.
+    Mock,
+    /// A shell command run once per request.
+    Command,
+    /// An agent host on stdin and stdout.
+    Stdio,
+    /// An OpenAI-compatible chat completions server.
+    Openai,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+impl DriverKind {
+    /// Every kind, by name.
+    pub const ALL: [(&'static str, DriverKind); 5] = [
+        ("mock", DriverKind::Mock),
+        ("command", DriverKind::Command),
+        ("stdio", DriverKind::Stdio),
+        ("openai", DriverKind::Openai),
+        ("anthropic", DriverKind::Anthropic),
+    ];
+}
+
+impl std::str::FromStr for DriverKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<DriverKind, String> {
+        DriverKind::ALL
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, k)| *k)
+            .ok_or_else(|| {
+                let names: Vec<&str> = DriverKind::ALL.iter().map(|(n, _)| *n).collect();
+                format!("unknown driver {s:?} (want one of {})", names.join(", "))
+            })
+    }
+}
+
+/// What a user asked for on the command line; [`DriverChoice::settings`] completes it with
+/// the environment (`OPENAI_BASE_URL`, `OPENAI_MODEL`, `ANTHROPIC_...`), then `prose.toml`,
+/// then the defaults.
+#[derive(Clone, Debug, Default)]
+pub struct DriverChoice {
+    /// The driver.
+    pub driver: Option<DriverKind>,
+    /// The command driver's command line.
+    pub command: Option<String>,
+    /// A chat provider's base URL.
+    pub base_url: Option<String>,
+    /// The model for sessions naming none (for `openai`, also what the aliases map to).
+    pub model: Option<String>,
+    /// `ALIAS=ID` entries.
+    pub model_map: Vec<String>,
+    /// Seconds a request may take.
+    pub request_timeout: Option<f64>,
+    /// HTTP attempts after the first.
+    pub http_retries: Option<u32>,
+    /// First HTTP retry delay, in milliseconds.
+    pub backoff_ms: Option<u64>,
+    /// The mock's options.
+    pub mock: MockOptions,
+}
+
+/// Seconds a request may take unless told otherwise.
+const DEFAULT_TIMEOUT_S: f64 = 600.0;
+
+impl DriverChoice {
+    /// The settings this choice makes with `file` (the project's `prose.toml`).
+    pub fn settings(&self, file: &crate::config::Config) -> Result<DriverSettings, String> {
+        let kind = match (self.driver, file.driver.as_deref()) {
+            (Some(k), _) => k,
+            (None, Some(name)) => name.parse().map_err(|e| format!("prose.toml: {e}"))?,
+            (None, None) => DriverKind::Mock,
+        };
+        let timeout_s = self
+            .request_timeout
+            .or(file.request_timeout)
+            .unwrap_or(DEFAULT_TIMEOUT_S);
+        Ok(match kind {
+            DriverKind::Mock => DriverSettings::Mock(self.mock.clone()),
+            DriverKind::Command => DriverSettings::Command {
+                command: self
+                    .command
+                    .clone()
+                    .or_else(|| file.command.clone())
+                    .ok_or("--driver command needs --command \"PROGRAM ARGS\"")?,
+                timeout_s,
+            },
+            DriverKind::Stdio => DriverSettings::Stdio { timeout_s },
+            DriverKind::Openai | DriverKind::Anthropic => {
+                let api = if kind == DriverKind::Openai {
+                    Api::OpenAi
+                } else {
+                    Api::Anthropic
+                };
+                let (prefix, public) = match api {
+                    Api::OpenAi => ("OPENAI", "https://api.openai.com/v1"),
+                    Api::Anthropic => ("ANTHROPIC", "https://api.anthropic.com"),
+                };
+                let env = |name: &str| {
+                    std::env::var(format!("{prefix}_{name}"))
+                        .ok()
+                        .filter(|v| !v.is_empty())
+                };
+                let base_url = self
+                    .base_url
+                    .clone()
+                    .or_else(|| env("BASE_URL"))
+                    .or_else(|| file.base_url.clone())
+                    .unwrap_or_else(|| public.into());
+                let mut models = Models::defaults(api);
+                if let Some(m) = self
+                    .model
+                    .clone()
+                    .or_else(|| env("MODEL"))
+                    .or_else(|| file.model.clone())
+                {
+                    if api == Api::OpenAi {
+                        models = Models {
+                            sonnet: m.clone(),
+                            opus: m.clone(),
+                            haiku: m.clone(),
+                            default: m,
+                        };
+                    } else {
+                        models.default = m;
+                    }
+                }
+                let from_file = [
+                    ("sonnet", &file.models.sonnet),
+                    ("opus", &file.models.opus),
+                    ("haiku", &file.models.haiku),
+                ]
+                .into_iter()
+                .filter_map(|(alias, id)| id.as_ref().map(|id| format!("{alias}={id}")));
+                for entry in from_file.chain(self.model_map.iter().cloned()) {
+                    let (slot, id) = match entry.split_once('=') {
+                        Some(("sonnet", id)) => (&mut models.sonnet, id),
+                        Some(("opus", id)) => (&mut models.opus, id),
+                        Some(("haiku", id)) => (&mut models.haiku, id),
+                        _ => {
+                            return Err(format!(
+                                "--model-map {entry}: want sonnet=ID, opus=ID or haiku=ID"
+                            ))
+                        }
+                    };
+                    *slot = id.to_string();
+                }
+                let chat = ChatSettings {
+                    base_url,
+                    models,
+                    timeout_s,
+                    retries: self.http_retries.or(file.http_retries).unwrap_or(3),
+                    backoff_ms: self.backoff_ms.unwrap_or(1000),
+                };
+                match api {
+                    Api::OpenAi => DriverSettings::Openai(chat),
+                    Api::Anthropic => DriverSettings::Anthropic(chat),
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,126 @@
+//! Replies reaching the fibers that asked: an answer becomes a value in the asking register
+//! (a failure an error raised there), with the trace events that tell what came back.
+
+use super::fiber::{Expect, FiberId, State, Wait};
+use super::Machine;
+use crate::convert;
+use crate::protocol::{shape_name, Answer, Reply};
+use crate::trace::Event;
+use crate::value::{ErrorValue, Value};
+use bytecode_spec::{Op, Reg};
+use prosec::diagnostics::Code;
+use std::sync::Arc;
+
+impl Machine {
+    /// Whether the answer about to land in `dst` of fiber `f`'s current frame is kept under a
+    /// name: the next instruction moves it into a named variable (here or in an enclosing
+    /// frame), makes it an output, or returns it (`output session ...` as a block's result).
+    fn captured(&self, f: FiberId, dst: Reg) -> bool {
+        let Some(frame) = self.fibers[f].stack.last() else {
+            return false;
+        };
+        let fr = frame.borrow();
+        let func = &self.artifact.modules[fr.module as usize].funcs[fr.func];
+        match func.code.get(fr.pc as usize) {
+            Some(Op::Move { dst: d, src }) if *src == dst => {
+                func.vars.binary_search_by_key(d, |(r, _)| *r).is_ok()
+            }
+            Some(
+                Op::SetUp { src, .. }
+                | Op::SetOutput { src, .. }
+                | Op::SetBlockOutput { src, .. }
+                | Op::Return { src },
+            ) => *src == dst,
+            _ => false,
+        }
+    }
+
+    /// Hands `reply` to the fiber that asked. Unknown ids (withdrawn, or answered already)
+    /// are ignored and reported as `false`.
+    pub fn complete(&mut self, reply: Reply) -> bool {
+        let Some(f) = self.pending.remove(&reply.id) else {
+            return false;
+        };
+        let Wait::Request { dst, expect, .. } =
+            std::mem::replace(&mut self.fibers[f].wait, Wait::Nothing)
+        else {
+            return false;
+        };
+        self.fibers[f].state = State::Ready;
+        let id = reply.id;
+        let mismatch = |what: &str| {
+            ErrorValue::new(
+                Code::E212,
+                format!("the answer to {id} is {what}, which does not fit the question"),
+            )
+        };
+        let value = match (reply.outcome, expect) {
+            (Err(failure), _) => Err(ErrorValue {
+                request: Some(id.clone()),
+                ..ErrorValue::new(Code::E210, failure.0)
+            }),
+            (Ok(Answer::Session(a)), Expect::Session(key)) => {
+                if let (Some(key), Some(memory)) = (key, a.memory) {
+                    if self.trace {
+                        let m = &self.artifact.modules[key.0 as usize];
+                        self.events.push(Event::Memory {
+                            module: key.0,
+                            agent: m.strings[m.agents[key.1].name].clone(),
+                            id: id.clone(),
+                            memory: memory.clone(),
+                            answer: a.text.clone(),
+                        });
+                    }
+                    self.memory.insert(key, memory);
+                }
+                if self.trace {
+                    let bound = self.captured(f, dst);
+                    self.events.push(Event::Answer {
+                        id: id.clone(),
+                        text: a.text.clone(),
+                        bound,
+                    });
+                }
+                let t: Arc<str> = Arc::from(a.text);
+                self.fibers[f].last_answer = Some(t.clone());
+                Ok(Value::Text(t))
+            }
+            (Ok(Answer::Evaluate(b)), Expect::Bool) => {
+                self.events.push(Event::Flow {
+                    id: id.clone(),
+                    result: b,
+                });
+                Ok(Value::Bool(b))
+            }
+            (Ok(Answer::Choose(i)), Expect::Choice(n)) if i < n => Ok(Value::Int(i as i64)),
+            (Ok(Answer::Choose(i)), Expect::Choice(n)) => {
+                Err(mismatch(&format!("option {} of {n}", i.saturating_add(1))))
+            }
+            (Ok(Answer::Input(v)), Expect::Value) => Ok(v),
+            (Ok(Answer::Convert(v)), Expect::Shape(shape)) => match convert::local(&v, shape) {
+                Some(v) => Ok(v),
+                None => Err(mismatch(&format!(
+                    "{} where {} was asked",
+                    v.kind(),
+                    shape_name::name(shape)
+                ))),
+            },
+            (Ok(other), _) => Err(mismatch(&format!("a `{}` answer", other.kind()))),
+        };
+        match value {
+            Ok(v) => {
+                if let Some(frame) = self.fibers[f].stack.last() {
+                    frame.borrow_mut().regs[dst.as_u32() as usize] = v;
+                }
+                self.ready.push_back(f);
+            }
+            Err(e) => {
+                self.raise(f, e);
+                if self.fibers[f].state == State::Ready {
+                    self.ready.push_back(f);
+                }
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,425 @@
+//! The interpreter: a deterministic state machine with no async inside it.
+//!
+//! [`Machine::run`] runs every ready fiber until it blocks or ends and returns the requests
+//! that appeared; [`Machine::complete`] hands a reply to the fiber that asked. Fibers are
+//! scheduled in a fixed order and request ids derive from fiber lineage and a per-fiber
+//! count, so a run replayed with the same answers repeats exactly.
+//!
+//! The parts: [`fiber`] (fibers, frames, what a fiber waits for), [`ops`] (one handler per
+//! opcode family), [`answers`] (replies reaching fibers), [`unwind`] (raising, catching,
+//! failing and cancelling), [`join`] (fork groups), [`view`] (snapshots for `state.md`),
+//! [`error`] (runtime errors and their codes).
+
+mod answers;
+mod error;
+mod fiber;
+mod join;
+mod ops;
+mod unwind;
+mod view;
+
+pub use error::RuntimeError;
+
+use crate::protocol::{Lineage, Request, RequestId, Site};
+use crate::trace::Event;
+use crate::value::Value;
+use bytecode_spec::verify::Verified;
+use bytecode_spec::{AgentId, Persist};
+use cranelift_entity::{EntityRef, PrimaryMap};
+use fiber::{Fiber, FiberId, Frame, FrameRef, InstRef, Instance, Ret, State, Wait};
+use join::Group;
+use prosec::diagnostics::Code;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Limits that turn runaway programs into clean errors.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Loop iterations across the whole run.
+    pub iterations: u64,
+    /// Nested frames (block recursion and imports), counting those of the fibers that
+    /// forked a branch: recursion through `parallel` nests too.
+    pub depth: usize,
+    /// Parallel branches alive at once, nested ones included.
+    pub fibers: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            iterations: 1_000_000,
+            depth: 256,
+            fibers: 100_000,
+        }
+    }
+}
+
+/// What [`Machine::run`] found.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Fibers wait for these new requests (and no longer need the withdrawn ones).
+    Waiting {
+        /// New requests, in a deterministic order.
+        requests: Vec<Request>,
+        /// Requests of cancelled fibers.
+        withdrawn: Vec<RequestId>,
+    },
+    /// The program finished; its outputs in declaration order.
+    Finished(Vec<(String, Value)>),
+    /// The program failed.
+    Failed(RuntimeError),
+}
+
+/// The interpreter.
+pub struct Machine {
+    artifact: Arc<Verified>,
+    fibers: PrimaryMap<FiberId, Fiber>,
+    groups: Vec<Group>,
+    ready: VecDeque<FiberId>,
+    pending: FxHashMap<RequestId, FiberId>,
+    new_requests: Vec<Request>,
+    withdrawn: Vec<RequestId>,
+    events: Vec<Event>,
+    limits: Limits,
+    /// Relaxed runtime rules are errors (`--strict`).
+    strict: bool,
+    iterations: u64,
+    main: InstRef,
+    failure: Option<RuntimeError>,
+    /// Branch fibers neither finished nor cancelled.
+    live: usize,
+    /// Whether trace events are recorded (off when nobody reads them).
+    trace: bool,
+    /// Execution ids handed out to block calls and program invocations so far.
+    execs: u32,
+    /// Persistent agents' memory, by module and agent.
+    memory: FxHashMap<(u32, AgentId), String>,
+    /// How each module is named in request sites, built once.
+    programs: Vec<Arc<str>>,
+    /// Warnings already reported, by code and statement (module, line).
+    warned: FxHashSet<(Code, u32, u32)>,
+}
+
+impl Machine {
+    /// A machine about to run `artifact`'s main program with top-level `inputs`. Fails if a
+    /// parameter input is missing (E200) or an input is given that the program does not
+    /// declare (E201).
+    pub fn new(
+        artifact: Arc<Verified>,
+        inputs: &FxHashMap<String, Value>,
+        limits: Limits,
+    ) -> Result<Machine, RuntimeError> {
+        let m = &artifact.modules[0];
+        let programs: Vec<Arc<str>> = artifact
+            .modules
+            .iter()
+            .map(|m| Arc::from(error::site_label(m)))
+            .collect();
+        let top_error = |code: Code, message: String| RuntimeError {
+            code,
+            message,
+            module: 0,
+            program: error::file_label(m),
+            line: 0,
+            statement: String::new(),
+            request: None,
+        };
+        let declared: Vec<&str> = m
+            .inputs
+            .values()
+            .map(|i| m.strings[i.name].as_str())
+            .collect();
+        let mut unknown: Vec<&String> = inputs
+            .keys()
+            .filter(|k| !declared.contains(&k.as_str()))
+            .collect();
+        unknown.sort();
+        if let Some(name) = unknown.first() {
+            let hint = prosec::diagnostics::closest(name, declared.iter().copied())
+                .map(|c| format!("; did you mean `{c}`?"))
+                .unwrap_or_default();
+            let known = if declared.is_empty() {
+                "it declares no inputs".to_string()
+            } else {
+                format!("it declares {}", declared.join(", "))
+            };
+            return Err(top_error(
+                Code::E201,
+                format!("the program has no input `{name}` ({known}){hint}"),
+            ));
+        }
+        let mut given = FxHashMap::default();
+        let mut missing = Vec::new();
+        for (id, inp) in m.inputs.iter() {
+            let name = &m.strings[inp.name];
+            match inputs.get(name) {
+                Some(v) => {
+                    given.insert(id.as_u32(), v.clone());
+                }
+                None if inp.parameter => missing.push(name.clone()),
+                None => {}
+            }
+        }
+        if !missing.is_empty() {
+            return Err(top_error(
+                Code::E200,
+                format!(
+                    "missing input(s): {} (pass --input NAME=VALUE)",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        let inst = Rc::new(RefCell::new(Instance {
+            module: 0,
+            exec: 0,
+            outputs: vec![Value::Null; m.outputs.len()],
+            inputs: given,
+            main: None,
+        }));
+        let mut machine = Machine {
+            artifact: artifact.clone(),
+            fibers: PrimaryMap::new(),
+            groups: Vec::new(),
+            ready: VecDeque::new(),
+            pending: FxHashMap::default(),
+            new_requests: Vec::new(),
+            withdrawn: Vec::new(),
+            events: vec![Event::ProgramStart {
+                name: m.name.clone(),
+            }],
+            limits,
+            strict: false,
+            iterations: 0,
+            main: inst.clone(),
+            failure: None,
+            live: 0,
+            trace: true,
+            execs: 0,
+            memory: FxHashMap::default(),
+            programs,
+            warned: FxHashSet::default(),
+        };
+        let frame = machine.new_frame(&inst, 0, m.entry, None, Ret::Fiber, 0);
+        inst.borrow_mut().main = Some(frame.clone());
+        let root = machine
+            .fibers
+            .push(Fiber::new(Lineage::root(), frame, None, None, 0));
+        machine.ready.push_back(root);
+        Ok(machine)
+    }
+
+    /// Turns trace events on or off (on by default).
+    pub fn set_trace(&mut self, on: bool) {
+        self.trace = on;
+    }
+
+    /// Makes relaxed runtime rules errors (`--strict`): a persistent agent's first
+    /// `resume:` fails with E018 instead of starting a fresh session with a warning.
+    pub fn set_strict(&mut self, on: bool) {
+        self.strict = on;
+    }
+
+    /// Trace events since the last call.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Number of fibers waiting for an answer.
+    pub fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Gives the persistent agent `agent` of the program run (module 0) the memory it had
+    /// before this run (a `persist: project`, `user` or path agent's `memory.md`). Returns
+    /// false when the program has no persistent agent of that name.
+    pub fn preload_memory(&mut self, agent: &str, memory: String) -> bool {
+        let m = &self.artifact.modules[0];
+        let Some((id, _)) = m
+            .agents
+            .iter()
+            .find(|(_, a)| a.persist != Persist::None && m.strings[a.name] == agent)
+        else {
+            return false;
+        };
+        self.memory.insert((0, id), memory);
+        true
+    }
+
+    fn new_frame(
+        &self,
+        inst: &InstRef,
+        module: u32,
+        func: bytecode_spec::FuncId,
+        link: Option<FrameRef>,
+        ret: Ret,
+        exec: u32,
+    ) -> FrameRef {
+        let nregs = self.artifact.modules[module as usize].funcs[func].nregs as usize;
+        Rc::new(RefCell::new(Frame {
+            inst: inst.clone(),
+            module,
+            func,
+            regs: vec![Value::Null; nregs],
+            link,
+            handlers: Vec::new(),
+            outputs: Vec::new(),
+            pc: 0,
+            ret,
+            exec,
+        }))
+    }
+
+    /// The site of the instruction `frame` is executing.
+    fn site(&self, frame: &Frame) -> Site {
+        Site {
+            module: frame.module,
+            line: self.line(frame),
+            program: self.programs[frame.module as usize].clone(),
+        }
+    }
+
+    /// The source line of the instruction `frame` is executing (0 if unknown).
+    fn line(&self, frame: &Frame) -> u32 {
+        self.artifact.modules[frame.module as usize].funcs[frame.func]
+            .locs
+            .get(frame.pc.saturating_sub(1) as usize)
+            .map_or(0, |l| l.line)
+    }
+
+    /// Runs every ready fiber until each blocks or ends.
+    pub fn run(&mut self) -> Step {
+        while let Some(f) = self.ready.pop_front() {
+            if self.fibers[f].state == State::Ready {
+                self.run_fiber(f);
+            }
+        }
+        match self.fibers[FiberId::root()].state {
+            State::Done => {
+                let inst = self.main.borrow();
+                let m = &self.artifact.modules[0];
+                let outputs = m
+                    .outputs
+                    .iter()
+                    .map(|(id, o)| (m.strings[o.name].clone(), inst.outputs[id.index()].clone()))
+                    .collect();
+                Step::Finished(outputs)
+            }
+            State::Failed | State::Cancelled => Step::Failed(
+                self.failure
+                    .clone()
+                    .unwrap_or_else(|| self.top_error(Code::E215, "the program failed")),
+            ),
+            _ => {
+                if self.pending.is_empty() && self.new_requests.is_empty() {
+                    return Step::Failed(self.top_error(Code::E215, "no fiber can make progress"));
+                }
+                Step::Waiting {
+                    requests: std::mem::take(&mut self.new_requests),
+                    withdrawn: std::mem::take(&mut self.withdrawn),
+                }
+            }
+        }
+    }
+
+    /// An error of the program run as a whole, not of one of its statements.
+    fn top_error(&self, code: Code, message: &str) -> RuntimeError {
+        RuntimeError {
+            code,
+            message: message.into(),
+            module: 0,
+            program: error::file_label(&self.artifact.modules[0]),
+            line: 0,
+            statement: String::new(),
+            request: None,
+        }
+    }
+
+    fn run_fiber(&mut self, f: FiberId) {
+        let art = self.artifact.clone();
+        while self.fibers[f].state == State::Ready {
+            let Some(frame) = self.fibers[f].stack.last().cloned() else {
+                return;
+            };
+            match self.step(f, &art, &frame) {
+                Ok(ops::Flow::Next | ops::Flow::End) => {}
+                Ok(ops::Flow::Block) => return,
+                Err(e) => self.raise(f, e),
+            }
+        }
+    }
+
+    /// How deeply fiber `f`'s current frame is nested, counting the frames of the fibers
+    /// that forked it (they wait at their `Join`).
+    fn depth(&self, f: FiberId) -> usize {
+        let fiber = &self.fibers[f];
+        fiber.base + fiber.stack.len()
+    }
+
+    /// Starts branch `i` of group `g`, forked by fiber `parent`, running `frame`.
+    fn spawn(&mut self, parent: FiberId, g: usize, i: usize, frame: FrameRef) -> FiberId {
+        let p = &self.fibers[parent];
+        let lineage = p.lineage.child(p.forks, i);
+        let last = p.last_answer.clone();
+        let base = self.depth(parent);
+        let id = self
+            .fibers
+            .push(Fiber::new(lineage, frame, Some((g, i)), last, base));
+        self.live += 1;
+        self.ready.push_back(id);
+        id
+    }
+
+    /// Parks fiber `f` on a new request for `ask`, to be answered into `dst` of its current
+    /// frame; returns the request's id.
+    fn request(
+        &mut self,
+        f: FiberId,
+        fr: &Frame,
+        ask: crate::protocol::Ask,
+        dst: bytecode_spec::Reg,
+        expect: fiber::Expect,
+    ) -> RequestId {
+        let site = self.site(fr);
+        let fiber = &mut self.fibers[f];
+        let id = RequestId::new(fiber.lineage.clone(), fiber.seq);
+        fiber.seq += 1;
+        fiber.state = State::Waiting;
+        fiber.wait = Wait::Request {
+            id: id.clone(),
+            dst,
+            expect,
+        };
+        self.pending.insert(id.clone(), f);
+        self.new_requests.push(Request {
+            id: id.clone(),
+            site,
+            ask,
+        });
+        id
+    }
+
+    /// The id fiber `f`'s next request will have.
+    fn next_id(&self, f: FiberId) -> RequestId {
+        let fiber = &self.fibers[f];
+        RequestId::new(fiber.lineage.clone(), fiber.seq)
+    }
+
+    /// Counts one loop iteration against the run's limit. Loop steps call it only when the
+    /// body is about to run, so the step that finds a loop finished costs nothing.
+    fn tick(&mut self) -> Result<(), crate::value::ErrorValue> {
+        self.iterations += 1;
+        if self.iterations > self.limits.iterations {
+            return Err(crate::value::ErrorValue::new(
+                Code::E207,
+                format!(
+                    "loops ran more than {} iterations in total (a runaway loop?)",
+                    self.limits.iterations
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

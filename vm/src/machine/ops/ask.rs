@@ -1,0 +1,193 @@
+//! Instructions that ask: a session, a discretion condition, a choice, a mid-program input,
+//! and a conversion the machine cannot do by itself. Each builds its request from the
+//! module's tables and parks the fiber until the reply comes.
+
+use super::data::render;
+use super::{ix, misrouted, At, Flow, OpResult};
+use crate::convert;
+use crate::machine::fiber::{Expect, Frame};
+use crate::machine::Machine;
+use crate::protocol::{
+    Ask, ChooseAsk, ConvertAsk, EvaluateAsk, InputAsk, Labelled, PermissionRule, SessionAsk,
+};
+use crate::trace::Event;
+use crate::value::{ErrorValue, Value};
+use bytecode_spec::{Op, PermissionValue, Persist, SessionKind};
+use prosec::diagnostics::Code;
+use std::cell::RefMut;
+
+impl Machine {
+    pub(super) fn ask(&mut self, at: At, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
+        let (f, m) = (at.f, at.m);
+        let (ask, dst, expect) = match op {
+            Op::Convert { dst, src, shape } => match convert::local(&fr.regs[ix(*src)], *shape) {
+                Some(v) => {
+                    fr.regs[ix(*dst)] = v;
+                    return Ok(Flow::Next);
+                }
+                None => {
+                    let text = fr.regs[ix(*src)].display();
+                    (
+                        Ask::Convert(ConvertAsk {
+                            text,
+                            shape: *shape,
+                        }),
+                        *dst,
+                        Expect::Shape(*shape),
+                    )
+                }
+            },
+            Op::Session { dst, desc, ctx } => {
+                let sd = &m.sessions[*desc];
+                let tpl = |t: Option<bytecode_spec::TplId>| t.map(|t| render(&fr, m, t));
+                let context = match &fr.regs[ix(*ctx)] {
+                    Value::List(items) => sd
+                        .context_labels
+                        .iter()
+                        .zip(items.iter())
+                        .map(|(l, v)| Labelled::new(m.strings[*l].as_str(), v.display()))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let permissions = sd
+                    .permissions
+                    .iter()
+                    .map(|p| PermissionRule {
+                        kind: m.strings[p.kind].clone(),
+                        values: match &p.value {
+                            PermissionValue::Word(w) => vec![m.strings[*w].clone()],
+                            PermissionValue::Patterns(ts) => {
+                                ts.iter().map(|t| render(&fr, m, *t)).collect()
+                            }
+                        },
+                    })
+                    .collect();
+                let persistent = sd
+                    .agent
+                    .filter(|a| m.agents[*a].persist != Persist::None)
+                    .map(|a| (fr.module, a));
+                let mut resume = sd.kind == SessionKind::Resume;
+                let memory = match persistent {
+                    Some(key) => self.memory.get(&key).cloned(),
+                    None => None,
+                };
+                if let Some(key) = persistent {
+                    let name = &m.strings[m.agents[key.1].name];
+                    match (resume, &memory) {
+                        (true, None) if self.strict => {
+                            return Err(ErrorValue::new(
+                                Code::E018,
+                                format!(
+                                    "`resume: {name}` but {name} has no memory yet; use `session: {name}` for its first session"
+                                ),
+                            ));
+                        }
+                        (true, None) => {
+                            self.warn(
+                                Code::E018,
+                                &fr,
+                                format!(
+                                    "`resume: {name}` but {name} has no memory yet (its first run?): starting a fresh session"
+                                ),
+                            );
+                            resume = false;
+                        }
+                        (false, Some(_)) => self.warn(
+                            Code::W011,
+                            &fr,
+                            format!(
+                                "`session: {name}` starts fresh although {name} has memory; `resume: {name}` would continue from it"
+                            ),
+                        ),
+                        _ => {}
+                    }
+                }
+                let req = SessionAsk {
+                    persistent: persistent.is_some(),
+                    memory: memory.filter(|_| resume),
+                    resume,
+                    agent: sd.agent.map(|a| m.strings[m.agents[a].name].clone()),
+                    label: sd.label.map(|l| m.strings[l].clone()),
+                    prompt: tpl(sd.prompt).unwrap_or_default(),
+                    system: tpl(sd.system),
+                    model: sd.model.map(|s| m.strings[s].clone()),
+                    context,
+                    permissions,
+                    skills: sd.skills.iter().map(|s| m.strings[*s].clone()).collect(),
+                    retry: sd.retry,
+                    backoff: sd.backoff,
+                };
+                if self.trace {
+                    self.events.push(Event::Session {
+                        id: self.next_id(f),
+                        module: fr.module,
+                        line: sd.line,
+                        text: req.label.clone().unwrap_or_else(|| req.prompt.clone()),
+                    });
+                }
+                (Ask::Session(req), *dst, Expect::Session(persistent))
+            }
+            Op::Evaluate { dst, cond } => {
+                let condition = render(&fr, m, *cond);
+                self.events.push(Event::Evaluate {
+                    condition: condition.clone(),
+                });
+                let context = self.judgment_context(f);
+                (
+                    Ask::Evaluate(EvaluateAsk { condition, context }),
+                    *dst,
+                    Expect::Bool,
+                )
+            }
+            Op::Choose { dst, choice } => {
+                let ch = &m.choices[*choice];
+                let criteria = render(&fr, m, ch.criteria);
+                let options: Vec<String> = ch.options.iter().map(|o| render(&fr, m, *o)).collect();
+                let n = options.len();
+                let context = self.judgment_context(f);
+                (
+                    Ask::Choose(ChooseAsk {
+                        criteria,
+                        options,
+                        context,
+                    }),
+                    *dst,
+                    Expect::Choice(n),
+                )
+            }
+            Op::Ask { dst, input } => {
+                let inp = &m.inputs[*input];
+                let name = m.strings[inp.name].clone();
+                let question = inp
+                    .description
+                    .map(|d| render(&fr, m, d))
+                    .unwrap_or_else(|| name.clone());
+                (Ask::Input(InputAsk { name, question }), *dst, Expect::Value)
+            }
+            other => return Err(misrouted(other)),
+        };
+        self.request(f, &fr, ask, dst, expect);
+        Ok(Flow::Block)
+    }
+
+    /// What a condition or a choice is judged with besides its own text.
+    fn judgment_context(&self, f: crate::machine::fiber::FiberId) -> Vec<Labelled> {
+        self.fibers[f]
+            .last_answer
+            .as_deref()
+            .map(|a| vec![Labelled::new("latest answer", a)])
+            .unwrap_or_default()
+    }
+
+    /// Reports a warning about the statement `fr` executes, once per statement.
+    fn warn(&mut self, code: Code, fr: &Frame, message: String) {
+        let site = self.site(fr);
+        if self.warned.insert((code, site.module, site.line)) {
+            self.events.push(Event::Warning {
+                code,
+                site: site.to_string(),
+                message,
+            });
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Moving and computing values: constants, registers (here and in enclosing frames),
+//! templates, lists and records, arithmetic and comparison, member access.
+
+use super::{ix, misrouted, type_error, Flow, OpResult};
+use crate::convert;
+use crate::machine::fiber::{up, Frame};
+use crate::machine::Machine;
+use crate::value::{ErrorValue, Value};
+use bytecode_spec::{BinOp, Const, Module, Op, PathStep, Shape, TplId, TplPart};
+use prosec::diagnostics::Code;
+use std::cell::RefMut;
+use std::sync::Arc;
+
+fn overflow() -> ErrorValue {
+    ErrorValue::new(Code::E206, "integer overflow")
+}
+
+impl Machine {
+    pub(super) fn data(&mut self, m: &Module, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
+        match op {
+            Op::LoadConst { dst, c } => {
+                fr.regs[ix(*dst)] = match &m.consts[*c] {
+                    Const::Null => Value::Null,
+                    Const::Bool(b) => Value::Bool(*b),
+                    Const::Int(i) => Value::Int(*i),
+                    Const::Float(x) => Value::Float(*x),
+                    Const::Str(s) => Value::text(m.strings[*s].as_str()),
+                };
+            }
+            Op::Move { dst, src } => {
+                let v = fr.regs[ix(*src)].clone();
+                if self.trace {
+                    let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
+                    let instance = fr.inst.borrow().exec;
+                    self.note_binding((fr.module, fr.func, fr.exec, instance), *dst, line, &v);
+                }
+                fr.regs[ix(*dst)] = v;
+            }
+            Op::GetUp { dst, depth, reg } => {
+                let target = enclosing(&fr, *depth)?;
+                let v = target.borrow().regs[ix(*reg)].clone();
+                fr.regs[ix(*dst)] = v;
+            }
+            Op::SetUp { depth, reg, src } => {
+                let v = fr.regs[ix(*src)].clone();
+                let target = enclosing(&fr, *depth)?;
+                if self.trace {
+                    let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
+                    let t = target.borrow();
+                    let at = (t.module, t.func, t.exec, t.inst.borrow().exec);
+                    drop(t);
+                    self.note_binding(at, *reg, line, &v);
+                }
+                target.borrow_mut().regs[ix(*reg)] = v;
+            }
+            Op::Format { dst, tpl } => {
+                let s = render(&fr, m, *tpl);
+                fr.regs[ix(*dst)] = Value::text(s);
+            }
+            Op::MakeList { dst, first, len } => {
+                let items = fr.regs[ix(*first)..ix(*first) + *len as usize].to_vec();
+                fr.regs[ix(*dst)] = Value::List(Arc::new(items));
+            }
+            Op::MakeRecord { dst, first, keys } => {
+                let keys = &m.keysets[*keys];
+                let pairs = keys
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        (
+                            Arc::from(m.strings[*k].as_str()),
+                            fr.regs[ix(*first) + i].clone(),
+                        )
+                    })
+                    .collect();
+                fr.regs[ix(*dst)] = Value::record(pairs);
+            }
+            Op::Binary { op, dst, a, b } => {
+                let v = match op {
+                    BinOp::Add => {
+                        // Take the left operand when it is overwritten, so a list can grow in
+                        // place. Only a list: appending to one cannot fail, and a failed `add`
+                        // must leave the variable as it was (a `catch` may read it).
+                        let left = if dst == a && matches!(fr.regs[ix(*a)], Value::List(_)) {
+                            std::mem::take(&mut fr.regs[ix(*a)])
+                        } else {
+                            fr.regs[ix(*a)].clone()
+                        };
+                        let right = fr.regs[ix(*b)].clone();
+                        add(left, &right)?
+                    }
+                    BinOp::Sub => subtract(&fr.regs[ix(*a)], &fr.regs[ix(*b)])?,
+                    cmp => Value::Bool(compare(*cmp, &fr.regs[ix(*a)], &fr.regs[ix(*b)])?),
+                };
+                fr.regs[ix(*dst)] = v;
+            }
+            Op::Not { dst, src } => match &fr.regs[ix(*src)] {
+                Value::Bool(b) => fr.regs[ix(*dst)] = Value::Bool(!b),
+                v => {
+                    return Err(type_error(format!(
+                        "`not` needs a boolean, not {}",
+                        v.kind()
+                    )))
+                }
+            },
+            Op::Neg { dst, src } => match convert::local(&fr.regs[ix(*src)], Shape::Int) {
+                Some(Value::Int(i)) => {
+                    fr.regs[ix(*dst)] = Value::Int(i.checked_neg().ok_or_else(overflow)?)
+                }
+                _ => {
+                    return Err(type_error(format!(
+                        "cannot negate {}",
+                        fr.regs[ix(*src)].kind()
+                    )))
+                }
+            },
+            Op::GetField { dst, src, name } => {
+                let v = match &fr.regs[ix(*src)] {
+                    Value::Record(_) => fr.regs[ix(*src)]
+                        .field(&m.strings[*name])
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                    Value::Error(e) if m.strings[*name] == "message" => {
+                        Value::text(e.message.as_str())
+                    }
+                    Value::Null => Value::Null,
+                    v => {
+                        return Err(type_error(format!(
+                            "cannot read field `{}` of {}",
+                            m.strings[*name],
+                            v.kind()
+                        )))
+                    }
+                };
+                fr.regs[ix(*dst)] = v;
+            }
+            Op::GetIndex { dst, src, index } => {
+                let v = match (&fr.regs[ix(*src)], &fr.regs[ix(*index)]) {
+                    (Value::List(l), Value::Int(i)) => {
+                        let i = if *i < 0 { l.len() as i64 + i } else { *i };
+                        l.get(i as usize).cloned().ok_or_else(|| {
+                            ErrorValue::new(
+                                Code::E205,
+                                format!("index {i} is out of range for a list of {}", l.len()),
+                            )
+                        })?
+                    }
+                    (rec @ Value::Record(_), Value::Text(k)) => {
+                        rec.field(k).cloned().unwrap_or(Value::Null)
+                    }
+                    (a, b) => {
+                        return Err(type_error(format!(
+                            "cannot index {} with {}",
+                            a.kind(),
+                            b.kind()
+                        )))
+                    }
+                };
+                fr.regs[ix(*dst)] = v;
+            }
+            other => return Err(misrouted(other)),
+        }
+        Ok(Flow::Next)
+    }
+
+    /// Records a binding event when `reg` of function `func` (in module `module`, frame
+    /// execution id `exec`, in the invocation `instance`) is a named variable; `line` is the
+    /// assigning statement's.
+    fn note_binding(
+        &mut self,
+        at: (u32, bytecode_spec::FuncId, u32, u32),
+        reg: bytecode_spec::Reg,
+        line: u32,
+        value: &Value,
+    ) {
+        let (module, func, exec, instance) = at;
+        let m = &self.artifact.modules[module as usize];
+        let vars = &m.funcs[func].vars;
+        if let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) {
+            self.events.push(crate::trace::Event::Binding {
+                name: m.strings[vars[i].1].clone(),
+                value: value.display(),
+                module,
+                line,
+                scope: exec,
+                instance,
+            });
+        }
+    }
+}
+
+/// The frame `depth` (at least 1) static links out of `fr`.
+fn enclosing(fr: &Frame, depth: u8) -> Result<crate::machine::fiber::FrameRef, ErrorValue> {
+    let missing = || ErrorValue::new(Code::E215, "no enclosing frame");
+    let link = fr.link.clone().ok_or_else(missing)?;
+    up(&link, depth - 1).ok_or_else(missing)
+}
+
+/// Template `tpl` of module `m` rendered with `fr`'s variables.
+pub(in crate::machine) fn render(fr: &Frame, m: &Module, tpl: TplId) -> String {
+    let mut out = String::new();
+    for part in &m.templates[tpl].parts {
+        match part {
+            TplPart::Text(s) => out.push_str(&m.strings[*s]),
+            TplPart::Var {
+                depth, reg, path, ..
+            } => {
+                let v = if *depth == 0 {
+                    fr.regs[ix(*reg)].clone()
+                } else {
+                    enclosing(fr, *depth)
+                        .map(|t| t.borrow().regs[ix(*reg)].clone())
+                        .unwrap_or_default()
+                };
+                out.push_str(&follow(v, path, m).display());
+            }
+        }
+    }
+    out
+}
+
+/// `v` followed along a member path (null where a step finds nothing).
+fn follow(v: Value, path: &[PathStep], m: &Module) -> Value {
+    let mut v = v;
+    for step in path {
+        let src = convert::local(
+            &v,
+            match step {
+                PathStep::Field(_) => Shape::Record,
+                PathStep::Index(_) => Shape::List,
+            },
+        )
+        .unwrap_or(Value::Null);
+        v = match (step, &src) {
+            (PathStep::Field(f), Value::Record(_)) => {
+                src.field(&m.strings[*f]).cloned().unwrap_or(Value::Null)
+            }
+            (PathStep::Index(i), Value::List(l)) => {
+                l.get(*i as usize).cloned().unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        };
+    }
+    v
+}
+
+fn compare(op: BinOp, a: &Value, b: &Value) -> Result<bool, ErrorValue> {
+    use std::cmp::Ordering;
+    let num = |v: &Value| match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        Value::Text(t) => t.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    if matches!(op, BinOp::Eq | BinOp::Ne) {
+        let eq = match (num(a), num(b)) {
+            (Some(x), Some(y)) if !(matches!(a, Value::Text(_)) && matches!(b, Value::Text(_))) => {
+                x == y
+            }
+            _ => match (a, b) {
+                (Value::Text(x), Value::Text(y)) => x.trim() == y.trim(),
+                _ => a == b,
+            },
+        };
+        return Ok(if op == BinOp::Eq { eq } else { !eq });
+    }
+    let ord = match (num(a), num(b)) {
+        (Some(x), Some(y)) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+        _ => match (a, b) {
+            (Value::Text(x), Value::Text(y)) => x.cmp(y),
+            _ => {
+                return Err(type_error(format!(
+                    "cannot compare {} with {}",
+                    a.kind(),
+                    b.kind()
+                )))
+            }
+        },
+    };
+    Ok(match op {
+        BinOp::Lt => ord == Ordering::Less,
+        BinOp::Le => ord != Ordering::Greater,
+        BinOp::Gt => ord == Ordering::Greater,
+        _ => ord != Ordering::Less,
+    })
+}
+
+fn add(a: Value, b: &Value) -> Result<Value, ErrorValue> {
+    Ok(match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_add(*y).ok_or_else(overflow)?),
+        (Value::Int(x), Value::Float(y)) => Value::Float(x as f64 + y),
+        (Value::Float(x), Value::Int(y)) => Value::Float(x + *y as f64),
+        (Value::Float(x), Value::Float(y)) => Value::Float(x + y),
+        (Value::List(mut l), other) => {
+            // In place when nothing else holds the list (appends in loops stay linear).
+            let v = Arc::make_mut(&mut l);
+            match other {
+                Value::List(more) => v.extend(more.iter().cloned()),
+                x => v.push(x.clone()),
+            }
+            Value::List(l)
+        }
+        (Value::Null, Value::List(l)) => Value::List(l.clone()),
+        (Value::Text(t), other) => Value::text(format!("{t}{}", other.display())),
+        (other, Value::Text(t)) => Value::text(format!("{}{t}", other.display())),
+        (a, b) => {
+            return Err(type_error(format!(
+                "cannot add {} and {}",
+                a.kind(),
+                b.kind()
+            )))
+        }
+    })
+}
+
+fn subtract(a: &Value, b: &Value) -> Result<Value, ErrorValue> {
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Ok(Value::Int(x.checked_sub(*y).ok_or_else(overflow)?)),
+        (x, y) => match (convert::local(x, Shape::Int), convert::local(y, Shape::Int)) {
+            (Some(Value::Int(x)), Some(Value::Int(y))) => {
+                Ok(Value::Int(x.checked_sub(y).ok_or_else(overflow)?))
+            }
+            _ => Err(type_error(format!(
+                "cannot subtract {} from {}",
+                y.kind(),
+                x.kind()
+            ))),
+        },
+    }
+}

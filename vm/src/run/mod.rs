@@ -1,0 +1,357 @@
+//! Runs as a library: start a durable run of a verified program, or resume one, then drive
+//! it to the end with a driver and an observer. The CLI, the benchmarks and the tests all go
+//! through here, so a run's lifecycle (its directory, record, lock, journal, views and
+//! persistent agents) lives in one place.
+//!
+//! ```text
+//! Program::from_bytes ─┐
+//!                      ├─ Run::start(program, inputs, driver settings, options) ─┐
+//! RunDir::open ────────┴─ Run::resume(dir, override, options) ───────────────────┴─ run.drive(driver, observer)
+//! ```
+
+pub mod record;
+
+use crate::driver::settings::DriverSettings;
+use crate::driver::Driver;
+use crate::machine::{Limits, Machine, RuntimeError};
+use crate::protocol::{Reply, RequestId};
+use crate::runner::{run_durable, Durable, Observer, RunConfig};
+use crate::snapshot::Snapshot;
+use crate::store::view::RunView;
+use crate::store::{agents, journal, sha256_hex, Lock, RunDir, StoreError};
+use crate::trace::Event;
+use crate::value::Value;
+use bytecode_spec::artifact::LoadError;
+use bytecode_spec::verify::Verified;
+use record::{ExecOptions, RunFailure, RunRecord, RunStatus};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A verified program and where it came from.
+pub struct Program {
+    /// The artifact, verified.
+    pub artifact: Arc<Verified>,
+    /// Its bytes (kept in the run directory as `artifact.pbc`).
+    pub bytes: Vec<u8>,
+    /// The `.pbc` or `.prose` file it came from.
+    pub origin: PathBuf,
+}
+
+impl Program {
+    /// Loads and verifies the artifact `bytes`, read or compiled from `origin`.
+    pub fn from_bytes(bytes: Vec<u8>, origin: PathBuf) -> Result<Program, LoadError> {
+        let (_, artifact) = bytecode_spec::artifact::load(&bytes)?;
+        Ok(Program {
+            artifact: Arc::new(artifact),
+            bytes,
+            origin,
+        })
+    }
+}
+
+/// Why a run cannot start or resume.
+#[derive(Debug)]
+pub enum RunError {
+    /// The run directory or its files.
+    Store(StoreError),
+    /// The program refuses these inputs (a missing or unknown input).
+    Program(RuntimeError),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Store(e) => e.fmt(f),
+            RunError::Program(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<StoreError> for RunError {
+    fn from(e: StoreError) -> RunError {
+        RunError::Store(e)
+    }
+}
+
+/// Where runs live and how they are served.
+#[derive(Clone, Debug, Default)]
+pub struct Place {
+    /// The state directory (default: `.prose` in the working directory).
+    pub state_dir: Option<PathBuf>,
+    /// Concurrency and backoff of the runner.
+    pub config: RunConfig,
+}
+
+impl Place {
+    /// The state directory.
+    pub fn root(&self) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(".prose"))
+    }
+}
+
+/// A run ready to be driven: its directory (held), record, machine and the answers to
+/// replay.
+pub struct Run {
+    dir: RunDir,
+    _lock: Lock,
+    record: RunRecord,
+    artifact: Arc<Verified>,
+    machine: Machine,
+    replay: HashMap<RequestId, Reply>,
+    config: RunConfig,
+}
+
+/// How a resume begins.
+pub enum Resumed {
+    /// The run had finished: nothing to do.
+    Finished(Box<RunRecord>),
+    /// The run continues.
+    Ready(Box<Run>),
+}
+
+impl Run {
+    /// Starts a new run of `program` with top-level `inputs`, answered by `driver`: creates
+    /// its directory and record, and takes it.
+    pub fn start(
+        program: &Program,
+        inputs: BTreeMap<String, Value>,
+        driver: DriverSettings,
+        options: ExecOptions,
+        place: &Place,
+    ) -> Result<Run, RunError> {
+        let artifact = program.artifact.clone();
+        let machine = new_machine(&artifact, &inputs, &options).map_err(RunError::Program)?;
+        let mut record = RunRecord {
+            id: String::new(),
+            program: artifact.modules[0].name.clone(),
+            origin: program.origin.clone(),
+            artifact_sha256: sha256_hex(&program.bytes),
+            inputs,
+            started: String::new(),
+            status: RunStatus::Running,
+            driver,
+            options,
+            agents: Vec::new(),
+            outputs: None,
+            error: None,
+        };
+        let dir = RunDir::create(
+            place.state_dir.as_deref(),
+            &mut record,
+            &artifact.modules[0].source,
+            &program.bytes,
+        )?;
+        let lock = dir.lock()?;
+        // Persistent agents: what their memory is as the run starts, kept with the run so
+        // that a resume starts from the same memory.
+        record.agents = agents::discover(&artifact, &dir.path, &place.root());
+        dir.write_record(&record)?;
+        Ok(Run::assemble(
+            dir,
+            lock,
+            record,
+            artifact,
+            machine,
+            HashMap::new(),
+            place,
+        ))
+    }
+
+    /// Takes up the run in `dir` again: its journal's answers are replayed, never asked
+    /// again. A failed run asks the request whose failure ended it again. `driver` replaces
+    /// the recorded driver (and is recorded).
+    pub fn resume(
+        dir: RunDir,
+        driver: Option<DriverSettings>,
+        place: &Place,
+    ) -> Result<Resumed, RunError> {
+        let lock = dir.lock()?;
+        let mut record = dir.record()?;
+        if record.status == RunStatus::Finished {
+            return Ok(Resumed::Finished(Box::new(record)));
+        }
+        let bytes = std::fs::read(dir.path.join("artifact.pbc"))
+            .map_err(|e| StoreError::Io(dir.path.join("artifact.pbc"), e))?;
+        let artifact = match bytecode_spec::artifact::load(&bytes) {
+            Ok((_, a)) => Arc::new(a),
+            Err(e) => {
+                return Err(RunError::Store(StoreError::Invalid(format!(
+                    "run {}: artifact.pbc: {e}",
+                    dir.id
+                ))))
+            }
+        };
+        let mut replay: HashMap<RequestId, Reply> = journal::read(&dir.journal_path())
+            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?
+            .into_iter()
+            .map(|r| (r.id.clone(), r))
+            .collect();
+        // A failure is not an answer: the request that ended the run is asked again.
+        if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
+            replay.remove(failed);
+        }
+        if let Some(d) = driver {
+            record.driver = d;
+        }
+        record.status = RunStatus::Running;
+        record.error = None;
+        dir.write_record(&record)?;
+        let machine =
+            new_machine(&artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
+        Ok(Resumed::Ready(Box::new(Run::assemble(
+            dir, lock, record, artifact, machine, replay, place,
+        ))))
+    }
+
+    fn assemble(
+        dir: RunDir,
+        lock: Lock,
+        record: RunRecord,
+        artifact: Arc<Verified>,
+        mut machine: Machine,
+        replay: HashMap<RequestId, Reply>,
+        place: &Place,
+    ) -> Run {
+        for h in &record.agents {
+            if let Some(memory) = &h.memory {
+                machine.preload_memory(&h.name, memory.clone());
+            }
+        }
+        Run {
+            dir,
+            _lock: lock,
+            record,
+            artifact,
+            machine,
+            replay,
+            config: place.config.clone(),
+        }
+    }
+
+    /// The run's record as it stands.
+    pub fn record(&self) -> &RunRecord {
+        &self.record
+    }
+
+    /// The run's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir.path
+    }
+
+    /// Answers that will be replayed from the journal.
+    pub fn replayed(&self) -> usize {
+        self.replay.len()
+    }
+
+    /// Drives the run to its end with `driver` (which should be `record().driver`
+    /// connected): every answer is journaled before it is used, the run directory's views
+    /// follow the run, and `observer` sees every trace event. The record is updated with
+    /// how the run ended. Returns the outputs, or the error that ended the run.
+    pub async fn drive<D: Driver>(
+        self,
+        driver: Arc<D>,
+        observer: &mut impl Observer,
+    ) -> Result<Result<Vec<(String, Value)>, RuntimeError>, StoreError> {
+        let Run {
+            dir,
+            _lock,
+            mut record,
+            artifact,
+            machine,
+            replay,
+            config,
+        } = self;
+        let journal = journal::Journal::open(&dir.journal_path())
+            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
+        let mut durable = Durable {
+            journal,
+            replay,
+            batch: driver.side_effect_free(),
+        };
+        let inputs: Vec<(String, Value)> = record
+            .inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut watch = Watch {
+            view: RunView::new(
+                dir.path.clone(),
+                dir.id.clone(),
+                record.started.clone(),
+                artifact,
+                &inputs,
+                record.agents.clone(),
+            ),
+            observer,
+        };
+        let result = run_durable(machine, driver, &config, Some(&mut durable), &mut watch).await;
+        match &result {
+            Ok(outputs) => {
+                record.status = RunStatus::Finished;
+                record.outputs = Some(
+                    outputs
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.to_json()))
+                        .collect(),
+                );
+            }
+            Err(e) => {
+                record.status = RunStatus::Failed;
+                record.error = Some(RunFailure {
+                    code: e.code.to_string(),
+                    message: e.to_string(),
+                    request: e.request.clone(),
+                });
+            }
+        }
+        // The views first: the record saying the run ended is the commit point, so a run
+        // killed in between is resumed (and its views rebuilt) rather than reported ended.
+        watch.view.finish(record.status.as_str())?;
+        dir.write_record(&record)?;
+        Ok(result)
+    }
+}
+
+/// A machine for `artifact` with `inputs`, executing as `options` say.
+fn new_machine(
+    artifact: &Arc<Verified>,
+    inputs: &BTreeMap<String, Value>,
+    options: &ExecOptions,
+) -> Result<Machine, RuntimeError> {
+    let inputs: FxHashMap<String, Value> =
+        inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let limits = Limits {
+        iterations: options.max_iterations,
+        ..Limits::default()
+    };
+    let mut machine = Machine::new(artifact.clone(), &inputs, limits)?;
+    machine.set_strict(options.strict);
+    Ok(machine)
+}
+
+/// The run directory's views and the caller's observer, watching together.
+struct Watch<'a, O> {
+    view: RunView,
+    observer: &'a mut O,
+}
+
+impl<O: Observer> Observer for Watch<'_, O> {
+    fn event(&mut self, e: &Event) {
+        self.view.observe(e);
+        self.observer.event(e);
+    }
+
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        self.view.due(idle)
+    }
+
+    fn snapshot(&mut self, snapshot: &Snapshot) {
+        self.view.write(snapshot);
+    }
+}

@@ -1,0 +1,106 @@
+//! The run record (`run.json`): what was run, with which inputs and driver, how it is going
+//! or how it ended. Typed, so the CLI, the benches and the stores read and write one shape.
+
+use crate::driver::settings::DriverSettings;
+use crate::protocol::RequestId;
+use crate::store::agents::AgentHome;
+use crate::value::Value;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Where a run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Started and not ended: running now, or killed (resumable).
+    Running,
+    /// Stopped on purpose before the end (Ctrl-C, SIGTERM): resumable.
+    Interrupted,
+    /// Ended with its outputs.
+    Finished,
+    /// Ended with an error; resuming asks the failed request again.
+    Failed,
+}
+
+impl RunStatus {
+    /// The status as written in `run.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// How a failed run failed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunFailure {
+    /// The error's code.
+    pub code: String,
+    /// The error, as reported.
+    pub message: String,
+    /// The request whose failure ended the run, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<RequestId>,
+}
+
+/// Options that change how a run executes, kept so a resumed run executes the same way.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExecOptions {
+    /// Loop iterations allowed in the whole run.
+    pub max_iterations: u64,
+    /// Relaxed runtime rules are errors.
+    #[serde(default)]
+    pub strict: bool,
+}
+
+impl Default for ExecOptions {
+    fn default() -> ExecOptions {
+        ExecOptions {
+            max_iterations: crate::machine::Limits::default().iterations,
+            strict: false,
+        }
+    }
+}
+
+/// Everything `run.json` records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id (its directory's name).
+    pub id: String,
+    /// The program's name.
+    pub program: String,
+    /// Where the artifact came from (`.pbc` path, or the `.prose` source for `prosevm run`).
+    pub origin: PathBuf,
+    /// SHA-256 of the artifact bytes.
+    pub artifact_sha256: String,
+    /// The top-level inputs given.
+    pub inputs: BTreeMap<String, Value>,
+    /// When the run started (UTC, ISO 8601).
+    pub started: String,
+    /// Where the run is.
+    pub status: RunStatus,
+    /// The driver answering it (no secrets).
+    #[serde(default = "mock_driver")]
+    pub driver: DriverSettings,
+    /// How it executes.
+    #[serde(default)]
+    pub options: ExecOptions,
+    /// Persistent agents and their memory when the run started.
+    #[serde(default)]
+    pub agents: Vec<AgentHome>,
+    /// The outputs, once finished, in declaration order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The error, once failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<RunFailure>,
+}
+
+/// Records written before runs kept their driver ran on the mock.
+fn mock_driver() -> DriverSettings {
+    DriverSettings::Mock(Default::default())
+}
