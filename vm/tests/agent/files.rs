@@ -308,3 +308,42 @@ async fn bad_arguments_and_unknown_tools_are_tool_errors() {
     assert!(err(&r).contains("unknown tool `delete_everything`"));
     assert!(r.output.content.contains("read_file"));
 }
+
+#[tokio::test]
+async fn pipes_and_devices_are_refused_instead_of_blocking() {
+    let dir = scratch("agent-fifo");
+    let fifo = dir.join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let sb = sandbox(&dir, &[], UserAllow::default());
+    let within = |f| tokio::time::timeout(std::time::Duration::from_secs(10), f);
+    let r = within(call(&sb, "read_file", json!({"path": "pipe"})))
+        .await
+        .expect("no hang");
+    assert!(err(&r).contains("is not a regular file"));
+    let r = within(call(
+        &sb,
+        "write_file",
+        json!({"path": "pipe", "content": "x"}),
+    ))
+    .await
+    .expect("no hang");
+    assert!(err(&r).contains("is not a regular file"));
+    let r = within(call(
+        &sb,
+        "edit_file",
+        json!({"path": "pipe", "old_string": "a", "new_string": "b"}),
+    ))
+    .await
+    .expect("no hang");
+    assert!(err(&r).contains("is not a regular file"));
+    let r = within(call(&sb, "grep", json!({"pattern": "a", "path": "pipe"})))
+        .await
+        .expect("no hang");
+    assert!(err(&r).contains("is not a regular file"));
+    let r = within(call(&sb, "grep", json!({"pattern": "a"})))
+        .await
+        .expect("no hang");
+    assert_eq!(ok(&r), "No matches for `a`.");
+}

@@ -105,6 +105,7 @@ fn read_lines(
             "`{shown}` is a directory; use list_files to see what it holds"
         ));
     }
+    not_special(shown, &meta)?;
     let file = std::fs::File::open(path.path()).map_err(|e| io_error(shown, &e))?;
     let mut reader = BufReader::new(file);
     if reader
@@ -160,6 +161,19 @@ fn read_lines(
         ));
     }
     Ok(out)
+}
+
+/// Refuses what is neither a regular file nor a directory (a FIFO would block the tool, a
+/// device is no text file).
+pub(crate) fn not_special(shown: &str, meta: &std::fs::Metadata) -> Result<(), String> {
+    if meta.is_file() || meta.is_dir() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{shown}` is not a regular file (a pipe, socket or device); file tools work on \
+             files"
+        ))
+    }
 }
 
 fn io_error(shown: &str, e: &std::io::Error) -> String {
@@ -228,6 +242,9 @@ impl Tool for WriteFile {
                     let existed = match std::fs::metadata(path.path()) {
                         Ok(m) if m.is_dir() => {
                             return Err(format!("`{shown}` is a directory"));
+                        }
+                        Ok(m) if !m.is_file() => {
+                            return not_special(shown, &m).map(|()| String::new());
                         }
                         Ok(_) => true,
                         Err(_) => false,
@@ -334,9 +351,11 @@ impl Tool for EditFile {
 
 fn edit(path: &crate::agent::permissions::CheckedPath, args: &EditArgs) -> Result<String, String> {
     let shown = path.display();
-    if std::fs::metadata(path.path()).is_ok_and(|m| m.is_dir()) {
+    let meta = std::fs::metadata(path.path()).map_err(|e| io_error(shown, &e))?;
+    if meta.is_dir() {
         return Err(format!("`{shown}` is a directory"));
     }
+    not_special(shown, &meta)?;
     let mut bytes = Vec::new();
     std::fs::File::open(path.path())
         .and_then(|mut f| f.read_to_end(&mut bytes))

@@ -305,6 +305,9 @@ fn grep(
     let mut lines: Vec<String> = Vec::new();
     let mut bytes = 0usize;
     let mut full = false;
+    if let Ok(meta) = std::fs::metadata(root) {
+        super::files::not_special(&root.display().to_string(), &meta)?;
+    }
     let files: Box<dyn Iterator<Item = PathBuf>> = if root.is_dir() {
         Box::new(
             walk(root, workdir)
