@@ -464,3 +464,90 @@ async fn a_bad_policy_is_an_error_naming_the_kind() {
         .contains("`network` takes one of allow, deny, prompt; got `maybe`"));
     assert!(Sandbox::builder("/no/such/dir/anywhere").build().is_err());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+    /// Whatever path a model makes up, a path the sandbox hands out is inside the working
+    /// directory (and not in `.prose/`) or inside a skill's directory, and nothing panics.
+    #[test]
+    fn checked_paths_never_leave_the_sandbox(
+        parts in proptest::collection::vec(
+            proptest::sample::select(vec![
+                "..", ".", "", "a", "b.md", "link", "linkdir", "dangling", ".prose", "runs",
+                "skill", "escape", "new", "é", "a\\b", "*", "/", "//",
+            ]),
+            0..6,
+        ),
+        absolute in proptest::prelude::any::<bool>(),
+        via_skill in proptest::prelude::any::<bool>(),
+    ) {
+        let fx = fixture();
+        let mut path = if via_skill {
+            fx.skill_dir.to_string_lossy().into_owned()
+        } else if absolute {
+            fx.work.to_string_lossy().into_owned()
+        } else {
+            String::new()
+        };
+        for p in &parts {
+            if !path.is_empty() {
+                path.push('/');
+            }
+            path.push_str(p);
+        }
+        let results = [
+            fx.sandbox.check_read(&path),
+            fx.sandbox.check_write(&path),
+            fx.sandbox.check_search(&path),
+        ];
+        for checked in results.into_iter().flatten() {
+            let p = checked.path();
+            let inside = p.starts_with(&fx.work) && !p.starts_with(fx.work.join(".prose"));
+            let in_skill = p.starts_with(&fx.skill_dir);
+            proptest::prop_assert!(inside || in_skill, "{path:?} gave {}", p.display());
+            proptest::prop_assert!(!p.components().any(|c| c == std::path::Component::ParentDir));
+        }
+        if let Ok(checked) = fx.sandbox.check_write(&path) {
+            proptest::prop_assert!(!checked.path().starts_with(&fx.skill_dir), "skills are read-only");
+        }
+    }
+}
+
+struct Fixture {
+    work: std::path::PathBuf,
+    skill_dir: std::path::PathBuf,
+    sandbox: Sandbox,
+}
+
+/// A working directory with links in and out, a `.prose/`, and a skill outside it; made once.
+fn fixture() -> &'static Fixture {
+    static FIXTURE: std::sync::OnceLock<Fixture> = std::sync::OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let (work, outside) = world("agent-proptest");
+        fs::create_dir_all(work.join(".prose/runs")).unwrap();
+        fs::create_dir_all(work.join("a")).unwrap();
+        fs::write(work.join("b.md"), "b").unwrap();
+        symlink(outside.join("secret.txt"), work.join("link")).unwrap();
+        symlink(&outside, work.join("linkdir")).unwrap();
+        symlink(outside.join("nothing"), work.join("dangling")).unwrap();
+        let skill_dir = outside.join("skill");
+        fs::create_dir_all(&skill_dir).unwrap();
+        fs::write(
+            skill_dir.join("SKILL.md"),
+            "---\nname: skill\ndescription: d\n---\n",
+        )
+        .unwrap();
+        symlink(outside.join("secret.txt"), skill_dir.join("escape")).unwrap();
+        let skill = prosevm::agent::skills::SkillSearch::new(&outside, outside.join(".prose"))
+            .with_user_dir(None)
+            .find("skill")
+            .unwrap();
+        let sandbox = Sandbox::builder(&work).skill(&skill).build().unwrap();
+        Fixture {
+            work: work.canonicalize().unwrap(),
+            skill_dir: skill.dir.clone(),
+            sandbox,
+        }
+    })
+}
