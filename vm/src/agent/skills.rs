@@ -40,7 +40,8 @@ pub struct Skill {
     pub instructions: String,
     /// Its directory, canonical.
     pub dir: PathBuf,
-    /// Its other files, relative to `dir`, sorted (at most [`MAX_LISTED_FILES`]).
+    /// Its other files, relative to `dir`, sorted (at most [`MAX_LISTED_FILES`]; a `.git`
+    /// directory is left out).
     pub files: Vec<String>,
 }
 
@@ -252,6 +253,7 @@ fn list_files(dir: &Path) -> Vec<String> {
         .standard_filters(false)
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(|e| e.file_name() != ".git")
         .build();
     for entry in walk.flatten() {
         if files.len() >= MAX_LISTED_FILES {

@@ -63,6 +63,12 @@ fn skills_are_found_in_each_place_in_order() {
         "echo alpha\n",
     )
     .unwrap();
+    fs::create_dir_all(p.program.join("skills/alpha/.git/objects")).unwrap();
+    fs::write(
+        p.program.join("skills/alpha/.git/HEAD"),
+        "ref: refs/heads/main\n",
+    )
+    .unwrap();
     skill(
         &p.program.join("beta"),
         "beta",
