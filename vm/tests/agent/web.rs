@@ -40,6 +40,17 @@ async fn serve() -> u16 {
                               <ul><li>faster</li><li>smaller</li></ul></body></html>"
                                 .to_vec(),
                         ),
+                        "/deep" => (
+                            "200 OK",
+                            "text/html",
+                            String::new(),
+                            format!(
+                                "{}deep inside{}",
+                                "<div><span>".repeat(20_000),
+                                "</span></div>".repeat(20_000)
+                            )
+                            .into_bytes(),
+                        ),
                         "/plain" => ("200 OK", "text/plain", String::new(), b"just text".to_vec()),
                         "/big" => (
                             "200 OK",
