@@ -3,6 +3,7 @@
 //! [`machine::Machine`] is the deterministic interpreter; [`runner`] serves its requests
 //! with a [`driver::Driver`] (the [`driver::mock`] driver is built in) under tokio.
 
+pub mod agent;
 pub mod config;
 pub mod convert;
 pub mod driver;

@@ -1,0 +1,396 @@
+//! `read_file`, `write_file` and `edit_file`.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Read};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{blocking, object_schema, parse_args, Tool, ToolContext, ToolOutput, ToolSpec};
+use crate::agent::BoxFuture;
+
+/// Lines `read_file` returns when no `limit` is given, and the most it returns at once.
+pub const MAX_READ_LINES: usize = 2000;
+
+/// Characters of one line `read_file` shows; the rest of a longer line is cut.
+pub const MAX_LINE_CHARS: usize = 2000;
+
+/// Bytes of output `read_file` returns at most; the reader is told where to continue.
+pub const MAX_READ_BYTES: usize = 256 * 1024;
+
+/// How far into a file `read_file` and `edit_file` look for a NUL byte to call it binary.
+const BINARY_PROBE: usize = 8192;
+
+/// `read_file {path, offset?, limit?}`: a text file's lines, numbered like `cat -n`.
+pub struct ReadFile {
+    spec: ToolSpec,
+}
+
+impl ReadFile {
+    /// The tool.
+    pub fn new() -> ReadFile {
+        ReadFile {
+            spec: ToolSpec {
+                name: "read_file".into(),
+                description: format!(
+                    "Read a text file. Lines come numbered (line number, a tab, the line). At most \
+                     {MAX_READ_LINES} lines per call; use `offset` (the first line, from 1) and \
+                     `limit` to read a long file in parts. Lines longer than {MAX_LINE_CHARS} \
+                     characters are cut. Paths are relative to the working directory."
+                ),
+                input_schema: object_schema(
+                    json!({
+                        "path": {"type": "string", "description": "The file, relative to the working directory."},
+                        "offset": {"type": "integer", "minimum": 1, "description": "The first line to read, from 1 (default 1)."},
+                        "limit": {"type": "integer", "minimum": 1, "description": format!("How many lines to read (default and maximum {MAX_READ_LINES}).")},
+                    }),
+                    &["path"],
+                ),
+            },
+        }
+    }
+}
+
+impl Default for ReadFile {
+    fn default() -> Self {
+        ReadFile::new()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+impl Tool for ReadFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let result = async {
+                let args: ReadArgs = parse_args("read_file", args)?;
+                let path = cx.read_path(&args.path)?;
+                let offset = args.offset.unwrap_or(1).max(1);
+                let limit = match args.limit {
+                    Some(0) => return Err("`limit` must be at least 1".to_string()),
+                    Some(n) => n.min(MAX_READ_LINES as u64) as usize,
+                    None => MAX_READ_LINES,
+                };
+                blocking(move || read_lines(&path, offset, limit)).await
+            }
+            .await;
+            result.into()
+        })
+    }
+}
+
+fn read_lines(
+    path: &crate::agent::permissions::CheckedPath,
+    offset: u64,
+    limit: usize,
+) -> Result<String, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path.path()).map_err(|e| io_error(shown, &e))?;
+    if meta.is_dir() {
+        return Err(format!(
+            "`{shown}` is a directory; use list_files to see what it holds"
+        ));
+    }
+    not_special(shown, &meta)?;
+    let file = std::fs::File::open(path.path()).map_err(|e| io_error(shown, &e))?;
+    let mut reader = BufReader::new(file);
+    if reader
+        .fill_buf()
+        .map_err(|e| io_error(shown, &e))?
+        .iter()
+        .take(BINARY_PROBE)
+        .any(|&b| b == 0)
+    {
+        return Err(format!(
+            "`{shown}` is a binary file ({} bytes); read_file shows text only",
+            meta.len()
+        ));
+    }
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut number: u64 = 0;
+    let mut shown_lines = 0usize;
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error(shown, &e))?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if number < offset {
+            continue;
+        }
+        if shown_lines == limit || out.len() >= MAX_READ_BYTES {
+            let _ = write!(out, "\n(more lines follow; continue with offset={number})");
+            return Ok(out);
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        match text.char_indices().nth(MAX_LINE_CHARS) {
+            Some((cut, _)) => {
+                let _ = writeln!(out, "{number:>6}\t{}… [line cut]", &text[..cut]);
+            }
+            None => {
+                let _ = writeln!(out, "{number:>6}\t{text}");
+            }
+        }
+        shown_lines += 1;
+    }
+    if number == 0 {
+        return Ok(format!("`{shown}` is empty."));
+    }
+    if shown_lines == 0 {
+        return Err(format!(
+            "`{shown}` has {number} lines; offset {offset} is past its end"
+        ));
+    }
+    Ok(out)
+}
+
+/// Refuses what is neither a regular file nor a directory (a FIFO would block the tool, a
+/// device is no text file).
+pub(crate) fn not_special(shown: &str, meta: &std::fs::Metadata) -> Result<(), String> {
+    if meta.is_file() || meta.is_dir() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{shown}` is not a regular file (a pipe, socket or device); file tools work on \
+             files"
+        ))
+    }
+}
+
+fn io_error(shown: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => format!("`{shown}` does not exist"),
+        _ => format!("`{shown}`: {e}"),
+    }
+}
+
+/// `write_file {path, content}`: creates or replaces a file, creating its parent directories.
+pub struct WriteFile {
+    spec: ToolSpec,
+}
+
+impl WriteFile {
+    /// The tool.
+    pub fn new() -> WriteFile {
+        WriteFile {
+            spec: ToolSpec {
+                name: "write_file".into(),
+                description: "Create a file, or replace a file's whole content. Missing parent \
+                              directories are created. Paths are relative to the working \
+                              directory. To change part of a file, use edit_file."
+                    .into(),
+                input_schema: object_schema(
+                    json!({
+                        "path": {"type": "string", "description": "The file, relative to the working directory."},
+                        "content": {"type": "string", "description": "The file's complete new content."},
+                    }),
+                    &["path", "content"],
+                ),
+            },
+        }
+    }
+}
+
+impl Default for WriteFile {
+    fn default() -> Self {
+        WriteFile::new()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    content: String,
+}
+
+impl Tool for WriteFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let result = async {
+                let args: WriteArgs = parse_args("write_file", args)?;
+                let path = cx.write_path(&args.path)?;
+                blocking(move || {
+                    let shown = path.display();
+                    let existed = match std::fs::metadata(path.path()) {
+                        Ok(m) if m.is_dir() => {
+                            return Err(format!("`{shown}` is a directory"));
+                        }
+                        Ok(m) if !m.is_file() => {
+                            return not_special(shown, &m).map(|()| String::new());
+                        }
+                        Ok(_) => true,
+                        Err(_) => false,
+                    };
+                    if let Some(parent) = path.path().parent() {
+                        std::fs::create_dir_all(parent).map_err(|e| io_error(shown, &e))?;
+                    }
+                    std::fs::write(path.path(), &args.content).map_err(|e| io_error(shown, &e))?;
+                    Ok(format!(
+                        "{} `{shown}`: {} bytes, {} lines.",
+                        if existed { "Replaced" } else { "Created" },
+                        args.content.len(),
+                        args.content.lines().count()
+                    ))
+                })
+                .await
+            }
+            .await;
+            result.into()
+        })
+    }
+}
+
+/// `edit_file {path, old_string, new_string, replace_all?}`: replaces exact text in a file.
+pub struct EditFile {
+    spec: ToolSpec,
+}
+
+impl EditFile {
+    /// The tool.
+    pub fn new() -> EditFile {
+        EditFile {
+            spec: ToolSpec {
+                name: "edit_file".into(),
+                description: "Replace exact text in a file. `old_string` must occur exactly once \
+                              (include enough surrounding lines to make it unique), unless \
+                              `replace_all` is true, which replaces every occurrence. Copy the \
+                              text exactly as it is in the file, without the line numbers \
+                              read_file shows."
+                    .into(),
+                input_schema: object_schema(
+                    json!({
+                        "path": {"type": "string", "description": "The file, relative to the working directory."},
+                        "old_string": {"type": "string", "description": "The exact text to replace."},
+                        "new_string": {"type": "string", "description": "The text to put in its place."},
+                        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
+                    }),
+                    &["path", "old_string", "new_string"],
+                ),
+            },
+        }
+    }
+}
+
+impl Default for EditFile {
+    fn default() -> Self {
+        EditFile::new()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditArgs {
+    path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+impl Tool for EditFile {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let result = async {
+                let args: EditArgs = parse_args("edit_file", args)?;
+                if args.old_string.is_empty() {
+                    return Err(
+                        "`old_string` is empty; to create or replace a whole file use \
+                                write_file"
+                            .to_string(),
+                    );
+                }
+                if args.old_string == args.new_string {
+                    return Err(
+                        "`old_string` and `new_string` are the same; nothing would change".into(),
+                    );
+                }
+                let path = cx.write_path(&args.path)?;
+                blocking(move || edit(&path, &args)).await
+            }
+            .await;
+            result.into()
+        })
+    }
+}
+
+fn edit(path: &crate::agent::permissions::CheckedPath, args: &EditArgs) -> Result<String, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path.path()).map_err(|e| io_error(shown, &e))?;
+    if meta.is_dir() {
+        return Err(format!("`{shown}` is a directory"));
+    }
+    not_special(shown, &meta)?;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path.path())
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .map_err(|e| io_error(shown, &e))?;
+    if bytes.iter().take(BINARY_PROBE).any(|&b| b == 0) {
+        return Err(format!("`{shown}` is a binary file; edit_file edits text"));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("`{shown}` is not UTF-8 text; edit_file edits text"))?;
+    let count = text.matches(&args.old_string).count();
+    if count == 0 {
+        return Err(format!(
+            "`old_string` was not found in `{shown}`; copy it exactly as it is in the file \
+             (whitespace included, without read_file's line numbers)"
+        ));
+    }
+    if count > 1 && !args.replace_all {
+        return Err(format!(
+            "`old_string` occurs {count} times in `{shown}`; include more surrounding text to \
+             make it unique, or set `replace_all` to replace every occurrence"
+        ));
+    }
+    let first_line = text[..text.find(&args.old_string).unwrap_or(0)]
+        .matches('\n')
+        .count()
+        + 1;
+    let new_text = if args.replace_all {
+        text.replace(&args.old_string, &args.new_string)
+    } else {
+        text.replacen(&args.old_string, &args.new_string, 1)
+    };
+    std::fs::write(path.path(), new_text).map_err(|e| io_error(shown, &e))?;
+    Ok(if count == 1 {
+        format!("Replaced 1 occurrence in `{shown}` (at line {first_line}).")
+    } else {
+        format!("Replaced {count} occurrences in `{shown}` (the first at line {first_line}).")
+    })
+}

@@ -1,0 +1,440 @@
+//! Tools a session's model can call, behind one trait ([`Tool`]) and one registry
+//! ([`Toolbox`]).
+//!
+//! The built-in tools, under these exact names and argument names:
+//!
+//! | tool | arguments | read-only |
+//! |---|---|---|
+//! | `read_file` | `path`, `offset?` (first line, 1-based), `limit?` (lines) | yes |
+//! | `write_file` | `path`, `content` | no |
+//! | `edit_file` | `path`, `old_string`, `new_string`, `replace_all?` | no |
+//! | `list_files` | `pattern` (glob) | yes |
+//! | `grep` | `pattern` (regex), `path?`, `glob?` | yes |
+//! | `bash` | `command`, `timeout_s?` | no |
+//! | `web_fetch` | `url` | yes |
+//!
+//! Their caps are the constants of each tool's module. Other tools (an MCP server's, later a
+//! program offered as a skill) implement [`Tool`] and are added with [`Toolbox::add`].
+
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::permissions::{CheckedPath, Decision, Grant, Refusal, Sandbox};
+use super::BoxFuture;
+
+pub mod bash;
+pub mod files;
+pub mod search;
+pub mod web;
+
+/// A tool as offered to a model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Its name (letters, digits, `_` and `-`, at most 64 characters, as both APIs require).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// A JSON schema of its arguments: an object schema, usable as OpenAI's
+    /// `tools[].function.parameters` and Anthropic's `tools[].input_schema`.
+    pub input_schema: Value,
+}
+
+/// A model's request to run a tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for the call (echoed with the result).
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments (a JSON object).
+    pub arguments: Value,
+}
+
+/// What a tool call returns to the model: plain text, and whether it is an error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolOutput {
+    /// The text the model reads.
+    pub content: String,
+    /// Whether the call failed (refused, bad arguments, a failing command, ...).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful output.
+    pub fn ok(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// An error output.
+    pub fn error(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+impl From<Result<String, String>> for ToolOutput {
+    fn from(result: Result<String, String>) -> ToolOutput {
+        match result {
+            Ok(text) => ToolOutput::ok(text),
+            Err(text) => ToolOutput::error(text),
+        }
+    }
+}
+
+/// The outcome of [`Toolbox::call`]: the output for the model and the permission decisions
+/// taken on the way, for the trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// What the model reads.
+    pub output: ToolOutput,
+    /// Every permission check the call made, in order.
+    pub decisions: Vec<Decision>,
+}
+
+/// A tool. Implementations get their permissions only through the [`ToolContext`], which
+/// checks every path, command and connection with the session's [`Sandbox`] and records the
+/// decision.
+pub trait Tool: Send + Sync {
+    /// Its name, description and argument schema.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Whether calling it changes nothing, so a call interrupted by a crash may simply be
+    /// made again.
+    fn read_only(&self) -> bool;
+
+    /// Runs it. Failures are outputs with `is_error: true`, never panics.
+    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput>;
+}
+
+/// What a running tool may use: the sandbox's checks, each recorded as a [`Decision`].
+pub struct ToolContext<'a> {
+    sandbox: &'a Sandbox,
+    tool: &'a str,
+    decisions: Mutex<Vec<Decision>>,
+}
+
+impl<'a> ToolContext<'a> {
+    fn new(sandbox: &'a Sandbox, tool: &'a str) -> ToolContext<'a> {
+        ToolContext {
+            sandbox,
+            tool,
+            decisions: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The session's sandbox (for checks that are not worth a trace record, such as each file
+    /// a search walks past).
+    pub fn sandbox(&self) -> &Sandbox {
+        self.sandbox
+    }
+
+    fn record(&self, decision: Decision) {
+        self.decisions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(decision);
+    }
+
+    fn record_path(
+        &self,
+        target: &str,
+        action: super::permissions::Action,
+        result: Result<CheckedPath, Refusal>,
+    ) -> Result<CheckedPath, String> {
+        let (allowed, reason) = match &result {
+            Ok(p) => (true, p.reason().to_string()),
+            Err(r) => (false, r.reason.clone()),
+        };
+        self.record(Decision {
+            tool: self.tool.to_string(),
+            action,
+            target: target.to_string(),
+            allowed,
+            reason,
+        });
+        result.map_err(|r| r.to_string())
+    }
+
+    fn record_grant(&self, result: Result<Grant, Refusal>) -> Result<(), String> {
+        match result {
+            Ok(_) => Ok(()),
+            Err(r) => Err(r.to_string()),
+        }
+    }
+
+    /// A path the tool may read (see [`Sandbox::check_read`]); the error is the refusal as
+    /// the model should read it.
+    pub fn read_path(&self, path: &str) -> Result<CheckedPath, String> {
+        let result = self.sandbox.check_read(path);
+        self.record_path(path, super::permissions::Action::Read, result)
+    }
+
+    /// A path the tool may write (see [`Sandbox::check_write`]).
+    pub fn write_path(&self, path: &str) -> Result<CheckedPath, String> {
+        let result = self.sandbox.check_write(path);
+        self.record_path(path, super::permissions::Action::Write, result)
+    }
+
+    /// A directory (or file) the tool may search (see [`Sandbox::check_search`]).
+    pub fn search_path(&self, path: &str) -> Result<CheckedPath, String> {
+        let result = self.sandbox.check_search(path);
+        self.record_path(path, super::permissions::Action::Read, result)
+    }
+
+    /// Whether `command` may run (see [`Sandbox::check_bash`]).
+    pub async fn bash(&self, command: &str) -> Result<(), String> {
+        let result = self.sandbox.check_bash(command).await;
+        self.record_capability(super::permissions::Action::Bash, command, &result);
+        self.record_grant(result)
+    }
+
+    /// Whether the network may be used to reach `target` (see [`Sandbox::check_network`]).
+    pub async fn network(&self, target: &str) -> Result<(), String> {
+        let result = self.sandbox.check_network(target).await;
+        self.record_capability(super::permissions::Action::Network, target, &result);
+        self.record_grant(result)
+    }
+
+    fn record_capability(
+        &self,
+        action: super::permissions::Action,
+        target: &str,
+        result: &Result<Grant, Refusal>,
+    ) {
+        let (allowed, reason) = match result {
+            Ok(g) => (true, g.reason.clone()),
+            Err(r) => (false, r.reason.clone()),
+        };
+        self.record(Decision {
+            tool: self.tool.to_string(),
+            action,
+            target: target.to_string(),
+            allowed,
+            reason,
+        });
+    }
+
+    fn into_decisions(self) -> Vec<Decision> {
+        self.decisions
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A tool name is already taken in the toolbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DuplicateTool(pub String);
+
+impl fmt::Display for DuplicateTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a tool named `{}` is already in the toolbox", self.0)
+    }
+}
+
+impl std::error::Error for DuplicateTool {}
+
+/// The tools a session offers, by name, in the order added.
+#[derive(Clone, Default)]
+pub struct Toolbox {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.tools.iter().map(|t| &t.spec().name))
+            .finish()
+    }
+}
+
+impl Toolbox {
+    /// An empty toolbox.
+    pub fn new() -> Toolbox {
+        Toolbox::default()
+    }
+
+    /// The seven built-in tools.
+    pub fn builtin() -> Toolbox {
+        let tools: Vec<Arc<dyn Tool>> = vec![
+            Arc::new(files::ReadFile::new()),
+            Arc::new(files::WriteFile::new()),
+            Arc::new(files::EditFile::new()),
+            Arc::new(search::ListFiles::new()),
+            Arc::new(search::Grep::new()),
+            Arc::new(bash::Bash::new()),
+            Arc::new(web::WebFetch::new()),
+        ];
+        Toolbox { tools }
+    }
+
+    /// Adds a tool; its name must be new.
+    pub fn add(&mut self, tool: Arc<dyn Tool>) -> Result<(), DuplicateTool> {
+        let name = &tool.spec().name;
+        if self.get(name).is_some() {
+            return Err(DuplicateTool(name.clone()));
+        }
+        self.tools.push(tool);
+        Ok(())
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.spec().name == name)
+    }
+
+    /// The specs to offer the model, in the order the tools were added.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec().clone()).collect()
+    }
+
+    /// Whether a call of tool `name` may be repeated after a crash (false for unknown tools).
+    pub fn read_only(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|t| t.read_only())
+    }
+
+    /// Runs `call` in `sandbox`: the only way to run a tool. An unknown tool, bad arguments, a
+    /// refused permission, a failure, even a panicking tool, all come back as an output with
+    /// `is_error: true`.
+    pub async fn call(&self, call: &ToolCall, sandbox: &Sandbox) -> ToolResult {
+        let Some(tool) = self.get(&call.name) else {
+            let known: Vec<&str> = self.tools.iter().map(|t| t.spec().name.as_str()).collect();
+            return ToolResult {
+                output: ToolOutput::error(format!(
+                    "unknown tool `{}`; the tools are: {}",
+                    call.name,
+                    known.join(", ")
+                )),
+                decisions: Vec::new(),
+            };
+        };
+        let cx = ToolContext::new(sandbox, &tool.spec().name);
+        let output = CatchUnwind(tool.call(&call.arguments, &cx))
+            .await
+            .unwrap_or_else(|_| {
+                ToolOutput::error(format!(
+                    "tool `{}` failed unexpectedly (it panicked); this is a bug in the tool",
+                    call.name
+                ))
+            });
+        ToolResult {
+            output,
+            decisions: cx.into_decisions(),
+        }
+    }
+}
+
+/// Turns a panic while polling the future into an `Err`.
+struct CatchUnwind<'a, T>(BoxFuture<'a, T>);
+
+impl<T> Future for CatchUnwind<'_, T> {
+    type Output = Result<T, ()>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(())),
+        }
+    }
+}
+
+/// Reads a tool's arguments into `T`, with an error the model can act on.
+pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, args: &Value) -> Result<T, String> {
+    let args = if args.is_null() {
+        Value::Object(Default::default())
+    } else {
+        args.clone()
+    };
+    serde_json::from_value(args).map_err(|e| format!("invalid arguments for `{tool}`: {e}"))
+}
+
+/// Runs blocking work (file system, regex search) off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(format!("the tool's work failed unexpectedly: {e}")))
+}
+
+/// Cuts `text` to at most `max` bytes at a character boundary.
+pub(crate) fn truncate_at(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A builder for the object schemas of the built-in tools.
+pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncate_at_keeps_whole_characters() {
+        assert_eq!(truncate_at("héllo", 2), "h");
+        assert_eq!(truncate_at("héllo", 3), "hé");
+        assert_eq!(truncate_at("abc", 10), "abc");
+    }
+
+    #[test]
+    fn builtin_specs_are_object_schemas_with_valid_names() {
+        let toolbox = Toolbox::builtin();
+        let names: Vec<String> = toolbox.specs().into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "read_file",
+                "write_file",
+                "edit_file",
+                "list_files",
+                "grep",
+                "bash",
+                "web_fetch"
+            ]
+        );
+        for spec in toolbox.specs() {
+            assert_eq!(spec.input_schema["type"], "object", "{}", spec.name);
+            assert!(spec.input_schema["properties"].is_object());
+            for required in spec.input_schema["required"].as_array().unwrap() {
+                let name = required.as_str().unwrap();
+                assert!(
+                    spec.input_schema["properties"].get(name).is_some(),
+                    "{} requires undeclared {name}",
+                    spec.name
+                );
+            }
+            assert!(!spec.description.is_empty());
+        }
+        assert!(toolbox.read_only("grep"));
+        assert!(!toolbox.read_only("bash"));
+        assert!(!toolbox.read_only("no_such_tool"));
+    }
+}

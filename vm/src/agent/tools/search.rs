@@ -1,0 +1,372 @@
+//! `list_files` and `grep`. Both walk the working directory the way ripgrep does (honouring
+//! `.gitignore` and `.ignore` files, never entering `.git/` or `.prose/`, not following
+//! symbolic links to directories) and show only files the agent may read.
+
+use std::path::{Path, PathBuf};
+
+use globset::GlobBuilder;
+use grep_regex::RegexMatcherBuilder;
+use grep_searcher::sinks::Lossy;
+use grep_searcher::{BinaryDetection, SearcherBuilder};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{
+    blocking, object_schema, parse_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
+};
+use crate::agent::permissions::{PatternSet, Sandbox, STATE_DIR};
+use crate::agent::BoxFuture;
+
+/// Paths `list_files` returns at most.
+pub const MAX_LIST_FILES: usize = 1000;
+
+/// Matching lines `grep` returns at most.
+pub const MAX_GREP_MATCHES: usize = 500;
+
+/// Characters of a matching line `grep` shows.
+pub const MAX_GREP_LINE_CHARS: usize = 500;
+
+/// Bytes of output `grep` returns at most.
+pub const MAX_GREP_BYTES: usize = 64 * 1024;
+
+/// A walk of `root` with ripgrep's ignore rules, hidden files included, `.git/` and (directly
+/// under the working directory) `.prose/` skipped, sorted by name at each level.
+fn walk(root: &Path, workdir: &Path) -> ignore::Walk {
+    let state = workdir.join(STATE_DIR);
+    ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(move |e| e.file_name() != ".git" && e.path() != state)
+        .build()
+}
+
+/// Whether a walked entry is a file (or a symbolic link to one).
+fn is_file(entry: &ignore::DirEntry) -> bool {
+    match entry.file_type() {
+        Some(t) if t.is_file() => true,
+        Some(t) if t.is_symlink() => entry.path().is_file(),
+        _ => false,
+    }
+}
+
+/// `list_files {pattern}`: the files matching a glob, relative to the working directory.
+pub struct ListFiles {
+    spec: ToolSpec,
+}
+
+impl ListFiles {
+    /// The tool.
+    pub fn new() -> ListFiles {
+        ListFiles {
+            spec: ToolSpec {
+                name: "list_files".into(),
+                description: format!(
+                    "List the files matching a glob pattern, relative to the working directory, \
+                     sorted. `*` and `?` stay within one directory, `**` spans any number \
+                     (`**/*.rs` finds Rust files at any depth, `src/*` the files directly in \
+                     `src`); a directory's name lists everything under it. Files ignored by \
+                     .gitignore are left out. At most {MAX_LIST_FILES} paths."
+                ),
+                input_schema: object_schema(
+                    json!({
+                        "pattern": {"type": "string", "description": "A glob relative to the working directory, such as `**/*.md` or `src/**`."},
+                    }),
+                    &["pattern"],
+                ),
+            },
+        }
+    }
+}
+
+impl Default for ListFiles {
+    fn default() -> Self {
+        ListFiles::new()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    pattern: String,
+}
+
+impl Tool for ListFiles {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let result = async {
+                let args: ListArgs = parse_args("list_files", args)?;
+                let sandbox = cx.sandbox().clone();
+                blocking(move || list(&sandbox, &args.pattern)).await
+            }
+            .await;
+            result.into()
+        })
+    }
+}
+
+/// The pattern relative to the working directory, or why it cannot be.
+fn relative_pattern(sandbox: &Sandbox, pattern: &str) -> Result<String, String> {
+    let trimmed = pattern.trim();
+    if trimmed.is_empty() {
+        return Err("`pattern` is empty".into());
+    }
+    let mut p = trimmed;
+    if Path::new(p).is_absolute() {
+        p = Path::new(p)
+            .strip_prefix(sandbox.workdir())
+            .ok()
+            .and_then(|r| r.to_str())
+            .ok_or_else(|| {
+                format!(
+                    "`{trimmed}` is outside the working directory `{}`; patterns are relative \
+                     to it",
+                    sandbox.workdir().display()
+                )
+            })?;
+    }
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    if p.split('/').any(|c| c == "..") {
+        return Err(
+            "`..` is not allowed in patterns; they are relative to the working directory".into(),
+        );
+    }
+    let p = p.trim_end_matches('/');
+    if p.is_empty() || p == "." {
+        return Ok("**".into());
+    }
+    let has_meta = p.contains(['*', '?', '[', '{']);
+    if !has_meta && sandbox.workdir().join(p).is_dir() {
+        return Ok(format!("{p}/**"));
+    }
+    Ok(p.to_string())
+}
+
+fn list(sandbox: &Sandbox, pattern: &str) -> Result<String, String> {
+    let glob = relative_pattern(sandbox, pattern)?;
+    let matcher = GlobBuilder::new(&glob)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| format!("bad glob `{pattern}`: {}", e.kind()))?
+        .compile_matcher();
+    // Walk only below the pattern's literal leading directories.
+    let literal: PathBuf = glob
+        .split('/')
+        .take_while(|c| !c.contains(['*', '?', '[', '{']))
+        .collect();
+    let workdir = sandbox.workdir();
+    let mut start = workdir.join(&literal);
+    while !start.is_dir() {
+        match start.parent() {
+            Some(p) if p.starts_with(workdir) => start = p.to_path_buf(),
+            _ => start = workdir.to_path_buf(),
+        }
+    }
+    let mut found = Vec::new();
+    let mut total = 0usize;
+    for entry in walk(&start, workdir).flatten() {
+        if !is_file(&entry) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(workdir) else {
+            continue;
+        };
+        if !matcher.is_match(rel) || sandbox.check_read_path(rel).is_err() {
+            continue;
+        }
+        total += 1;
+        if found.len() < MAX_LIST_FILES {
+            found.push(rel.to_string_lossy().into_owned());
+        }
+    }
+    if found.is_empty() {
+        return Ok(format!("No files match `{pattern}`."));
+    }
+    found.sort();
+    let mut out = found.join("\n");
+    if total > found.len() {
+        out.push_str(&format!(
+            "\n({} more files match; narrow the pattern)",
+            total - found.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// `grep {pattern, path?, glob?}`: lines matching a regular expression, as `path:line:text`.
+pub struct Grep {
+    spec: ToolSpec,
+}
+
+impl Grep {
+    /// The tool.
+    pub fn new() -> Grep {
+        Grep {
+            spec: ToolSpec {
+                name: "grep".into(),
+                description: format!(
+                    "Search files for a regular expression (Rust regex syntax, like ripgrep). \
+                     Prints matching lines as `path:line:text`. `path` is a file or directory to \
+                     search (default: the working directory); `glob` keeps only files matching \
+                     it (`*.rs` matches by file name at any depth, `src/**/*.rs` from the \
+                     working directory). Files ignored by .gitignore and binary files are \
+                     skipped. At most {MAX_GREP_MATCHES} lines."
+                ),
+                input_schema: object_schema(
+                    json!({
+                        "pattern": {"type": "string", "description": "A regular expression."},
+                        "path": {"type": "string", "description": "A file or directory to search, relative to the working directory (default: all of it)."},
+                        "glob": {"type": "string", "description": "Only search files matching this glob, such as `*.py`."},
+                    }),
+                    &["pattern"],
+                ),
+            },
+        }
+    }
+}
+
+impl Default for Grep {
+    fn default() -> Self {
+        Grep::new()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrepArgs {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+}
+
+impl Tool for Grep {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let result = async {
+                let args: GrepArgs = parse_args("grep", args)?;
+                let matcher = RegexMatcherBuilder::new()
+                    .build(&args.pattern)
+                    .map_err(|e| format!("bad regular expression `{}`: {e}", args.pattern))?;
+                let filter = match &args.glob {
+                    Some(g) => Some(PatternSet::new(&[g.as_str()]).map_err(|e| e.to_string())?),
+                    None => None,
+                };
+                let root = cx.search_path(args.path.as_deref().unwrap_or("."))?;
+                let sandbox = cx.sandbox().clone();
+                blocking(move || {
+                    grep(
+                        &sandbox,
+                        root.path(),
+                        &matcher,
+                        filter.as_ref(),
+                        &args.pattern,
+                    )
+                })
+                .await
+            }
+            .await;
+            result.into()
+        })
+    }
+}
+
+fn grep(
+    sandbox: &Sandbox,
+    root: &Path,
+    matcher: &grep_regex::RegexMatcher,
+    filter: Option<&PatternSet>,
+    pattern: &str,
+) -> Result<String, String> {
+    let workdir = sandbox.workdir();
+    let mut searcher = SearcherBuilder::new()
+        .line_number(true)
+        .binary_detection(BinaryDetection::quit(0))
+        .build();
+    let mut lines: Vec<String> = Vec::new();
+    let mut bytes = 0usize;
+    let mut full = false;
+    if let Ok(meta) = std::fs::metadata(root) {
+        super::files::not_special(&root.display().to_string(), &meta)?;
+    }
+    let files: Box<dyn Iterator<Item = PathBuf>> = if root.is_dir() {
+        Box::new(
+            walk(root, workdir)
+                .flatten()
+                .filter(is_file)
+                .map(|e| e.into_path()),
+        )
+    } else {
+        Box::new(std::iter::once(root.to_path_buf()))
+    };
+    for file in files {
+        if full {
+            break;
+        }
+        let rel = file
+            .strip_prefix(workdir)
+            .or_else(|_| file.strip_prefix(root))
+            .unwrap_or(&file)
+            .to_path_buf();
+        if let Some(filter) = filter {
+            if root.is_dir() && !filter.is_match(&rel) {
+                continue;
+            }
+        }
+        let Ok(checked) = sandbox.check_read_path(&file) else {
+            continue;
+        };
+        let shown = checked.display().to_string();
+        // A file that cannot be read (removed meanwhile, no permission) is skipped.
+        let _ = searcher.search_path(
+            matcher,
+            checked.path(),
+            Lossy(|number, text| {
+                let text = text.trim_end_matches(['\n', '\r']);
+                let text = match text.char_indices().nth(MAX_GREP_LINE_CHARS) {
+                    Some((cut, _)) => format!("{}…", &text[..cut]),
+                    None => text.to_string(),
+                };
+                let line = format!("{shown}:{number}:{text}");
+                bytes += line.len() + 1;
+                lines.push(line);
+                if lines.len() >= MAX_GREP_MATCHES || bytes >= MAX_GREP_BYTES {
+                    full = true;
+                    return Ok(false);
+                }
+                Ok(true)
+            }),
+        );
+    }
+    if lines.is_empty() {
+        return Ok(format!("No matches for `{pattern}`."));
+    }
+    let mut out = lines.join("\n");
+    out = truncate_at(&out, MAX_GREP_BYTES).to_string();
+    if full {
+        out.push_str(&format!(
+            "\n(stopped after {} matching lines; narrow the pattern, path or glob)",
+            lines.len()
+        ));
+    }
+    Ok(out)
+}
