@@ -25,6 +25,14 @@ pub struct Config {
     pub request_timeout: Option<f64>,
     /// Attempts after the first when an HTTP provider is busy or failing.
     pub http_retries: Option<u32>,
+    /// Capabilities allowed to every agent: `bash`, `network`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Model turns a session may take.
+    pub max_turns: Option<u32>,
+    /// MCP servers that agents may name in `skills:`.
+    #[serde(default)]
+    pub mcp: crate::agent::mcp::McpConfig,
 }
 
 /// The `[models]` table.
@@ -57,6 +65,25 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
+}
+
+/// Capabilities a user allows every agent, from their names (`bash`, `network`).
+pub fn allowances<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<crate::agent::permissions::UserAllow, String> {
+    let mut allow = crate::agent::permissions::UserAllow::default();
+    for name in names {
+        match name {
+            "bash" => allow.bash = true,
+            "network" => allow.network = true,
+            other => {
+                return Err(format!(
+                    "cannot allow {other:?}: the capabilities a user allows are bash and network"
+                ))
+            }
+        }
+    }
+    Ok(allow)
 }
 
 #[cfg(test)]

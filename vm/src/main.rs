@@ -5,7 +5,8 @@
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use prosevm::config::Config;
+use prosevm::agent::permissions::{NoPrompter, Prompter, TtyPrompter};
+use prosevm::config::{self, Config};
 use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
@@ -150,6 +151,14 @@ struct RunArgs {
     /// Relaxed runtime rules are errors (a persistent agent's first `resume:`, E018).
     #[arg(long)]
     strict: bool,
+    /// Allow every agent a capability its permissions leave unset or `prompt`: `bash` or
+    /// `network` (repeatable; an explicit `deny` in the program still wins).
+    #[arg(long = "allow", value_name = "CAPABILITY")]
+    allow: Vec<String>,
+    /// Model turns a session may take before it fails (default 40, or `max_turns` in
+    /// prose.toml).
+    #[arg(long)]
+    max_turns: Option<u32>,
     /// Mock: how discretion conditions are answered (true, false, after:N). The default,
     /// after:1, answers each condition site false once and then true, so every loop ends.
     #[arg(long, default_value = "after:1")]
@@ -186,6 +195,7 @@ fn run_error(e: RunError) -> ExitCode {
         RunError::Store(e @ store::StoreError::Io(..)) => fail(e, 2),
         RunError::Store(e) => fail(e, 1),
         RunError::Program(e) => fail(e, 1),
+        RunError::Setup(e) => fail(e, 1),
     }
 }
 
@@ -250,6 +260,10 @@ impl RunArgs {
     /// Where runs live and how requests are served.
     fn place(&self) -> Result<Place, String> {
         let file = self.config()?;
+        let prompter: Arc<dyn Prompter> = match TtyPrompter::detect() {
+            Some(tty) => Arc::new(tty),
+            None => Arc::new(NoPrompter),
+        };
         Ok(Place {
             state_dir: self.state_dir.clone(),
             config: RunConfig {
@@ -259,6 +273,23 @@ impl RunArgs {
                     .unwrap_or(RunConfig::default().max_concurrency),
                 backoff_unit: Duration::from_millis(self.backoff_unit_ms),
             },
+            prompter,
+            mcp: file.mcp,
+        })
+    }
+
+    /// How the run executes: these flags, completed with `prose.toml`.
+    fn options(&self) -> Result<ExecOptions, String> {
+        let file = self.config()?;
+        let names = file.allow.iter().chain(&self.allow).map(String::as_str);
+        Ok(ExecOptions {
+            max_iterations: self.max_iterations,
+            strict: self.strict,
+            allow: config::allowances(names)?,
+            max_turns: self
+                .max_turns
+                .or(file.max_turns)
+                .unwrap_or(ExecOptions::default().max_turns),
         })
     }
 }
@@ -297,9 +328,9 @@ fn start(program: Program, args: &RunArgs) -> ExitCode {
                 .or_insert_with(|| Value::text(format!("<{name}>")));
         }
     }
-    let options = ExecOptions {
-        max_iterations: args.max_iterations,
-        strict: args.strict,
+    let options = match args.options() {
+        Ok(o) => o,
+        Err(e) => return fail(e, 2),
     };
     match Run::start(&program, inputs, settings, options, &place) {
         Ok(run) => drive(run, args),

@@ -148,6 +148,36 @@ pub enum Event {
         /// Tokens written.
         output_tokens: Option<u64>,
     },
+    /// A model turn of a session's agent loop answered.
+    Turn {
+        /// The turn's id (the session's, with `#tN`).
+        id: RequestId,
+        /// How many tools it calls.
+        tool_calls: usize,
+        /// Milliseconds it took.
+        ms: u64,
+        /// Tokens read, when reported.
+        input_tokens: Option<u64>,
+        /// Tokens written, when reported.
+        output_tokens: Option<u64>,
+    },
+    /// A tool call of a session's agent loop ran (or was refused).
+    ToolCall {
+        /// The call's id (the session's, with `#tNcM`).
+        id: RequestId,
+        /// The tool.
+        tool: String,
+        /// Its arguments, shortened.
+        arguments: String,
+        /// Why a permission check refused it, if one did.
+        refused: Option<String>,
+        /// Whether the model reads an error.
+        is_error: bool,
+        /// Milliseconds it took.
+        ms: u64,
+        /// Bytes of output.
+        bytes: usize,
+    },
     /// A failed session is tried again.
     Retry {
         /// The request.
@@ -250,6 +280,32 @@ impl Event {
             Event::Import { program, .. } => format!("[Import] Invoking: {program}"),
             Event::Memory { agent, id, .. } => format!("[Memory] {agent}: memory updated by {id}"),
             Event::ImportDone { program } => format!("[Import] Import complete: {program}"),
+            Event::Turn {
+                id, tool_calls, ms, ..
+            } => match tool_calls {
+                0 => format!("[Turn] {id}: answered ({ms} ms)"),
+                n => format!("[Turn] {id}: {n} tool call(s) ({ms} ms)"),
+            },
+            Event::ToolCall {
+                id,
+                tool,
+                arguments,
+                refused,
+                is_error,
+                ms,
+                bytes,
+            } => match refused {
+                Some(why) => format!(
+                    "[Tool] {id}: {tool} {} REFUSED: {}",
+                    short(arguments),
+                    short(why)
+                ),
+                None => format!(
+                    "[Tool] {id}: {tool} {} -> {}{bytes} bytes ({ms} ms)",
+                    short(arguments),
+                    if *is_error { "error, " } else { "" }
+                ),
+            },
             Event::Retry { id, attempt, error } => format!(
                 "[Warning] {id} failed ({}); attempt {attempt}",
                 short(error)

@@ -179,6 +179,19 @@ fn run_with(
     )
 }
 
+/// The names of the tools a request body offers, each found at `pointer` in its entry.
+fn tool_names(body: &Value, pointer: &str) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t.pointer(pointer)?.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Every file under `dir`, as text.
 fn all_files(dir: &Path) -> String {
     let mut text = String::new();
@@ -215,12 +228,19 @@ fn sessions_go_to_chat_completions_with_the_agent_as_system() {
     assert!(seen[0]
         .headers
         .contains(&("authorization".into(), format!("Bearer {KEY}"))));
+    assert_eq!(seen[0].body["model"], "m1");
     assert_eq!(
-        seen[0].body,
-        json!({"model": "m1", "messages": [
+        seen[0].body["messages"],
+        json!([
             {"role": "system", "content": "You write"},
             {"role": "user", "content": "Say hi"}
-        ]})
+        ])
+    );
+    // The session is an agent loop: the tools its agent may use are offered (no bash and no
+    // network for an agent without permissions, unless the user allows them).
+    assert_eq!(
+        tool_names(&seen[0].body, "/function/name"),
+        ["read_file", "write_file", "edit_file", "list_files", "grep"]
     );
     assert!(!err.contains(KEY));
     assert!(!all_files(&dir.join(".prose")).contains(KEY));
@@ -426,10 +446,16 @@ fn anthropic_sessions_use_the_messages_api_and_the_model_map() {
     assert!(seen[1]
         .headers
         .contains(&("anthropic-version".into(), "2023-06-01".into())));
+    assert_eq!(seen[1].body["model"], "claude-haiku-4-5");
+    assert_eq!(seen[1].body["max_tokens"], 8192);
+    assert_eq!(seen[1].body["system"], "Be brief");
     assert_eq!(
-        seen[1].body,
-        json!({"model": "claude-haiku-4-5", "max_tokens": 8192, "system": "Be brief",
-               "messages": [{"role": "user", "content": "Summarise"}]})
+        seen[1].body["messages"],
+        json!([{"role": "user", "content": "Summarise"}])
+    );
+    assert_eq!(
+        tool_names(&seen[1].body, "/name"),
+        ["read_file", "write_file", "edit_file", "list_files", "grep"]
     );
     assert_eq!(seen[2].body["model"], "my-opus");
     assert_eq!(

@@ -39,6 +39,7 @@ pub mod mcp;
 pub mod permissions;
 pub mod skills;
 pub mod tools;
+pub mod workshop;
 
 /// A boxed, sendable future: what [`tools::Tool::call`] and [`permissions::Prompter::ask`]
 /// return, so both traits stay object safe.

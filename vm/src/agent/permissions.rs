@@ -327,6 +327,18 @@ impl Policy {
             Capability::Network => self.network,
         }
     }
+
+    /// Whether `cap` could be granted at all with what `user` allowed: allowed, to be asked
+    /// for, allowed by the user where the block says nothing, or (for `bash`) some `execute`
+    /// patterns. A tool needing a capability that could never be granted is not worth
+    /// offering.
+    pub fn could_use(&self, cap: Capability, user: UserAllow) -> bool {
+        match self.access(cap) {
+            Some(Access::Allow | Access::Prompt) => true,
+            None if user.allows(cap) => true,
+            _ => cap == Capability::Bash && self.execute.is_some(),
+        }
+    }
 }
 
 fn parse_access(kind: &str, values: &[String]) -> Result<Access, PolicyError> {
@@ -698,6 +710,16 @@ impl Sandbox {
             agent: None,
             roots: Vec::new(),
         }
+    }
+
+    /// Remembers that a person answered "always" for `cap` in this session (an answer given
+    /// before the run was interrupted, replayed from its journal).
+    pub fn grant_always(&self, cap: Capability) {
+        self.inner
+            .always
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(cap);
     }
 
     /// The canonical working directory.

@@ -4,7 +4,7 @@
 //! `PROSE_MODEL`, `PROSE_SYSTEM` and `PROSE_OPTIONS` (a choice's labels, one per line). A
 //! non-zero exit status is the request's failure, carrying the program's stderr.
 
-use super::{render, Driver, Served};
+use super::{render, unanswerable, Driver, Served};
 use crate::convert;
 use crate::protocol::{Answer, Ask, Failure, Request};
 use crate::value::Value;
@@ -145,6 +145,9 @@ impl CommandDriver {
                         c.options.len()
                     ))
                 })?)
+            }
+            Ask::Turn(_) | Ask::Tool(_) | Ask::Permission(_) => {
+                return Err(unanswerable("command", req.kind()))
             }
             Ask::Input(i) => {
                 Answer::Input(Value::text(self.ask(req, render::input(i), &[]).await?))

@@ -4,7 +4,10 @@
 //! A script (`--mock-script file.json`) overrides any of this per request site or prompt.
 
 use super::{Driver, Served};
-use crate::protocol::{Answer, Ask, Kind, Request, SessionAnswer};
+use crate::agent::tools::ToolCall;
+use crate::protocol::{
+    Answer, Ask, Kind, Message, Request, SessionAnswer, Stop, TurnAnswer, TurnAsk,
+};
 use crate::value::Value;
 use bytecode_spec::Shape;
 use serde::{Deserialize, Serialize};
@@ -169,6 +172,8 @@ impl Mock {
                 Ask::Choose(c) => c.criteria.contains(p),
                 Ask::Input(i) => i.name.contains(p) || i.question.contains(p),
                 Ask::Convert(c) => c.text.contains(p),
+                Ask::Turn(t) => task_of(t).contains(p),
+                Ask::Tool(_) | Ask::Permission(_) => false,
             });
             if !(kind_ok && site_ok && prompt_ok) {
                 continue;
@@ -251,6 +256,17 @@ impl Mock {
                     i.name
                 ))
             }
+            Ask::Turn(t) => Answer::Turn(TurnAnswer {
+                text: answer_for(task_of(t)),
+                tool_calls: Vec::new(),
+                stop: Stop::End,
+            }),
+            Ask::Tool(_) | Ask::Permission(_) => {
+                return Served::failed(format!(
+                    "the mock driver does not answer `{}` requests",
+                    req.kind()
+                ))
+            }
             Ask::Convert(c) => Answer::Convert(match c.shape {
                 Shape::List => {
                     Value::List(Arc::new(vec![Value::text("item 1"), Value::text("item 2")]))
@@ -301,7 +317,75 @@ fn scripted(ask: &Ask, reply: serde_json::Value) -> Result<Answer, String> {
         ),
         (Ask::Input(_), j) => Answer::Input(Value::from_json(&j)),
         (Ask::Convert(_), j) => Answer::Convert(Value::from_json(&j)),
+        (Ask::Turn(_), J::String(s)) => Answer::Turn(TurnAnswer {
+            text: s,
+            tool_calls: Vec::new(),
+            stop: Stop::End,
+        }),
+        (Ask::Turn(t), j) => Answer::Turn(scripted_turn(t, j)?),
+        (Ask::Tool(_) | Ask::Permission(_), _) => {
+            return Err("cannot answer a tool call or a permission".into())
+        }
     })
+}
+
+/// A scripted turn: `{"text": ..., "tool_calls": [{"name": ..., "arguments": {...}}]}`; calls
+/// without an `id` get `call_{turn}_{n}`.
+fn scripted_turn(t: &TurnAsk, j: serde_json::Value) -> Result<TurnAnswer, String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Call {
+        #[serde(default)]
+        id: Option<String>,
+        name: String,
+        #[serde(default)]
+        arguments: serde_json::Value,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Turn {
+        #[serde(default)]
+        text: String,
+        #[serde(default)]
+        tool_calls: Vec<Call>,
+    }
+    let turn: Turn = serde_json::from_value(j.clone())
+        .map_err(|e| format!("{j} is not a turn ({{\"text\", \"tool_calls\"}}): {e}"))?;
+    let n = t
+        .messages
+        .iter()
+        .filter(|m| matches!(m, Message::Assistant { .. }))
+        .count();
+    let tool_calls: Vec<ToolCall> = turn
+        .tool_calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| ToolCall {
+            id: c.id.unwrap_or_else(|| format!("call_{n}_{i}")),
+            name: c.name,
+            arguments: c.arguments,
+        })
+        .collect();
+    Ok(TurnAnswer {
+        stop: if tool_calls.is_empty() {
+            Stop::End
+        } else {
+            Stop::ToolUse
+        },
+        text: turn.text,
+        tool_calls,
+    })
+}
+
+/// The task a turn's session was given: its first user message.
+fn task_of(t: &TurnAsk) -> &str {
+    t.messages
+        .iter()
+        .find_map(|m| match m {
+            Message::User { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 impl Driver for Mock {
@@ -326,6 +410,12 @@ impl Driver for Mock {
 
     fn side_effect_free(&self) -> bool {
         true
+    }
+
+    /// The mock runs sessions as agent loops when its script has rules for turns (so tool
+    /// calls can be scripted); otherwise it answers whole sessions, which is faster.
+    fn runs_turns(&self) -> bool {
+        self.opts.script.iter().any(|r| r.kind == Some(Kind::Turn))
     }
 
     fn answer_now(&self, req: &Request) -> Option<Served> {

@@ -99,6 +99,12 @@ pub trait Driver: Send + Sync + 'static {
     fn side_effect_free(&self) -> bool {
         false
     }
+
+    /// Whether the driver answers `turn` requests, so that the VM runs each session as an
+    /// agent loop (model turns and tool calls) rather than asking for a whole session.
+    fn runs_turns(&self) -> bool {
+        false
+    }
 }
 
 /// Serves `req` with `driver`, once.

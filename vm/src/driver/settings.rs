@@ -184,6 +184,10 @@ impl Driver for AnyDriver {
     fn side_effect_free(&self) -> bool {
         each!(self, d => d.side_effect_free())
     }
+
+    fn runs_turns(&self) -> bool {
+        each!(self, d => d.runs_turns())
+    }
 }
 
 /// A kind of driver, as named on the command line and in `prose.toml`.

@@ -4,6 +4,7 @@
 
 use bytecode_spec::{Backoff, Shape};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A named piece of text given to a model with a question: a context value, a binding a
 /// condition names, the latest answer of a loop.
@@ -55,6 +56,10 @@ pub struct SessionAsk {
     pub permissions: Vec<PermissionRule>,
     /// Skills.
     pub skills: Vec<String>,
+    /// The tools the session may use (for agent hosts that run sessions themselves; the VM's
+    /// own agent loop offers them with their schemas).
+    #[serde(default)]
+    pub tools: Arc<[String]>,
     /// The agent is persistent: the answer may carry its updated memory.
     pub persistent: bool,
     /// The agent's memory, sent with `resume:` (a fresh `session:` starts without it).

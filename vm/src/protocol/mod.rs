@@ -11,10 +11,14 @@
 
 mod asks;
 mod id;
+mod turns;
 
 pub use asks::*;
 pub use id::*;
+pub use turns::*;
 
+use crate::agent::permissions::{PermissionQuestion, PromptAnswer};
+use crate::agent::tools::{ToolCall, ToolOutput};
 use crate::value::Value;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
@@ -28,6 +32,8 @@ pub enum Party {
     Model,
     /// A person (a flag, a terminal prompt, or the host of the stdio protocol).
     Person,
+    /// The VM itself (a tool call it runs); journaled, never sent to anyone.
+    Vm,
 }
 
 macro_rules! protocol {
@@ -103,6 +109,12 @@ protocol! {
     Convert = "convert" (ConvertAsk) -> Value, by Model;
     /// Give a mid-program input: a value.
     Input = "input" (InputAsk) -> Value, by Person;
+    /// One model turn of a session the VM runs as an agent loop: the model's next message.
+    Turn = "turn" (TurnAsk) -> TurnAnswer, by Model;
+    /// A tool call of a session's agent loop, run by the VM: the tool's output.
+    Tool = "tool" (ToolCall) -> ToolOutput, by Vm;
+    /// May an agent use a capability its permissions say `prompt` for: yes, no or always.
+    Permission = "permission" (PermissionQuestion) -> PromptAnswer, by Person;
 }
 
 impl fmt::Display for Kind {
@@ -306,8 +318,39 @@ mod tests {
             assert_eq!(json["kind"], r.kind.as_str());
             assert_eq!(Reply::from_json(json.clone()), Ok(r), "{json}");
         }
-        // Every kind is covered above.
-        assert_eq!(Kind::ALL.len(), 5);
+        // Every kind is covered above or in the agent loop's round trip below.
+        assert_eq!(Kind::ALL.len(), 8);
+    }
+
+    #[test]
+    fn the_agent_loops_kinds_round_trip() {
+        let call = ToolCall {
+            id: "call_1".into(),
+            name: "read_file".into(),
+            arguments: serde_json::json!({"path": "README.md"}),
+        };
+        let replies = vec![
+            Reply::answer(
+                id(0).step(Step::Turn(0)),
+                Answer::Turn(TurnAnswer {
+                    text: "Reading it.".into(),
+                    tool_calls: vec![call],
+                    stop: Stop::ToolUse,
+                }),
+            ),
+            Reply::answer(
+                id(0).step(Step::Call { turn: 0, call: 0 }),
+                Answer::Tool(ToolOutput::ok("     1\t# Title")),
+            ),
+            Reply::answer(
+                id(0).step(Step::Grant { turn: 1, call: 0 }),
+                Answer::Permission(PromptAnswer::Always),
+            ),
+        ];
+        for r in replies {
+            let json = serde_json::to_value(&r).expect("serialize");
+            assert_eq!(Reply::from_json(json.clone()), Ok(r), "{json}");
+        }
     }
 
     #[test]

@@ -11,6 +11,10 @@
 
 pub mod record;
 
+use crate::agent::mcp::{McpConfig, McpHub};
+use crate::agent::permissions::{NoPrompter, Prompter};
+use crate::agent::skills::{user_skills_dir, SkillSearch};
+use crate::agent::workshop::Workshop;
 use crate::driver::settings::DriverSettings;
 use crate::driver::Driver;
 use crate::machine::{Limits, Machine, RuntimeError};
@@ -58,6 +62,9 @@ pub enum RunError {
     Store(StoreError),
     /// The program refuses these inputs (a missing or unknown input).
     Program(RuntimeError),
+    /// The program's sessions cannot be equipped (an unresolvable skill, an MCP server
+    /// that does not start).
+    Setup(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -65,6 +72,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::Store(e) => e.fmt(f),
             RunError::Program(e) => e.fmt(f),
+            RunError::Setup(e) => f.write_str(e),
         }
     }
 }
@@ -78,12 +86,27 @@ impl From<StoreError> for RunError {
 }
 
 /// Where runs live and how they are served.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone)]
 pub struct Place {
     /// The state directory (default: `.prose` in the working directory).
     pub state_dir: Option<PathBuf>,
     /// Concurrency and backoff of the runner.
     pub config: RunConfig,
+    /// Who answers permission questions (a person at a terminal, a host, or no one).
+    pub prompter: Arc<dyn Prompter>,
+    /// The MCP servers that skills may name (`[mcp]` in `prose.toml`).
+    pub mcp: McpConfig,
+}
+
+impl Default for Place {
+    fn default() -> Place {
+        Place {
+            state_dir: None,
+            config: RunConfig::default(),
+            prompter: Arc::new(NoPrompter),
+            mcp: McpConfig::default(),
+        }
+    }
 }
 
 impl Place {
@@ -93,6 +116,43 @@ impl Place {
             .clone()
             .unwrap_or_else(|| PathBuf::from(".prose"))
     }
+
+    /// A workshop for `record`'s sessions: its working directory and allowances, the skills
+    /// the program's agents name resolved (an MCP server's name, else a skill directory
+    /// beside the program, in the state directory or the user's), and this place's prompter.
+    fn workshop(&self, record: &RunRecord, artifact: &Verified) -> Result<Workshop, String> {
+        let mut w = Workshop::new(
+            record.workdir.clone(),
+            record.options.allow,
+            self.prompter.clone(),
+        );
+        w.max_turns = record.options.max_turns;
+        let program_dir = record
+            .origin
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let search = SkillSearch::new(program_dir, self.root()).with_user_dir(user_skills_dir());
+        let servers: Vec<String> = self.mcp.servers.keys().cloned().collect();
+        w.resolve_skills(skill_names(artifact), &servers, &search)?;
+        Ok(w)
+    }
+}
+
+/// Every skill name the program's sessions carry (agents' skills are merged into them).
+fn skill_names(artifact: &Verified) -> Vec<&str> {
+    let mut names: Vec<&str> = artifact
+        .modules
+        .iter()
+        .flat_map(|m| {
+            m.sessions
+                .values()
+                .flat_map(move |s| s.skills.iter().map(move |n| m.strings[*n].as_str()))
+        })
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 /// A run ready to be driven: its directory (held), record, machine and the answers to
@@ -104,7 +164,7 @@ pub struct Run {
     artifact: Arc<Verified>,
     machine: Machine,
     replay: HashMap<RequestId, Reply>,
-    config: RunConfig,
+    place: Place,
 }
 
 /// How a resume begins.
@@ -127,11 +187,14 @@ impl Run {
     ) -> Result<Run, RunError> {
         let artifact = program.artifact.clone();
         let machine = new_machine(&artifact, &inputs, &options).map_err(RunError::Program)?;
+        let workdir = std::env::current_dir()
+            .map_err(|e| RunError::Setup(format!("the working directory: {e}")))?;
         let mut record = RunRecord {
             id: String::new(),
             program: artifact.modules[0].name.clone(),
             origin: program.origin.clone(),
             artifact_sha256: sha256_hex(&program.bytes),
+            workdir,
             inputs,
             started: String::new(),
             status: RunStatus::Running,
@@ -141,6 +204,10 @@ impl Run {
             outputs: None,
             error: None,
         };
+        // Skills are resolved before anything is created or asked.
+        place
+            .workshop(&record, &artifact)
+            .map_err(RunError::Setup)?;
         let dir = RunDir::create(
             place.state_dir.as_deref(),
             &mut record,
@@ -230,7 +297,7 @@ impl Run {
             artifact,
             machine,
             replay,
-            config: place.config.clone(),
+            place: place.clone(),
         }
     }
 
@@ -265,8 +332,28 @@ impl Run {
             artifact,
             machine,
             replay,
-            config,
+            place,
         } = self;
+        let mut workshop = place
+            .workshop(&record, &artifact)
+            .map_err(StoreError::Invalid)?;
+        let servers: Vec<&str> = skill_names(&artifact)
+            .into_iter()
+            .filter(|n| place.mcp.servers.contains_key(*n))
+            .collect();
+        if !servers.is_empty() {
+            let mut config = McpConfig::default();
+            for s in &servers {
+                config
+                    .servers
+                    .insert(s.to_string(), place.mcp.servers[*s].clone());
+            }
+            let hub = McpHub::start(&config, &record.workdir)
+                .await
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            workshop.set_mcp(hub);
+        }
+        let workshop = Arc::new(workshop);
         let journal = journal::Journal::open(&dir.journal_path())
             .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
         let mut durable = Durable {
@@ -290,7 +377,18 @@ impl Run {
             ),
             observer,
         };
-        let result = run_durable(machine, driver, &config, Some(&mut durable), &mut watch).await;
+        let result = run_durable(
+            machine,
+            driver,
+            workshop.clone(),
+            &place.config,
+            Some(&mut durable),
+            &mut watch,
+        )
+        .await;
+        if let Some(hub) = workshop.take_mcp() {
+            hub.stop().await;
+        }
         match &result {
             Ok(outputs) => {
                 record.status = RunStatus::Finished;

@@ -1,6 +1,8 @@
 //! The run record (`run.json`): what was run, with which inputs and driver, how it is going
 //! or how it ended. Typed, so the CLI, the benches and the stores read and write one shape.
 
+use crate::agent::permissions::UserAllow;
+use crate::agent::workshop::DEFAULT_MAX_TURNS;
 use crate::driver::settings::DriverSettings;
 use crate::protocol::RequestId;
 use crate::store::agents::AgentHome;
@@ -55,6 +57,16 @@ pub struct ExecOptions {
     /// Relaxed runtime rules are errors.
     #[serde(default)]
     pub strict: bool,
+    /// Capabilities the user allowed every agent (`--allow bash`, `--allow network`).
+    #[serde(default)]
+    pub allow: UserAllow,
+    /// Model turns a session may take.
+    #[serde(default = "default_max_turns")]
+    pub max_turns: u32,
+}
+
+fn default_max_turns() -> u32 {
+    DEFAULT_MAX_TURNS
 }
 
 impl Default for ExecOptions {
@@ -62,6 +74,8 @@ impl Default for ExecOptions {
         ExecOptions {
             max_iterations: crate::machine::Limits::default().iterations,
             strict: false,
+            allow: UserAllow::default(),
+            max_turns: DEFAULT_MAX_TURNS,
         }
     }
 }
@@ -77,6 +91,9 @@ pub struct RunRecord {
     pub origin: PathBuf,
     /// SHA-256 of the artifact bytes.
     pub artifact_sha256: String,
+    /// The working directory the run's sessions act in (absolute).
+    #[serde(default = "here")]
+    pub workdir: PathBuf,
     /// The top-level inputs given.
     pub inputs: BTreeMap<String, Value>,
     /// When the run started (UTC, ISO 8601).
@@ -98,6 +115,11 @@ pub struct RunRecord {
     /// The error, once failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunFailure>,
+}
+
+/// Records written before runs kept their working directory ran where they were resumed.
+fn here() -> PathBuf {
+    PathBuf::from(".")
 }
 
 /// Records written before runs kept their driver ran on the mock.

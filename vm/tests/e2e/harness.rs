@@ -221,6 +221,9 @@ pub fn text(req: &Request) -> &str {
         Ask::Choose(c) => &c.criteria,
         Ask::Input(i) => &i.name,
         Ask::Convert(c) => &c.text,
+        // The machine asks for whole sessions; turns, tool calls and permissions belong to
+        // the runner's agent loops.
+        Ask::Turn(_) | Ask::Tool(_) | Ask::Permission(_) => "",
     }
 }
 
@@ -234,6 +237,7 @@ pub fn describe(req: &Request) -> String {
         Ask::Choose(c) => format!("choose: {} [{}]", c.criteria, c.options.join("|")),
         Ask::Input(i) => format!("input: {} ({})", i.name, i.question),
         Ask::Convert(c) => format!("convert {:?}: {}", c.shape, c.text),
+        other => format!("{}", other.kind()),
     };
     format!("{} {what}", req.id)
 }

@@ -114,6 +114,7 @@ impl Machine {
                     context,
                     permissions,
                     skills: sd.skills.iter().map(|s| m.strings[*s].clone()).collect(),
+                    tools: Default::default(),
                     retry: sd.retry,
                     backoff: sd.backoff,
                 };

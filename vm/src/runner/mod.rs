@@ -2,9 +2,13 @@
 //! limit, retries failed sessions with their backoff, withdraws requests of cancelled
 //! fibers, and feeds answers back.
 
+mod session;
+
+use crate::agent::permissions::NoPrompter;
+use crate::agent::workshop::Workshop;
 use crate::driver::{serve, Driver};
-use crate::machine::{Machine, RuntimeError, Step};
-use crate::protocol::{Ask, Failure, Reply, Request, RequestId, Usage};
+use crate::machine::{Machine, RuntimeError, Step as MachineStep};
+use crate::protocol::{Ask, Failure, Reply, Request, RequestId, Step, Usage};
 use crate::snapshot::Snapshot;
 use crate::store::journal::Journal;
 use crate::trace::Event;
@@ -14,6 +18,7 @@ use prosec::diagnostics::Code;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 
 /// Requests an instant driver answers before the machine runs again.
@@ -143,27 +148,61 @@ impl<F: FnMut(&Event)> Observer for F {
     }
 }
 
-/// Runs `machine` to the end with `driver`; `on_event` sees every trace event.
+/// What a session's agent loop, running as a task, asks of the runner.
+pub(crate) enum Note {
+    /// Journal this step and say when it is durable.
+    Record(Reply, oneshot::Sender<Result<(), String>>),
+    /// Show this trace event.
+    Event(Event),
+}
+
+/// Runs `machine` to the end with `driver` (sessions of a driver that answers turns run as
+/// agent loops in the working directory, with the built-in tools and no capabilities
+/// allowed); `on_event` sees every trace event.
 pub async fn run<D: Driver>(
     machine: Machine,
     driver: Arc<D>,
     cfg: &RunConfig,
     mut on_event: impl FnMut(&Event),
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
-    run_durable(machine, driver, cfg, None, &mut on_event).await
+    let workshop = Arc::new(Workshop::new(
+        std::path::PathBuf::from("."),
+        Default::default(),
+        Arc::new(NoPrompter),
+    ));
+    run_durable(machine, driver, workshop, cfg, None, &mut on_event).await
 }
 
-/// Runs `machine` to the end like [`run`], journaling answers and replaying journaled ones
-/// when `durable` is given; `observer` sees every event and the snapshots it asks for.
+/// Runs `machine` to the end like [`run`], with `workshop` equipping agent loops, journaling
+/// answers and replaying journaled ones when `durable` is given; `observer` sees every event
+/// and the snapshots it asks for.
 pub async fn run_durable<D: Driver>(
     mut machine: Machine,
     driver: Arc<D>,
+    workshop: Arc<Workshop>,
     cfg: &RunConfig,
     mut durable: Option<&mut Durable>,
     observer: &mut impl Observer,
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
     let mut queue: VecDeque<Request> = VecDeque::new();
     let mut tasks: JoinSet<(Reply, Vec<Event>)> = JoinSet::new();
+    let (notes, mut noted) = mpsc::unbounded_channel::<Note>();
+    // The journaled steps of agent loops, by session.
+    let mut steps: HashMap<RequestId, Vec<Reply>> = HashMap::new();
+    if let Some(d) = durable.as_deref_mut() {
+        let keys: Vec<RequestId> = d
+            .replay
+            .keys()
+            .filter(|k| k.step != Step::Whole)
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(r) = d.replay.remove(&k) {
+                steps.entry(k.whole()).or_default().push(r);
+            }
+        }
+    }
+    let agentic = driver.runs_turns();
     let mut inflight: HashMap<RequestId, AbortHandle> = HashMap::new();
     // Failed first attempts of retrying sessions, answered at once, waiting for their task.
     let mut first_failures: HashMap<RequestId, Reply> = HashMap::new();
@@ -173,7 +212,7 @@ pub async fn run_durable<D: Driver>(
         for e in machine.take_events() {
             observer.event(&e);
         }
-        let finished = matches!(step, Step::Finished(_) | Step::Failed(_));
+        let finished = matches!(step, MachineStep::Finished(_) | MachineStep::Failed(_));
         if !finished && observer.wants_snapshot(false) {
             observer.snapshot(&machine.snapshot());
         }
@@ -183,9 +222,9 @@ pub async fn run_durable<D: Driver>(
             }
         }
         match step {
-            Step::Finished(outputs) => return Ok(outputs),
-            Step::Failed(e) => return Err(e),
-            Step::Waiting {
+            MachineStep::Finished(outputs) => return Ok(outputs),
+            MachineStep::Failed(e) => return Err(e),
+            MachineStep::Waiting {
                 requests,
                 withdrawn,
             } => {
@@ -208,7 +247,14 @@ pub async fn run_durable<D: Driver>(
                             machine.complete(reply);
                             replayed = true;
                         }
-                        None => queue.push_back(req),
+                        None if agentic => queue.push_back(req),
+                        None => {
+                            let mut req = req;
+                            if let Ask::Session(s) = &mut req.ask {
+                                workshop.prepare(s);
+                            }
+                            queue.push_back(req);
+                        }
                     }
                 }
                 if replayed {
@@ -221,7 +267,8 @@ pub async fn run_durable<D: Driver>(
         let mut answered = Vec::new();
         let mut budget = IMMEDIATE_CHUNK;
         while let Some(req) = queue.front() {
-            if first_failures.contains_key(&req.id) || budget == 0 {
+            let agent_loop = agentic && matches!(req.ask, Ask::Session(_));
+            if first_failures.contains_key(&req.id) || budget == 0 || agent_loop {
                 break;
             }
             budget -= 1;
@@ -266,19 +313,52 @@ pub async fn run_durable<D: Driver>(
         while inflight.len() < limit {
             let Some(req) = queue.pop_front() else { break };
             let id = req.id.clone();
-            let failed = first_failures.remove(&id);
-            let handle = tasks.spawn(serve_with_retry(
-                driver.clone(),
-                req,
-                cfg.backoff_unit,
-                failed,
-            ));
+            let handle = if agentic && matches!(req.ask, Ask::Session(_)) {
+                let run = session::run(
+                    driver.clone(),
+                    req,
+                    workshop.clone(),
+                    steps.remove(&id).unwrap_or_default(),
+                    session::Outbox::new(notes.clone()),
+                    cfg.backoff_unit,
+                );
+                tasks.spawn(async move { (run.await, Vec::new()) })
+            } else {
+                let failed = first_failures.remove(&id);
+                tasks.spawn(serve_with_retry(
+                    driver.clone(),
+                    req,
+                    cfg.backoff_unit,
+                    failed,
+                ))
+            };
             inflight.insert(id, handle);
         }
         if observer.wants_snapshot(true) {
             observer.snapshot(&machine.snapshot());
         }
-        match tasks.join_next().await {
+        // Agent loops' steps are journaled (and their events shown) while tasks run.
+        let joined = loop {
+            tokio::select! {
+                biased;
+                Some(note) = noted.recv() => match note {
+                    Note::Event(e) => observer.event(&e),
+                    Note::Record(reply, done) => {
+                        let written = match durable.as_deref_mut() {
+                            Some(d) => d
+                                .journal
+                                .append(&reply)
+                                .and_then(|()| d.journal.sync())
+                                .map_err(|e| e.to_string()),
+                            None => Ok(()),
+                        };
+                        let _ = done.send(written);
+                    }
+                },
+                joined = tasks.join_next() => break joined,
+            }
+        };
+        match joined {
             Some(Ok((reply, events))) => {
                 inflight.remove(&reply.id);
                 for e in &events {

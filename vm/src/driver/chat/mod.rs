@@ -1,16 +1,19 @@
 //! The chat drivers. `openai`: chat completions at `{base_url}/chat/completions`, so the
-//! OpenAI API and local servers speaking it (Ollama, vLLM, llama.cpp) answer sessions, with
-//! the key, when there is one, as a bearer token. `anthropic`: the Messages API at
-//! `{base_url}/v1/messages` with `x-api-key`. Both send the agent's prompt as the system
-//! prompt. Conditions, choices and conversions use a constrained prompt whose reply is
-//! parsed strictly, with one corrective re-ask.
+//! OpenAI API and local servers speaking it (Ollama, vLLM, llama.cpp) answer, with the key,
+//! when there is one, as a bearer token. `anthropic`: the Messages API at
+//! `{base_url}/v1/messages` with `x-api-key`. Both answer model turns of the VM's agent loop
+//! (the conversation, with the agent's prompt as the system prompt, and the tools on offer:
+//! OpenAI `tools`/`tool_calls`, Anthropic `tool_use`/`tool_result`; `wire` translates).
+//! Conditions, choices and conversions use a constrained prompt whose reply is parsed
+//! strictly, with one corrective re-ask.
+
+mod wire;
 
 use super::http::{post_json, HttpOptions};
-use super::{render, Driver, Served};
+use super::{render, unanswerable, Driver, Served};
 use crate::convert;
-use crate::protocol::{Answer, Ask, Failure, Request, Usage};
+use crate::protocol::{Answer, Ask, Failure, Message, Request, TurnAnswer, TurnAsk, Usage};
 use crate::value::Value;
-use serde_json::json;
 
 /// Which API a [`ChatDriver`] speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,75 +117,54 @@ impl ChatDriver {
         })
     }
 
-    /// One exchange: `system` and `user` turns; returns the reply text and adds the tokens
-    /// the provider reports to `spent`.
-    async fn chat(
+    /// One exchange: the conversation of `turn` with its tools; returns the model's message
+    /// and adds the tokens the provider reports to `spent`.
+    async fn exchange(
         &self,
         spent: &mut Option<Usage>,
-        model: Option<&str>,
-        system: Option<&str>,
-        user: &str,
-    ) -> Result<String, Failure> {
-        let model = self.models.resolve(model);
+        turn: &TurnAsk,
+    ) -> Result<TurnAnswer, Failure> {
+        let model = self.models.resolve(turn.model.as_deref());
         let key = self.key.as_deref();
         let (body, headers) = match self.api {
             Api::OpenAi => {
-                let mut messages = Vec::new();
-                if let Some(s) = system {
-                    messages.push(json!({"role": "system", "content": s}));
-                }
-                messages.push(json!({"role": "user", "content": user}));
                 let headers: Vec<(&str, String)> = key
                     .map(|k| ("authorization", format!("Bearer {k}")))
                     .into_iter()
                     .collect();
-                (json!({"model": model, "messages": messages}), headers)
+                (wire::openai_body(model, turn), headers)
             }
             Api::Anthropic => {
-                let mut body = json!({
-                    "model": model,
-                    "max_tokens": MAX_TOKENS,
-                    "messages": [{"role": "user", "content": user}],
-                });
-                if let Some(s) = system {
-                    body["system"] = s.into();
-                }
                 let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
                 if let Some(k) = key {
                     headers.push(("x-api-key", k.to_string()));
                 }
-                (body, headers)
+                (wire::anthropic_body(model, MAX_TOKENS, turn), headers)
             }
         };
         let resp = post_json(&self.client, &self.url, &headers, &body, &self.http, key).await?;
-        let (text, path, tokens_in, tokens_out) = match self.api {
-            Api::OpenAi => (
-                resp["choices"][0]["message"]["content"].as_str(),
-                "choices[0].message.content",
-                &resp["usage"]["prompt_tokens"],
-                &resp["usage"]["completion_tokens"],
-            ),
-            Api::Anthropic => (
-                resp["content"][0]["text"].as_str(),
-                "content[0].text",
-                &resp["usage"]["input_tokens"],
-                &resp["usage"]["output_tokens"],
-            ),
-        };
-        let usage = match (tokens_in.as_u64(), tokens_out.as_u64()) {
-            (Some(input_tokens), Some(output_tokens)) => Some(Usage {
-                input_tokens,
-                output_tokens,
-            }),
-            _ => None,
-        };
-        let text = text
-            .map(str::to_string)
-            .ok_or_else(|| Failure(format!("the provider's response has no {path}")))?;
+        let (answer, usage) = match self.api {
+            Api::OpenAi => wire::openai_answer(&resp),
+            Api::Anthropic => wire::anthropic_answer(&resp),
+        }
+        .map_err(Failure)?;
         if let Some(u) = usage {
             *spent.get_or_insert_with(Usage::default) += u;
         }
-        Ok(text)
+        Ok(answer)
+    }
+
+    /// One plain exchange: `user` alone, no tools; returns the reply text.
+    async fn chat(&self, spent: &mut Option<Usage>, user: &str) -> Result<String, Failure> {
+        let turn = TurnAsk {
+            model: None,
+            system: None,
+            messages: vec![Message::User {
+                content: user.to_string(),
+            }],
+            tools: Vec::new(),
+        };
+        Ok(self.exchange(spent, &turn).await?.text)
     }
 
     /// Asks `question`, parses the reply with `parse`; on failure asks once more with the
@@ -195,12 +177,12 @@ impl ChatDriver {
         what: &str,
         parse: impl Fn(&str) -> Option<T>,
     ) -> Result<T, Failure> {
-        let first = self.chat(spent, None, None, &question).await?;
+        let first = self.chat(spent, &question).await?;
         if let Some(v) = parse(&first) {
             return Ok(v);
         }
         let again = format!("{question}\nYou replied: {first}\n{correction}\n");
-        let second = self.chat(spent, None, None, &again).await?;
+        let second = self.chat(spent, &again).await?;
         parse(&second).ok_or_else(|| {
             Failure(format!(
                 "the model's reply is not {what}, even when asked again: {:?}",
@@ -214,17 +196,7 @@ impl ChatDriver {
     /// The answer to `req`, adding the tokens spent to `spent`.
     async fn serve(&self, req: &Request, spent: &mut Option<Usage>) -> Result<Answer, Failure> {
         Ok(match &req.ask {
-            Ask::Session(s) => {
-                let text = self
-                    .chat(
-                        spent,
-                        s.model.as_deref(),
-                        s.system.as_deref(),
-                        &render::session(s),
-                    )
-                    .await?;
-                Answer::Session(render::answer(&req.id, s, text))
-            }
+            Ask::Turn(t) => Answer::Turn(self.exchange(spent, t).await?),
             Ask::Evaluate(e) => Answer::Evaluate(
                 self.constrained(
                     spent,
@@ -245,9 +217,10 @@ impl ChatDriver {
                 )
                 .await?,
             ),
-            Ask::Input(i) => {
-                let question = format!("{}Reply with the value only.\n", render::input(i));
-                Answer::Input(Value::text(self.chat(spent, None, None, &question).await?))
+            // Sessions run as agent loops (turns); inputs and permissions are for people;
+            // tool calls are the VM's.
+            Ask::Session(_) | Ask::Input(_) | Ask::Tool(_) | Ask::Permission(_) => {
+                return Err(unanswerable(self.name(), req.kind()))
             }
             Ask::Convert(c) => Answer::Convert(
                 self.constrained(
@@ -275,5 +248,9 @@ impl Driver for ChatDriver {
         let mut usage = None;
         let outcome = self.serve(req, &mut usage).await;
         Served { outcome, usage }
+    }
+
+    fn runs_turns(&self) -> bool {
+        true
     }
 }
