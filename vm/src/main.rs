@@ -159,6 +159,10 @@ struct RunArgs {
     /// prose.toml).
     #[arg(long)]
     max_turns: Option<u32>,
+    /// Never ask a person anything: permission prompts are refused (unless `--allow` allows
+    /// the capability). Without it, prompts go to the terminal when stdin and stderr are one.
+    #[arg(long)]
+    no_input: bool,
     /// Mock: how discretion conditions are answered (true, false, after:N). The default,
     /// after:1, answers each condition site false once and then true, so every loop ends.
     #[arg(long, default_value = "after:1")]
@@ -260,7 +264,10 @@ impl RunArgs {
     /// Where runs live and how requests are served.
     fn place(&self) -> Result<Place, String> {
         let file = self.config()?;
-        let prompter: Arc<dyn Prompter> = match TtyPrompter::detect() {
+        use std::io::IsTerminal;
+        let interactive =
+            !self.no_input && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+        let prompter: Arc<dyn Prompter> = match TtyPrompter::detect().filter(|_| interactive) {
             Some(tty) => Arc::new(tty),
             None => Arc::new(NoPrompter),
         };

@@ -6,118 +6,12 @@
 mod support;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::provider::{ok, provider, status, Canned};
 
 const KEY: &str = "sk-test-secret-4242";
-
-/// A canned response: status, extra header lines, body, delay before answering.
-struct Canned {
-    status: u16,
-    headers: &'static str,
-    body: String,
-    delay: Duration,
-}
-
-fn ok(content: &str) -> Canned {
-    Canned {
-        status: 200,
-        headers: "",
-        // Both APIs' shapes at once, so one fake serves either driver.
-        body: json!({"choices": [{"message": {"role": "assistant", "content": content}}],
-                     "content": [{"type": "text", "text": content}],
-                     "usage": {"prompt_tokens": 10, "completion_tokens": 3,
-                               "input_tokens": 10, "output_tokens": 3}})
-        .to_string(),
-        delay: Duration::ZERO,
-    }
-}
-
-fn status(code: u16, headers: &'static str, body: &str) -> Canned {
-    Canned {
-        status: code,
-        headers,
-        body: body.to_string(),
-        delay: Duration::ZERO,
-    }
-}
-
-/// One request the provider received: its path, header lines (lowercased names) and JSON
-/// body.
-#[derive(Debug)]
-struct Seen {
-    path: String,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-/// Serves `responses` in order (then 500s) on a loopback port; returns its base URL and what
-/// it receives. A 500 body containing `{auth}` echoes the request's authorization header.
-fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
-    let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = seen.clone();
-    std::thread::spawn(move || {
-        let mut queue = responses.into_iter();
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { break };
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut request_line = String::new();
-            let _ = reader.read_line(&mut request_line);
-            let path = request_line
-                .split_whitespace()
-                .nth(1)
-                .unwrap_or_default()
-                .to_string();
-            let mut headers = Vec::new();
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some((k, v)) = line.trim_end().split_once(':') {
-                    let (k, v) = (k.to_lowercase(), v.trim().to_string());
-                    if k == "content-length" {
-                        length = v.parse().unwrap_or(0);
-                    }
-                    headers.push((k, v));
-                }
-            }
-            let mut body = vec![0; length];
-            let _ = reader.read_exact(&mut body);
-            let auth = headers
-                .iter()
-                .find(|(k, _)| k == "authorization" || k == "x-api-key")
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            log.lock().expect("log").push(Seen {
-                path,
-                headers,
-                body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-            });
-            let r = queue
-                .next()
-                .unwrap_or_else(|| status(500, "", "no more answers"));
-            std::thread::sleep(r.delay);
-            let body = r.body.replace("{auth}", &auth);
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n{}\r\n{}",
-                r.status,
-                body.len(),
-                r.headers,
-                body
-            );
-        }
-    });
-    (url, seen)
-}
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch(&format!("openai-{name}"))

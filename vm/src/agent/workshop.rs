@@ -32,6 +32,9 @@ pub struct Kit {
     pub system: Option<String>,
     /// The tools offered.
     pub toolbox: Toolbox,
+    /// Built-in tools not offered because the agent may never use them, with why: a model
+    /// that calls one anyway is told.
+    pub withheld: BTreeMap<String, String>,
     /// Where and how they may act.
     pub sandbox: Sandbox,
 }
@@ -63,7 +66,7 @@ impl Workshop {
             prompter,
             max_turns: DEFAULT_MAX_TURNS,
             skills: BTreeMap::new(),
-            plain: names(&offered(Toolbox::builtin(), &Policy::default(), user)),
+            plain: names(&offered(Toolbox::builtin(), &Policy::default(), user).0),
             mcp: Mutex::new(None),
         }
     }
@@ -117,7 +120,7 @@ impl Workshop {
         }
         s.tools = self
             .toolbox(s)
-            .and_then(|t| Ok(offered(t, &policy(s)?, self.user)))
+            .and_then(|t| Ok(offered(t, &policy(s)?, self.user).0))
             .map(|t| names(&t))
             .unwrap_or_default();
         s.system = self.system_prompt(s);
@@ -173,7 +176,7 @@ impl Workshop {
     /// failure), its skills' directories readable, and `prompter` to ask a person.
     pub fn equip(&self, s: &SessionAsk, prompter: Arc<dyn Prompter>) -> Result<Kit, String> {
         let policy = policy(s)?;
-        let toolbox = offered(self.toolbox(s)?, &policy, self.user);
+        let (toolbox, withheld) = offered(self.toolbox(s)?, &policy, self.user);
         let mut builder = Sandbox::builder(self.workdir.clone())
             .policy(policy)
             .user(self.user)
@@ -192,6 +195,7 @@ impl Workshop {
         Ok(Kit {
             system: self.system_prompt(s),
             toolbox,
+            withheld,
             sandbox,
         })
     }
@@ -208,25 +212,42 @@ fn policy(s: &SessionAsk) -> Result<Policy, String> {
     Policy::from_rules(&rules).map_err(|e| format!("permissions: {e}"))
 }
 
-/// The tools of `all` worth offering under `policy`: a built-in tool whose capability can
-/// never be granted is left out (a small model would only waste turns on refusals); the
-/// sandbox still checks every call of the others.
-fn offered(all: Toolbox, policy: &Policy, user: UserAllow) -> Toolbox {
+/// The tools of `all` worth offering under `policy`, and those left out with why: a built-in
+/// tool whose capability can never be granted is not offered (a small model would only waste
+/// turns on refusals); the sandbox still checks every call of the others.
+fn offered(all: Toolbox, policy: &Policy, user: UserAllow) -> (Toolbox, BTreeMap<String, String>) {
     let mut toolbox = Toolbox::new();
+    let mut withheld = BTreeMap::new();
     for spec in all.specs() {
         let needs = match spec.name.as_str() {
             "bash" => Some(Capability::Bash),
             "web_fetch" => Some(Capability::Network),
             _ => None,
         };
-        if let Some(tool) = all.get(&spec.name) {
-            if needs.is_none_or(|cap| policy.could_use(cap, user)) {
-                // Names are unique in `all`, so adding cannot clash.
-                let _ = toolbox.add(tool.clone());
+        let Some(tool) = all.get(&spec.name) else {
+            continue;
+        };
+        match needs {
+            Some(cap) if !policy.could_use(cap, user) => {
+                let why = match policy.access(cap) {
+                    Some(_) => format!("its permissions say `{cap}: deny`"),
+                    None => format!(
+                        "nothing allows {cap} (its permissions do not mention it and the user did not allow it)"
+                    ),
+                };
+                withheld.insert(
+                    spec.name.clone(),
+                    format!(
+                        "the tool `{}` is not available to this agent: {why}",
+                        spec.name
+                    ),
+                );
             }
+            // Names are unique in `all`, so adding cannot clash.
+            _ => drop(toolbox.add(tool.clone())),
         }
     }
-    toolbox
+    (toolbox, withheld)
 }
 
 /// The tools' names.

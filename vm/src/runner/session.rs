@@ -14,8 +14,8 @@
 
 use super::Note;
 use crate::agent::permissions::{Capability, PermissionQuestion, PromptAnswer, Prompter};
-use crate::agent::tools::{ToolCall, ToolOutput, Toolbox};
-use crate::agent::workshop::Workshop;
+use crate::agent::tools::{ToolCall, ToolOutput};
+use crate::agent::workshop::{Kit, Workshop};
 use crate::agent::BoxFuture;
 use crate::driver::{render, serve, Driver};
 use crate::protocol::{
@@ -158,15 +158,7 @@ pub(crate) async fn run<D: Driver>(
     };
     let mut attempt = 1;
     loop {
-        let outcome = loop_
-            .attempt(
-                &kit.toolbox,
-                &kit.sandbox,
-                kit.system.clone(),
-                &grants,
-                workshop.max_turns,
-            )
-            .await;
+        let outcome = loop_.attempt(&kit, &grants, workshop.max_turns).await;
         match outcome {
             Err((failure, replaying)) if attempt <= s.retry => {
                 attempt += 1;
@@ -275,15 +267,14 @@ impl<D: Driver> Loop<'_, D> {
     /// (then the memory update of a persistent agent), or `max_turns`.
     async fn attempt(
         &mut self,
-        toolbox: &Toolbox,
-        sandbox: &crate::agent::permissions::Sandbox,
-        system: Option<String>,
+        kit: &Kit,
         grants: &Grants,
         max_turns: u32,
     ) -> Result<SessionAnswer, AttemptError> {
+        let system = kit.system.clone();
         let task = render::session(self.s);
         let mut messages = vec![Message::User { content: task }];
-        let tools = toolbox.specs();
+        let tools = kit.toolbox.specs();
         let mut taken = 0;
         let mut cut = String::new();
         let mut continuations = 0;
@@ -356,7 +347,7 @@ impl<D: Driver> Loop<'_, D> {
             });
             for (i, call) in answer.tool_calls.iter().enumerate() {
                 let output = self
-                    .call(toolbox, sandbox, grants, turn, i as u32, call, replayed)
+                    .call(kit, grants, turn, i as u32, call, replayed)
                     .await
                     .map_err(|f| (f, false))?;
                 messages.push(Message::Tool {
@@ -372,11 +363,9 @@ impl<D: Driver> Loop<'_, D> {
     /// Tool call `call` of turn `turn`: replayed, or run in `sandbox` and journaled. A call
     /// of a replayed turn with no output journaled may have been running at a crash: it is
     /// run again only if it changes nothing.
-    #[allow(clippy::too_many_arguments)]
     async fn call(
         &mut self,
-        toolbox: &Toolbox,
-        sandbox: &crate::agent::permissions::Sandbox,
+        kit: &Kit,
         grants: &Grants,
         turn: u32,
         i: u32,
@@ -389,7 +378,7 @@ impl<D: Driver> Loop<'_, D> {
             if let Ok(Answer::Tool(out)) = r.outcome {
                 // An "always" given for this call holds for the rest of the session.
                 if grants.always_at(turn, i) {
-                    sandbox.grant_always(if call.name == "bash" {
+                    kit.sandbox.grant_always(if call.name == "bash" {
                         Capability::Bash
                     } else {
                         Capability::Network
@@ -399,25 +388,28 @@ impl<D: Driver> Loop<'_, D> {
             }
         }
         let started = Instant::now();
-        let (output, decisions) = if turn_replayed && !toolbox.read_only(&call.name) {
+        let (output, refused) = if let Some(why) = kit.withheld.get(&call.name) {
+            (ToolOutput::error(why.clone()), Some(why.clone()))
+        } else if turn_replayed && !kit.toolbox.read_only(&call.name) {
             (
                 ToolOutput::error(format!(
                     "this call of `{}` was interrupted: the run stopped while it was running, so it may or may not have taken effect; check before calling it again",
                     call.name
                 )),
-                Vec::new(),
+                None,
             )
         } else {
             if let Ok(mut current) = grants.current.lock() {
                 *current = Some((turn, i));
             }
-            let result = toolbox.call(call, sandbox).await;
-            (result.output, result.decisions)
+            let result = kit.toolbox.call(call, &kit.sandbox).await;
+            let refused = result
+                .decisions
+                .iter()
+                .find(|d| !d.allowed)
+                .map(|d| d.reason.clone());
+            (result.output, refused)
         };
-        let refused = decisions
-            .iter()
-            .find(|d| !d.allowed)
-            .map(|d| d.reason.clone());
         self.outbox.event(Event::ToolCall {
             id: id.clone(),
             tool: call.name.clone(),

@@ -2,6 +2,8 @@
 //! only some of them).
 #![allow(dead_code)]
 
+pub mod provider;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

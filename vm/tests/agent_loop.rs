@@ -1,0 +1,555 @@
+//! Sessions that act, end to end through `prosevm`: the agent loop against fake providers
+//! that script multi-turn tool use in both APIs' shapes, and offline with the mock's scripted
+//! turns. Files are checked on disk; every way out of the sandbox is refused; a run killed in
+//! the middle of a session resumes without repeating a side effect; skills join the system
+//! prompt; a published MCP server's tools are used.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use support::provider::{ok, provider, tool_calls};
+
+const KEY: &str = "sk-agent-secret-77";
+
+fn scratch(name: &str) -> PathBuf {
+    support::scratch(&format!("agent-loop-{name}"))
+}
+
+fn vm() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    for var in [
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("OPENAI_API_KEY", KEY)
+        .env("ANTHROPIC_API_KEY", KEY)
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// The run directory of the only run under `dir/.prose`.
+fn only_run(dir: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(dir.join(".prose/runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
+}
+
+/// The journal's records as JSON, in order.
+fn journal(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("journal.log"))
+        .expect("journal")
+        .lines()
+        .map(|l| serde_json::from_str(l.split_once(' ').expect("crc").1).expect("record"))
+        .collect()
+}
+
+/// The journaled output of tool call `id` (`0:0#t0c1`).
+fn tool_output(records: &[Value], id: &str) -> (String, bool) {
+    let r = records
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("no record {id}: {records:?}"));
+    assert_eq!(r["kind"], "tool", "{r}");
+    (
+        r["answer"]["content"]
+            .as_str()
+            .expect("content")
+            .to_string(),
+        r["answer"]["is_error"].as_bool().expect("is_error"),
+    )
+}
+
+const BUILDER: &str = r#"agent builder:
+  prompt: "You build and test."
+  permissions:
+    bash: allow
+output report = session: builder
+  prompt: "Create the check script, fix it and run it"
+"#;
+
+/// The provider's script for [`BUILDER`]: write two files, edit one and grep, run it, answer.
+fn builder_turns() -> Vec<support::provider::Canned> {
+    vec![
+        tool_calls(
+            "Creating the files.",
+            &[
+                (
+                    "c1",
+                    "write_file",
+                    json!({"path": "check.sh", "content": "echo status: brken\n"}),
+                ),
+                (
+                    "c2",
+                    "write_file",
+                    json!({"path": "notes/plan.md", "content": "# Plan\nfix the status\n"}),
+                ),
+            ],
+        ),
+        tool_calls(
+            "",
+            &[
+                (
+                    "c3",
+                    "edit_file",
+                    json!({"path": "check.sh", "old_string": "brken", "new_string": "green"}),
+                ),
+                ("c4", "grep", json!({"pattern": "status", "glob": "*.sh"})),
+            ],
+        ),
+        tool_calls("", &[("c5", "bash", json!({"command": "sh check.sh"}))]),
+        ok("The check prints status: green."),
+    ]
+}
+
+#[test]
+fn an_agent_writes_edits_greps_and_runs_a_command_through_openai_tool_calls() {
+    let dir = scratch("openai");
+    std::fs::write(dir.join("prog.prose"), BUILDER).expect("program");
+    let (url, seen) = provider(builder_turns());
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "json"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "report: The check prints status: green.\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("check.sh")).expect("script"),
+        "echo status: green\n"
+    );
+    assert!(dir.join("notes/plan.md").is_file());
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 4);
+    // The model offered the agent's tools: bash too, since its permissions allow it.
+    let offered: Vec<&str> = seen[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        offered.contains(&"bash") && !offered.contains(&"web_fetch"),
+        "{offered:?}"
+    );
+    // Each later turn sees the tool outputs, tied to their calls.
+    let second = seen[1].body["messages"].as_array().expect("messages");
+    assert_eq!(second[2]["role"], "assistant");
+    assert_eq!(second[2]["tool_calls"][1]["id"], "c2");
+    assert_eq!(second[3]["role"], "tool");
+    assert_eq!(second[3]["tool_call_id"], "c1");
+    assert!(second[3]["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("check.sh")));
+    let fourth = seen[3].body["messages"].as_array().expect("messages");
+    let last = fourth.last().expect("a message");
+    assert_eq!(last["tool_call_id"], "c5");
+    assert!(
+        last["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("status: green") && c.contains("exit status 0")),
+        "{last}"
+    );
+    // Every call was traced and journaled; tokens add up over the turns.
+    let events: Vec<Value> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let calls: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "tool_call")
+        .filter_map(|e| e["tool"].as_str())
+        .collect();
+    assert_eq!(
+        calls,
+        ["write_file", "write_file", "edit_file", "grep", "bash"]
+    );
+    let usage = events
+        .iter()
+        .find(|e| e["event"] == "usage")
+        .expect("usage");
+    assert_eq!(usage["input_tokens"], 20 * 3 + 10);
+    let records = journal(&only_run(&dir));
+    let (grep, is_error) = tool_output(&records, "0:0#t1c1");
+    assert!(
+        !is_error && grep.contains("check.sh:1:echo status: green"),
+        "{grep}"
+    );
+    assert!(!std::fs::read_to_string(only_run(&dir).join("journal.log"))
+        .expect("journal")
+        .contains(KEY));
+}
+
+#[test]
+fn an_agent_acts_through_anthropic_tool_use_blocks() {
+    let dir = scratch("anthropic");
+    std::fs::write(dir.join("prog.prose"), BUILDER).expect("program");
+    let (url, seen) = provider(builder_turns());
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args([
+                "run",
+                "prog.prose",
+                "--driver",
+                "anthropic",
+                "--trace",
+                "quiet",
+            ])
+            .args(["--base-url", url.trim_end_matches("/v1")]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "report: The check prints status: green.\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("check.sh")).expect("script"),
+        "echo status: green\n"
+    );
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 4);
+    assert_eq!(seen[0].path, "/v1/messages");
+    assert!(seen[0].body["tools"].as_array().is_some_and(|t| t
+        .iter()
+        .any(|t| t["name"] == "bash" && t["input_schema"].is_object())));
+    // Both outputs of the first turn's calls come back in one user message.
+    let msgs = seen[1].body["messages"].as_array().expect("messages");
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
+    assert_eq!(msgs[2]["role"], "user");
+    let results = msgs[2]["content"].as_array().expect("blocks");
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["type"], "tool_result");
+    assert_eq!(results[0]["tool_use_id"], "c1");
+    assert_eq!(results[1]["tool_use_id"], "c2");
+    assert_eq!(results[1]["is_error"], false);
+}
+
+#[test]
+fn every_way_out_of_the_sandbox_is_refused() {
+    let root = scratch("escapes");
+    let dir = root.join("work");
+    let secret = root.join("secret");
+    std::fs::create_dir_all(&dir).expect("work");
+    std::fs::create_dir_all(&secret).expect("secret");
+    std::fs::write(secret.join("key.txt"), "top secret").expect("secret file");
+    std::os::unix::fs::symlink(&secret, dir.join("link")).expect("symlink");
+    std::fs::write(
+        dir.join("prog.prose"),
+        r#"agent careful:
+  permissions:
+    write: ["out/"]
+    bash: deny
+    network: deny
+agent asker:
+  permissions:
+    bash: prompt
+session: careful
+  prompt: "Try every door"
+session: asker
+  prompt: "Ask to run"
+"#,
+    )
+    .expect("program");
+    let abs = secret.join("key.txt").display().to_string();
+    let script = json!([
+        {"kind": "turn", "prompt": "Try every door", "times": 1, "reply": {"tool_calls": [
+            {"name": "read_file", "arguments": {"path": "../secret/key.txt"}},
+            {"name": "read_file", "arguments": {"path": abs}},
+            {"name": "read_file", "arguments": {"path": "link/key.txt"}},
+            {"name": "write_file", "arguments": {"path": "link/planted.txt", "content": "x"}},
+            {"name": "write_file", "arguments": {"path": "other.txt", "content": "x"}},
+            {"name": "write_file", "arguments": {"path": "out/ok.txt", "content": "fine"}},
+            {"name": "bash", "arguments": {"command": "touch pwned"}},
+            {"name": "web_fetch", "arguments": {"url": "http://127.0.0.1:9/"}},
+            {"name": "read_file", "arguments": {"path": ".prose/runs"}},
+            {"name": "list_files", "arguments": {"pattern": "../**"}}
+        ]}},
+        {"kind": "turn", "prompt": "Ask to run", "times": 1, "reply": {"tool_calls": [
+            {"name": "bash", "arguments": {"command": "touch asked"}}
+        ]}}
+    ]);
+    std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
+    let (code, _, err) = support::output(vm().current_dir(&dir).args([
+        "run",
+        "prog.prose",
+        "--mock-script",
+        "script.json",
+        "--trace",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let records = journal(&only_run(&dir));
+    let reasons = [
+        ("0:0#t0c0", "`..` is not allowed"),
+        ("0:0#t0c1", "outside the working directory"),
+        ("0:0#t0c2", "outside the working directory"),
+        ("0:0#t0c3", "outside the working directory"),
+        ("0:0#t0c4", "write"),
+        ("0:0#t0c6", "`bash: deny`"),
+        ("0:0#t0c7", "`network: deny`"),
+        ("0:0#t0c8", ".prose"),
+        ("0:0#t0c9", ".."),
+        ("0:1#t0c0", "no one to ask"),
+    ];
+    for (id, why) in reasons {
+        let (text, is_error) = tool_output(&records, id);
+        assert!(is_error, "{id} was not refused: {text}");
+        assert!(text.contains(why), "{id}: {text:?} does not say {why:?}");
+    }
+    let (text, is_error) = tool_output(&records, "0:0#t0c5");
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("out/ok.txt")).expect("allowed write"),
+        "fine"
+    );
+    for absent in ["other.txt", "pwned", "asked"] {
+        assert!(!dir.join(absent).exists(), "{absent} was created");
+    }
+    assert!(!secret.join("planted.txt").exists());
+    // Refusals are in the trace, with the rule that refused.
+    let refused = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "tool_call" && e["refused"].is_string())
+        .count();
+    assert!(refused >= 8, "{err}");
+}
+
+#[test]
+fn a_run_killed_in_the_middle_of_a_session_repeats_no_side_effect() {
+    let dir = scratch("kill");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent worker:\n  permissions:\n    bash: allow\noutput done = session: worker\n  prompt: \"Do five steps\"\n",
+    )
+    .expect("program");
+    let mut script: Vec<Value> = (0..5)
+        .map(|i| {
+            json!({"kind": "turn", "times": 1, "delay_ms": 150, "reply": {"tool_calls": [
+                {"name": "bash", "arguments": {"command": format!("echo step-{i} >> effects.log")}}
+            ]}})
+        })
+        .collect();
+    script.push(json!({"kind": "turn", "times": 1, "reply": "five steps done"}));
+    std::fs::write(dir.join("script.json"), Value::Array(script).to_string()).expect("script");
+    let args = ["--mock-script", "script.json", "--trace", "quiet"];
+    let mut child = vm()
+        .current_dir(&dir)
+        .args(["run", "prog.prose"])
+        .args(args)
+        .args(["--mock-log", "first.log"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    // Kill it once the third step's output is journaled: it is then waiting for turn 3.
+    let mut killed = false;
+    for _ in 0..400 {
+        std::thread::sleep(Duration::from_millis(10));
+        let text = std::fs::read_dir(dir.join(".prose/runs"))
+            .ok()
+            .and_then(|mut d| d.find_map(|e| e.ok()))
+            .and_then(|e| std::fs::read_to_string(e.path().join("journal.log")).ok())
+            .unwrap_or_default();
+        if text.contains("\"0:0#t2c0\"") {
+            child.kill().expect("kill -9");
+            killed = true;
+            break;
+        }
+    }
+    let _ = child.wait();
+    assert!(killed, "the run never reached its third step");
+    let run = only_run(&dir);
+    let answered: Vec<String> = journal(&run)
+        .iter()
+        .filter(|r| r["kind"] == "turn")
+        .map(|r| r["id"].as_str().expect("id").to_string())
+        .collect();
+    assert!(answered.len() >= 3, "{answered:?}");
+    let id = run.file_name().expect("id").to_string_lossy().into_owned();
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["resume", &id, "--driver", "mock"])
+            .args(args)
+            .args(["--mock-log", "second.log"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "done: five steps done\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("effects.log")).expect("effects"),
+        "step-0\nstep-1\nstep-2\nstep-3\nstep-4\n",
+        "every step ran exactly once"
+    );
+    // No turn answered before the kill was asked again.
+    let asked = std::fs::read_to_string(dir.join("second.log")).expect("log");
+    for id in &answered {
+        assert!(!asked.lines().any(|l| l == id), "{id} asked again: {asked}");
+    }
+}
+
+#[test]
+fn a_skill_directory_joins_the_system_prompt_and_its_files_are_readable() {
+    let dir = scratch("skills");
+    let skill = dir.join("skills/review");
+    std::fs::create_dir_all(&skill).expect("skill dir");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: review\ndescription: How to review a change\n---\nAlways read the checklist first.\n",
+    )
+    .expect("SKILL.md");
+    std::fs::write(skill.join("checklist.md"), "1. tests pass\n").expect("checklist");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent reviewer:\n  prompt: \"You review.\"\n  skills: [\"review\"]\noutput verdict = session: reviewer\n  prompt: \"Review the change\"\n",
+    )
+    .expect("program");
+    let checklist = std::fs::canonicalize(skill.join("checklist.md"))
+        .expect("canonical")
+        .display()
+        .to_string();
+    let (url, seen) = provider(vec![
+        tool_calls("", &[("r1", "read_file", json!({"path": checklist}))]),
+        ok("Approved"),
+    ]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "verdict: Approved\n");
+    let seen = seen.lock().expect("seen");
+    let system = seen[0].body["messages"][0]["content"]
+        .as_str()
+        .expect("system");
+    assert!(system.starts_with("You review."), "{system}");
+    assert!(
+        system.contains("Always read the checklist first."),
+        "{system}"
+    );
+    let output = &seen[1].body["messages"][3];
+    assert_eq!(output["role"], "tool");
+    assert!(
+        output["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("1. tests pass")),
+        "{output}"
+    );
+}
+
+#[test]
+fn an_unresolvable_skill_stops_the_run_before_it_starts_naming_every_place() {
+    let dir = scratch("no-skill");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent a:\n  skills: [\"nowhere\"]\nsession: a\n  prompt: \"x\"\n",
+    )
+    .expect("program");
+    let (code, _, err) = support::output(vm().current_dir(&dir).args(["run", "prog.prose"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("nowhere"), "{err}");
+    assert!(err.contains("skills/nowhere"), "{err}");
+    assert!(err.contains(".prose"), "{err}");
+    assert!(!dir.join(".prose/runs").exists(), "no run was started");
+}
+
+#[test]
+fn the_turn_limit_fails_the_session_and_catch_sees_it() {
+    let dir = scratch("limit");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "let r = try:\n  session \"Loop forever\"\ncatch as e:\n  e.message\noutput r = r\n",
+    )
+    .expect("program");
+    let script = json!([{"kind": "turn", "reply": {"tool_calls": [
+        {"name": "list_files", "arguments": {"pattern": "*"}}
+    ]}}]);
+    std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--mock-script", "script.json"])
+            .args(["--max-turns", "3", "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("limit of 3 turns"), "{out}");
+    // Three turns asked, each journaled with its call.
+    let records = journal(&only_run(&dir));
+    let turns = records.iter().filter(|r| r["kind"] == "turn").count();
+    assert_eq!(turns, 3);
+}
+
+/// The published filesystem MCP server installed by `npm ci --prefix vm/tests/mcp`; required
+/// under `CI=true`, skipped (saying so) on a machine without it.
+fn filesystem_server() -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "{} is missing: CI must install it (`npm ci --prefix vm/tests/mcp`)",
+        path.display()
+    );
+    eprintln!("skipped: {} is not installed", path.display());
+    None
+}
+
+#[test]
+fn a_published_mcp_servers_tools_serve_the_agents_that_name_it() {
+    let Some(server) = filesystem_server() else {
+        return;
+    };
+    let dir = scratch("mcp");
+    let files = dir.join("shared");
+    std::fs::create_dir_all(&files).expect("shared");
+    std::fs::write(files.join("report.txt"), "quarterly numbers").expect("file");
+    let files = std::fs::canonicalize(&files).expect("canonical");
+    std::fs::write(
+        dir.join("prose.toml"),
+        format!(
+            "[mcp.servers.fs]\ncommand = \"node\"\nargs = [{:?}, {:?}]\n",
+            server.display().to_string(),
+            files.display().to_string()
+        ),
+    )
+    .expect("prose.toml");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent librarian:\n  skills: [\"fs\"]\noutput found = session: librarian\n  prompt: \"What is shared?\"\n",
+    )
+    .expect("program");
+    let script = json!([
+        {"kind": "turn", "times": 1, "reply": {"tool_calls": [
+            {"name": "mcp__fs__read_text_file", "arguments": {"path": files.join("report.txt")}}
+        ]}},
+        {"kind": "turn", "times": 1, "reply": "It is the report."}
+    ]);
+    std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
+    let (code, out, err) = support::output(vm().current_dir(&dir).args([
+        "run",
+        "prog.prose",
+        "--mock-script",
+        "script.json",
+        "--trace",
+        "quiet",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "found: It is the report.\n");
+    let records = journal(&only_run(&dir));
+    let (text, is_error) = tool_output(&records, "0:0#t0c0");
+    assert!(!is_error, "{text}");
+    assert!(text.contains("quarterly numbers"), "{text}");
+}
