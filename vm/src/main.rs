@@ -74,6 +74,10 @@ enum Command {
         /// Print JSON for tools.
         #[arg(long)]
         json: bool,
+        /// Show one session's conversation instead: its task, each model turn, each tool call
+        /// with its output, and its answer (the session's request id, e.g. `0:3`).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
     },
 }
 
@@ -548,6 +552,93 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Prints session `id` of a run: its task and system prompt, its agent loop's turns and tool
+/// calls with their outputs, and its answer, rebuilt from the journal.
+fn inspect_session(state_dir: Option<&Path>, run: &str, id: &str, json: bool) -> ExitCode {
+    use prosevm::protocol::{Answer, Ask, RequestId};
+    let id: RequestId = match id.parse() {
+        Ok(id) => id,
+        Err(e) => return fail(e, 2),
+    };
+    let dir = match RunDir::open(state_dir, run) {
+        Ok(d) => d,
+        Err(e) => return fail(e, 2),
+    };
+    let loaded = dir.record().map_err(|e| e.to_string()).and_then(|record| {
+        let bytes = std::fs::read(dir.path.join("artifact.pbc")).map_err(|e| e.to_string())?;
+        let program =
+            Program::from_bytes(bytes, record.origin.clone()).map_err(|e| e.to_string())?;
+        let replies = journal::read(&dir.journal_path()).map_err(|e| e.to_string())?;
+        prosevm::run::transcript::exchanges(&record, &program.artifact, replies)
+    });
+    let exchanges = match loaded {
+        Ok(x) => x,
+        Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
+    };
+    let Some(x) = exchanges.into_iter().find(|x| x.request.id == id) else {
+        return fail(format!("run {} asked nothing under the id {id}", dir.id), 1);
+    };
+    let Ask::Session(s) = &x.request.ask else {
+        return fail(
+            format!("{id} is a `{}` request, not a session", x.request.kind()),
+            1,
+        );
+    };
+    if json {
+        let view = serde_json::json!({
+            "request": x.request,
+            "steps": x.steps,
+            "reply": x.reply,
+        });
+        println!("{view}");
+        return ExitCode::SUCCESS;
+    }
+    let indent = |t: &str| t.lines().map(|l| format!("  {l}\n")).collect::<String>();
+    print!("session {id} at {}", x.request.site);
+    if let Some(a) = &s.agent {
+        print!(" (agent {a})");
+    }
+    println!();
+    if let Some(m) = &s.model {
+        println!("model: {m}");
+    }
+    if let Some(sys) = &s.system {
+        print!("system:\n{}", indent(sys));
+    }
+    print!("task:\n{}", indent(&prosevm::driver::render::session(s)));
+    for step in &x.steps {
+        match &step.outcome {
+            Ok(Answer::Turn(t)) => {
+                println!("{}: {}", step.id, t.text);
+                for c in &t.tool_calls {
+                    println!("  -> {} {}", c.name, c.arguments);
+                }
+            }
+            Ok(Answer::Tool(out)) => {
+                let mark = if out.is_error { " (error)" } else { "" };
+                print!("{}{mark}:\n{}", step.id, indent(&out.content));
+            }
+            Ok(Answer::Permission(p)) => println!("{}: permission {p:?}", step.id),
+            Ok(other) => println!("{}: {other:?}", step.id),
+            Err(e) => println!("{} failed: {e}", step.id),
+        }
+    }
+    match x.reply.as_ref().map(|r| (&r.outcome, r.usage)) {
+        Some((Ok(Answer::Session(a)), usage)) => {
+            print!("answer:\n{}", indent(&a.text));
+            if let Some(m) = &a.memory {
+                print!("memory:\n{}", indent(m));
+            }
+            if let Some(u) = usage {
+                println!("tokens: {} in, {} out", u.input_tokens, u.output_tokens);
+            }
+        }
+        Some((Err(e), _)) => println!("failed: {e}"),
+        _ => println!("(no answer yet)"),
+    }
+    ExitCode::SUCCESS
+}
+
 /// Compiles `file` in memory (with its imports found through `lib_paths`).
 fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<Program, ExitCode> {
     use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
@@ -625,6 +716,13 @@ fn main() -> ExitCode {
             run,
             state_dir,
             json,
+            session: Some(id),
+        } => inspect_session(state_dir.as_deref(), &run, &id, json),
+        Command::Inspect {
+            run,
+            state_dir,
+            json,
+            session: None,
         } => inspect(state_dir.as_deref(), &run, json),
     }
 }

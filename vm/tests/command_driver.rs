@@ -53,6 +53,7 @@ n=$(ls "$0.d" 2>/dev/null | wc -l)
 mkdir -p "$0.d"
 { echo "kind=$PROSE_REQUEST_KIND id=$PROSE_REQUEST_ID model=$PROSE_MODEL system=$PROSE_SYSTEM"
   echo "options=$(printf '%s' "$PROSE_OPTIONS" | tr '\n' '|')"
+  echo "tools=$(printf '%s' "$PROSE_TOOLS" | tr '\n' '|') permissions=$PROSE_PERMISSIONS"
   printf '%s\n' "$input"; } > "$0.d/$n"
 case "$PROSE_REQUEST_KIND" in
   session) printf 'did: %s\n' "$(printf '%s' "$input" | head -n 1)" ;;
@@ -66,6 +67,9 @@ esac
         r#"agent writer:
   model: haiku
   prompt: "You write release notes"
+  permissions:
+    write: ["notes/"]
+    network: allow
 let draft = session: writer
   prompt: "Draft the notes"
 if **the draft is ready**:
@@ -88,24 +92,29 @@ choice **what to do with {draft}**:
     assert!(!dir.join("drv.sh.d/4").exists(), "four requests, no more");
     assert_eq!(
         calls[0],
-        "kind=session id=0:0 model=haiku system=You write release notes\noptions=\nDraft the notes\n"
+        concat!(
+            "kind=session id=0:0 model=haiku system=You write release notes\noptions=\n",
+            "tools=read_file|write_file|edit_file|list_files|grep|web_fetch permissions=",
+            r#"[{"kind":"write","values":["notes/"]},{"kind":"network","values":["allow"]}]"#,
+            "\nDraft the notes\n"
+        )
     );
     assert!(
         calls[1].starts_with(
-            "kind=evaluate id=0:1 model= system=\noptions=\nIs this true: the draft is ready\n"
+            "kind=evaluate id=0:1 model= system=\noptions=\ntools= permissions=\nIs this true: the draft is ready\n"
         ),
         "{}",
         calls[1]
     );
     assert!(
-        calls[2].starts_with("kind=choose id=0:2 model= system=\noptions=Ship|Hold\nChoose: what to do with did: Draft the notes\n"),
+        calls[2].starts_with("kind=choose id=0:2 model= system=\noptions=Ship|Hold\ntools= permissions=\nChoose: what to do with did: Draft the notes\n"),
         "{}",
         calls[2]
     );
     assert!(calls[2].contains("1. Ship\n2. Hold\n"), "{}", calls[2]);
     assert_eq!(
         calls[3],
-        "kind=session id=0:3 model= system=\noptions=\nHold it\n\n## Context\n\n### draft\n\ndid: Draft the notes\n"
+        "kind=session id=0:3 model= system=\noptions=\ntools=read_file|write_file|edit_file|list_files|grep permissions=[]\nHold it\n\n## Context\n\n### draft\n\ndid: Draft the notes\n"
     );
 }
 

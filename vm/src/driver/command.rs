@@ -1,8 +1,11 @@
 //! The command driver: runs a program once per request (through `sh -c`), with the request
 //! as text on its stdin and its reply read from stdout. The environment says what is asked:
 //! `PROSE_REQUEST_KIND` (session, evaluate, choose, input, convert), `PROSE_REQUEST_ID`,
-//! `PROSE_MODEL`, `PROSE_SYSTEM` and `PROSE_OPTIONS` (a choice's labels, one per line). A
-//! non-zero exit status is the request's failure, carrying the program's stderr.
+//! `PROSE_MODEL`, `PROSE_SYSTEM` and `PROSE_OPTIONS` (a choice's labels, one per line); for
+//! a session also what its agent may do, so a command that is itself an agent can enforce the
+//! same rules as the VM: `PROSE_TOOLS` (tool names, one per line), `PROSE_SKILLS` (one per
+//! line) and `PROSE_PERMISSIONS` (the `permissions:` rules as JSON). A non-zero exit status is
+//! the request's failure, carrying the program's stderr.
 
 use super::{render, unanswerable, Driver, Served};
 use crate::convert;
@@ -114,11 +117,20 @@ impl CommandDriver {
             Ask::Session(s) => {
                 let model = s.model.clone().unwrap_or_default();
                 let system = s.system.clone().unwrap_or_default();
+                let tools = s.tools.join("\n");
+                let skills = s.skills.join("\n");
+                let permissions = serde_json::to_string(&s.permissions).unwrap_or_default();
                 let text = self
                     .ask(
                         req,
                         render::session(s),
-                        &[("PROSE_MODEL", &model), ("PROSE_SYSTEM", &system)],
+                        &[
+                            ("PROSE_MODEL", &model),
+                            ("PROSE_SYSTEM", &system),
+                            ("PROSE_TOOLS", &tools),
+                            ("PROSE_SKILLS", &skills),
+                            ("PROSE_PERMISSIONS", &permissions),
+                        ],
                     )
                     .await?;
                 Answer::Session(render::answer(&req.id, s, text))

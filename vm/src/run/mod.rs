@@ -10,6 +10,7 @@
 //! ```
 
 pub mod record;
+pub mod transcript;
 
 use crate::agent::mcp::{McpConfig, McpHub};
 use crate::agent::permissions::{NoPrompter, Prompter};
@@ -417,7 +418,7 @@ impl Run {
 }
 
 /// A machine for `artifact` with `inputs`, executing as `options` say.
-fn new_machine(
+pub(crate) fn new_machine(
     artifact: &Arc<Verified>,
     inputs: &BTreeMap<String, Value>,
     options: &ExecOptions,
