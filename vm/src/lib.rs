@@ -8,6 +8,7 @@ pub mod config;
 pub mod convert;
 pub mod driver;
 pub mod machine;
+pub mod people;
 pub mod protocol;
 pub mod run;
 pub mod runner;

@@ -5,11 +5,11 @@
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use prosevm::agent::permissions::{NoPrompter, Prompter, TtyPrompter};
 use prosevm::config::{self, Config};
 use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
+use prosevm::people::People;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
 use prosevm::run::{Place, Program, Resumed, Run, RunError};
 use prosevm::runner::RunConfig;
@@ -163,6 +163,11 @@ struct RunArgs {
     /// prose.toml).
     #[arg(long)]
     max_turns: Option<u32>,
+    /// Under `--driver stdio`: the host answers model turns and the VM runs each session's
+    /// agent loop, with the tools and permissions it enforces (permission prompts go to the
+    /// host); without it the host runs whole sessions.
+    #[arg(long)]
+    host_turns: bool,
     /// Never ask a person anything: permission prompts are refused (unless `--allow` allows
     /// the capability). Without it, prompts go to the terminal when stdin and stderr are one.
     #[arg(long)]
@@ -249,6 +254,7 @@ impl RunArgs {
             request_timeout: self.request_timeout,
             http_retries: self.http_retries,
             backoff_ms: Some(self.backoff_unit_ms),
+            host_turns: self.host_turns,
             mock: MockOptions {
                 conditions: Some(self.mock_conditions),
                 inputs: self.mock_inputs,
@@ -268,13 +274,6 @@ impl RunArgs {
     /// Where runs live and how requests are served.
     fn place(&self) -> Result<Place, String> {
         let file = self.config()?;
-        use std::io::IsTerminal;
-        let interactive =
-            !self.no_input && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-        let prompter: Arc<dyn Prompter> = match TtyPrompter::detect().filter(|_| interactive) {
-            Some(tty) => Arc::new(tty),
-            None => Arc::new(NoPrompter),
-        };
         Ok(Place {
             state_dir: self.state_dir.clone(),
             config: RunConfig {
@@ -284,7 +283,7 @@ impl RunArgs {
                     .unwrap_or(RunConfig::default().max_concurrency),
                 backoff_unit: Duration::from_millis(self.backoff_unit_ms),
             },
-            prompter,
+            people: People::detect(self.no_input),
             mcp: file.mcp,
         })
     }
@@ -466,7 +465,11 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e, 2),
     };
-    match Run::resume(dir, driver, &place) {
+    let inputs = match parse_inputs(args) {
+        Ok(i) => i,
+        Err(e) => return fail(e, 2),
+    };
+    match Run::resume(dir, driver, inputs, &place) {
         Ok(Resumed::Finished(record)) => {
             eprintln!("run {} already finished", record.id);
             print_outputs(&record.outputs.unwrap_or_default(), args.output);

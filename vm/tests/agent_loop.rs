@@ -553,3 +553,83 @@ fn a_published_mcp_servers_tools_serve_the_agents_that_name_it() {
     assert!(!is_error, "{text}");
     assert!(text.contains("quarterly numbers"), "{text}");
 }
+
+#[test]
+fn a_host_answers_turns_and_permission_prompts_over_stdio() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = scratch("stdio-turns");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent ops:\n  permissions:\n    bash: prompt\noutput r = session: ops\n  prompt: \"Check the disk\"\n",
+    )
+    .expect("program");
+    let mut child = vm()
+        .current_dir(&dir)
+        .args(["run", "prog.prose", "--driver", "stdio", "--host-turns"])
+        .args(["--trace", "quiet"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut next = || {
+        let mut line = String::new();
+        out.read_line(&mut line).expect("read");
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    let mut reply = |v: Value| {
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    };
+    let hello = next();
+    assert_eq!(hello["turns"], true);
+    let turn = next();
+    assert_eq!(
+        (turn["kind"].as_str(), turn["id"].as_str()),
+        (Some("turn"), Some("0:0#t0"))
+    );
+    assert!(turn["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|t| t["name"] == "bash")));
+    reply(
+        json!({"id": "0:0#t0", "kind": "turn", "answer": {"text": "", "stop": "tool_use",
+        "tool_calls": [{"id": "b1", "name": "bash", "arguments": {"command": "echo checked > disk.txt"}}]}}),
+    );
+    // `bash: prompt`: the VM asks the host, which stands for the person.
+    let ask = next();
+    assert_eq!(ask["kind"], "permission");
+    assert_eq!(ask["id"], "0:0#t0p0");
+    assert_eq!(ask["capability"], "bash");
+    assert_eq!(ask["detail"], "echo checked > disk.txt");
+    reply(json!({"id": "0:0#t0p0", "kind": "permission", "answer": "always"}));
+    let turn = next();
+    assert_eq!(turn["id"], "0:0#t1");
+    let last = turn["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .expect("message");
+    assert_eq!(
+        (last["role"].as_str(), last["is_error"].as_bool()),
+        (Some("tool"), Some(false))
+    );
+    reply(
+        json!({"id": "0:0#t1", "kind": "turn", "answer": {"text": "Disk checked.", "stop": "end"}}),
+    );
+    let done = next();
+    assert_eq!(done["status"], "finished", "{done}");
+    assert_eq!(done["outputs"], json!({"r": "Disk checked."}));
+    drop(stdin);
+    let _ = child.wait();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("disk.txt")).expect("the command ran"),
+        "checked\n"
+    );
+    // The person's answer is journaled with the session.
+    let records = journal(&only_run(&dir));
+    assert!(records
+        .iter()
+        .any(|r| r["id"] == "0:0#t0p0" && r["answer"] == "always"));
+}

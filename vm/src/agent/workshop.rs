@@ -7,6 +7,7 @@ use super::mcp::McpHub;
 use super::permissions::{Capability, Policy, Prompter, Sandbox, UserAllow};
 use super::skills::{self, Skill, SkillSearch};
 use super::tools::{Tool, Toolbox};
+use crate::people::People;
 use crate::protocol::SessionAsk;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -45,8 +46,8 @@ pub struct Workshop {
     pub workdir: PathBuf,
     /// Capabilities the user allowed every agent.
     pub user: UserAllow,
-    /// Who answers permission questions.
-    pub prompter: Arc<dyn Prompter>,
+    /// Who answers a person's questions (inputs, permissions) when the driver's host does not.
+    pub people: People,
     /// Model turns a session may take.
     pub max_turns: u32,
     skills: BTreeMap<String, SkillSource>,
@@ -59,11 +60,11 @@ pub struct Workshop {
 
 impl Workshop {
     /// A workshop acting in `workdir` with the built-in tools and no skills.
-    pub fn new(workdir: PathBuf, user: UserAllow, prompter: Arc<dyn Prompter>) -> Workshop {
+    pub fn new(workdir: PathBuf, user: UserAllow, people: People) -> Workshop {
         Workshop {
             workdir,
             user,
-            prompter,
+            people,
             max_turns: DEFAULT_MAX_TURNS,
             skills: BTreeMap::new(),
             plain: names(&offered(Toolbox::builtin(), &Policy::default(), user).0),

@@ -412,6 +412,11 @@ impl Driver for Mock {
         true
     }
 
+    /// With `--mock-inputs` the mock stands in for the person answering inputs.
+    fn hosts_people(&self) -> bool {
+        self.opts.inputs
+    }
+
     /// The mock runs sessions as agent loops when its script has rules for turns (so tool
     /// calls can be scripted); otherwise it answers whole sessions, which is faster.
     fn runs_turns(&self) -> bool {

@@ -100,6 +100,12 @@ pub trait Driver: Send + Sync + 'static {
         false
     }
 
+    /// Whether the driver's host answers the questions meant for a person (inputs,
+    /// permission prompts); otherwise the terminal does, or no one.
+    fn hosts_people(&self) -> bool {
+        false
+    }
+
     /// Whether the driver answers `turn` requests, so that the VM runs each session as an
     /// agent loop (model turns and tool calls) rather than asking for a whole session.
     fn runs_turns(&self) -> bool {

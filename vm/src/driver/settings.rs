@@ -45,6 +45,10 @@ pub enum DriverSettings {
     Stdio {
         /// Seconds a request may take.
         timeout_s: f64,
+        /// The host answers model turns and the VM runs each session's agent loop (tools
+        /// and permissions included), rather than the host running whole sessions.
+        #[serde(default)]
+        turns: bool,
     },
     /// An OpenAI-compatible chat completions server.
     Openai(ChatSettings),
@@ -114,8 +118,8 @@ impl DriverSettings {
                 }
                 AnyDriver::Command(CommandDriver::new(command.clone(), timeout(*timeout_s)?))
             }
-            DriverSettings::Stdio { timeout_s } => {
-                AnyDriver::Stdio(StdioDriver::start(timeout(*timeout_s)?))
+            DriverSettings::Stdio { timeout_s, turns } => {
+                AnyDriver::Stdio(StdioDriver::start(timeout(*timeout_s)?, *turns))
             }
             DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => {
                 let api = match self {
@@ -188,6 +192,10 @@ impl Driver for AnyDriver {
     fn runs_turns(&self) -> bool {
         each!(self, d => d.runs_turns())
     }
+
+    fn hosts_people(&self) -> bool {
+        each!(self, d => d.hosts_people())
+    }
 }
 
 /// A kind of driver, as named on the command line and in `prose.toml`.
@@ -254,6 +262,8 @@ pub struct DriverChoice {
     pub backoff_ms: Option<u64>,
     /// The mock's options.
     pub mock: MockOptions,
+    /// Under the stdio driver, the host answers model turns (the VM runs agent loops).
+    pub host_turns: bool,
 }
 
 /// Seconds a request may take unless told otherwise.
@@ -281,7 +291,10 @@ impl DriverChoice {
                     .ok_or("--driver command needs --command \"PROGRAM ARGS\"")?,
                 timeout_s,
             },
-            DriverKind::Stdio => DriverSettings::Stdio { timeout_s },
+            DriverKind::Stdio => DriverSettings::Stdio {
+                timeout_s,
+                turns: self.host_turns,
+            },
             DriverKind::Openai | DriverKind::Anthropic => {
                 let api = if kind == DriverKind::Openai {
                     Api::OpenAi

@@ -33,6 +33,7 @@ type Pending = Arc<Mutex<Exchange>>;
 pub struct StdioDriver {
     pending: Pending,
     timeout: Duration,
+    turns: bool,
 }
 
 /// Writes one protocol line on stdout.
@@ -44,17 +45,25 @@ pub fn send(line: &serde_json::Value) {
 
 impl StdioDriver {
     /// Says hello on stdout and starts reading replies from stdin; each request may take
-    /// `timeout`.
-    pub fn start(timeout: Duration) -> StdioDriver {
-        send(&json!({
+    /// `timeout`. With `turns`, the host answers model turns rather than whole sessions.
+    pub fn start(timeout: Duration, turns: bool) -> StdioDriver {
+        let mut hello = json!({
             "type": "hello",
             "protocol": "prose-stdio",
             "version": PROTOCOL_VERSION,
-        }));
+        });
+        if turns {
+            hello["turns"] = true.into();
+        }
+        send(&hello);
         let pending: Pending = Arc::default();
         let reader = pending.clone();
         std::thread::spawn(move || read_replies(std::io::stdin().lock(), &reader));
-        StdioDriver { pending, timeout }
+        StdioDriver {
+            pending,
+            timeout,
+            turns,
+        }
     }
 
     /// Sends `req` and waits for its reply.
@@ -184,5 +193,14 @@ impl Driver for StdioDriver {
 
     async fn answer(&self, req: &Request) -> Served {
         self.ask(req).await
+    }
+
+    /// The host stands for the person: it gives inputs and answers permission prompts.
+    fn hosts_people(&self) -> bool {
+        true
+    }
+
+    fn runs_turns(&self) -> bool {
+        self.turns
     }
 }

@@ -13,12 +13,12 @@ pub mod record;
 pub mod transcript;
 
 use crate::agent::mcp::{McpConfig, McpHub};
-use crate::agent::permissions::{NoPrompter, Prompter};
 use crate::agent::skills::{user_skills_dir, SkillSearch};
 use crate::agent::workshop::Workshop;
 use crate::driver::settings::DriverSettings;
 use crate::driver::Driver;
 use crate::machine::{Limits, Machine, RuntimeError};
+use crate::people::People;
 use crate::protocol::{Reply, RequestId};
 use crate::runner::{run_durable, Durable, Observer, RunConfig};
 use crate::snapshot::Snapshot;
@@ -93,8 +93,9 @@ pub struct Place {
     pub state_dir: Option<PathBuf>,
     /// Concurrency and backoff of the runner.
     pub config: RunConfig,
-    /// Who answers permission questions (a person at a terminal, a host, or no one).
-    pub prompter: Arc<dyn Prompter>,
+    /// Who answers a person's questions when the driver's host does not: the terminal, or
+    /// no one.
+    pub people: People,
     /// The MCP servers that skills may name (`[mcp]` in `prose.toml`).
     pub mcp: McpConfig,
 }
@@ -104,7 +105,7 @@ impl Default for Place {
         Place {
             state_dir: None,
             config: RunConfig::default(),
-            prompter: Arc::new(NoPrompter),
+            people: People::Nobody,
             mcp: McpConfig::default(),
         }
     }
@@ -120,12 +121,12 @@ impl Place {
 
     /// A workshop for `record`'s sessions: its working directory and allowances, the skills
     /// the program's agents name resolved (an MCP server's name, else a skill directory
-    /// beside the program, in the state directory or the user's), and this place's prompter.
+    /// beside the program, in the state directory or the user's), and this place's people.
     fn workshop(&self, record: &RunRecord, artifact: &Verified) -> Result<Workshop, String> {
         let mut w = Workshop::new(
             record.workdir.clone(),
             record.options.allow,
-            self.prompter.clone(),
+            self.people.clone(),
         );
         w.max_turns = record.options.max_turns;
         let program_dir = record
@@ -233,10 +234,12 @@ impl Run {
 
     /// Takes up the run in `dir` again: its journal's answers are replayed, never asked
     /// again. A failed run asks the request whose failure ended it again. `driver` replaces
-    /// the recorded driver (and is recorded).
+    /// the recorded driver (and is recorded); `inputs` give values the run still needs
+    /// (a mid-program input it could not get), never a new value for one it has.
     pub fn resume(
         dir: RunDir,
         driver: Option<DriverSettings>,
+        inputs: BTreeMap<String, Value>,
         place: &Place,
     ) -> Result<Resumed, RunError> {
         let lock = dir.lock()?;
@@ -267,11 +270,22 @@ impl Run {
         if let Some(d) = driver {
             record.driver = d;
         }
+        for (name, value) in inputs {
+            match record.inputs.get(&name) {
+                Some(old) if *old != value => return Err(RunError::Setup(format!(
+                    "input `{name}` was given as {:?} when the run started; a resumed run keeps it",
+                    old.display()
+                ))),
+                _ => {
+                    record.inputs.insert(name, value);
+                }
+            }
+        }
+        let machine =
+            new_machine(&artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
         record.status = RunStatus::Running;
         record.error = None;
         dir.write_record(&record)?;
-        let machine =
-            new_machine(&artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
         Ok(Resumed::Ready(Box::new(Run::assemble(
             dir, lock, record, artifact, machine, replay, place,
         ))))

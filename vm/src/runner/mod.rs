@@ -4,11 +4,11 @@
 
 mod session;
 
-use crate::agent::permissions::NoPrompter;
 use crate::agent::workshop::Workshop;
-use crate::driver::{serve, Driver};
+use crate::driver::{serve, Driver, Served};
 use crate::machine::{Machine, RuntimeError, Step as MachineStep};
-use crate::protocol::{Ask, Failure, Reply, Request, RequestId, Step, Usage};
+use crate::people::People;
+use crate::protocol::{Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage};
 use crate::snapshot::Snapshot;
 use crate::store::journal::Journal;
 use crate::trace::Event;
@@ -168,7 +168,7 @@ pub async fn run<D: Driver>(
     let workshop = Arc::new(Workshop::new(
         std::path::PathBuf::from("."),
         Default::default(),
-        Arc::new(NoPrompter),
+        People::Nobody,
     ));
     run_durable(machine, driver, workshop, cfg, None, &mut on_event).await
 }
@@ -203,6 +203,7 @@ pub async fn run_durable<D: Driver>(
         }
     }
     let agentic = driver.runs_turns();
+    let hosted = driver.hosts_people();
     let mut inflight: HashMap<RequestId, AbortHandle> = HashMap::new();
     // Failed first attempts of retrying sessions, answered at once, waiting for their task.
     let mut first_failures: HashMap<RequestId, Reply> = HashMap::new();
@@ -268,7 +269,8 @@ pub async fn run_durable<D: Driver>(
         let mut budget = IMMEDIATE_CHUNK;
         while let Some(req) = queue.front() {
             let agent_loop = agentic && matches!(req.ask, Ask::Session(_));
-            if first_failures.contains_key(&req.id) || budget == 0 || agent_loop {
+            let for_people = !hosted && req.kind().party() == Party::Person;
+            if first_failures.contains_key(&req.id) || budget == 0 || agent_loop || for_people {
                 break;
             }
             budget -= 1;
@@ -313,7 +315,15 @@ pub async fn run_durable<D: Driver>(
         while inflight.len() < limit {
             let Some(req) = queue.pop_front() else { break };
             let id = req.id.clone();
-            let handle = if agentic && matches!(req.ask, Ask::Session(_)) {
+            let handle = if let (Ask::Input(ask), false) = (&req.ask, hosted) {
+                // Inputs are for people, never the model: the terminal, or no one.
+                let people = workshop.people.clone();
+                let ask = ask.clone();
+                tasks.spawn(async move {
+                    let outcome = people.input(&ask).await.map(Answer::Input);
+                    (Served::from(outcome).into_reply(&req), Vec::new())
+                })
+            } else if agentic && matches!(req.ask, Ask::Session(_)) {
                 let run = session::run(
                     driver.clone(),
                     req,

@@ -71,9 +71,12 @@ impl Outbox {
 /// The steps of one session replayed from the journal, by step.
 type Replayed = HashMap<Step, Reply>;
 
-/// A session's journaled permission answers, and the asking of new ones.
-struct Grants {
+/// A session's journaled permission answers, and the asking of new ones: of the driver's host
+/// when it stands for the person, else of the run's people.
+struct Grants<D> {
     session: RequestId,
+    site: crate::protocol::Site,
+    driver: Arc<D>,
     inner: Arc<dyn Prompter>,
     outbox: Outbox,
     replayed: Mutex<Replayed>,
@@ -81,7 +84,7 @@ struct Grants {
     current: Mutex<Option<(u32, u32)>>,
 }
 
-impl Prompter for Grants {
+impl<D: Driver> Prompter for Grants<D> {
     fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
         Box::pin(async move {
             let (turn, call) = (*self.current.lock().ok()?)?;
@@ -94,15 +97,28 @@ impl Prompter for Grants {
             {
                 return Some(a);
             }
-            let answer = self.inner.ask(question).await?;
-            let reply = Reply::answer(self.session.step(step), Answer::Permission(answer));
+            let id = self.session.step(step);
+            let answer = if self.driver.hosts_people() {
+                let req = Request {
+                    id: id.clone(),
+                    site: self.site.clone(),
+                    ask: Ask::Permission(question.clone()),
+                };
+                match serve(&*self.driver, &req).await.outcome {
+                    Ok(Answer::Permission(a)) => a,
+                    _ => return None,
+                }
+            } else {
+                self.inner.ask(question).await?
+            };
+            let reply = Reply::answer(id, Answer::Permission(answer));
             self.outbox.record(&reply).await.ok()?;
             Some(answer)
         })
     }
 }
 
-impl Grants {
+impl<D> Grants<D> {
     /// Whether the journal says a person answered "always" before tool call `call` of turn
     /// `turn` ran.
     fn always_at(&self, turn: u32, call: u32) -> bool {
@@ -138,7 +154,9 @@ pub(crate) async fn run<D: Driver>(
         .collect();
     let grants = Arc::new(Grants {
         session: req.id.clone(),
-        inner: workshop.prompter.clone(),
+        site: req.site.clone(),
+        driver: driver.clone(),
+        inner: workshop.people.prompter(),
         outbox: outbox.clone(),
         replayed: Mutex::new(grants.into_iter().collect()),
         current: Mutex::new(None),
@@ -268,7 +286,7 @@ impl<D: Driver> Loop<'_, D> {
     async fn attempt(
         &mut self,
         kit: &Kit,
-        grants: &Grants,
+        grants: &Grants<D>,
         max_turns: u32,
     ) -> Result<SessionAnswer, AttemptError> {
         let system = kit.system.clone();
@@ -366,7 +384,7 @@ impl<D: Driver> Loop<'_, D> {
     async fn call(
         &mut self,
         kit: &Kit,
-        grants: &Grants,
+        grants: &Grants<D>,
         turn: u32,
         i: u32,
         call: &ToolCall,

@@ -1,0 +1,117 @@
+//! Inputs come from people: `--input NAME=VALUE` for any input (top-level or mid-program), a
+//! host, or the terminal; with none of these, a clear error that names the input, never a
+//! model's guess. `resume --input` gives a resumed run what it still needs; an unknown name
+//! is an error with the closest declared name.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use support::provider::{ok, provider};
+
+fn vm(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .env("OPENAI_API_KEY", "k");
+    cmd
+}
+
+const ASKS: &str = "input topic: \"What to write about\"\nlet draft = session \"Draft about {topic}\"\ninput audience: \"Who reads it\"\noutput r = session \"Rewrite for {audience}\"\n  context: draft\n";
+
+#[test]
+fn a_mid_program_input_given_on_the_command_line_is_never_asked() {
+    let dir = support::scratch("inputs-given");
+    std::fs::write(dir.join("prog.prose"), ASKS).expect("program");
+    let (code, out, err) = support::output(
+        vm(&dir)
+            .args([
+                "run",
+                "prog.prose",
+                "--trace",
+                "quiet",
+                "--mock-log",
+                "asked.log",
+            ])
+            .args(["--input", "topic=tides", "--input", "audience=sailors"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: [mock] Rewrite for sailors\n");
+    // Two sessions were asked, nothing else (no input request reached anyone).
+    let asked = std::fs::read_to_string(dir.join("asked.log")).expect("log");
+    assert_eq!(asked, "0:0\n0:2\n");
+}
+
+#[test]
+fn an_input_with_no_one_to_ask_is_a_clear_error_and_never_goes_to_the_model() {
+    let dir = support::scratch("inputs-missing");
+    std::fs::write(dir.join("prog.prose"), ASKS).expect("program");
+    let (url, seen) = provider(vec![ok("a draft")]);
+    let (code, _, err) = support::output(
+        vm(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args([
+                "--base-url",
+                &url,
+                "--input",
+                "topic=tides",
+                "--trace",
+                "quiet",
+            ]),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("input `audience`"), "{err}");
+    assert!(err.contains("--input audience=VALUE"), "{err}");
+    assert_eq!(
+        seen.lock().expect("seen").len(),
+        1,
+        "only the first session"
+    );
+    // The run is resumable: `resume --input` gives what it still needs, and the answered
+    // session is not asked again.
+    let run = std::fs::read_dir(dir.join(".prose/runs"))
+        .expect("runs")
+        .flatten()
+        .find(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .expect("the run");
+    let id = run.file_name().to_string_lossy().into_owned();
+    let (url2, seen2) = provider(vec![ok("for sailors")]);
+    let (code, out, err) = support::output(
+        vm(&dir)
+            .args([
+                "resume",
+                &id,
+                "--input",
+                "audience=sailors",
+                "--trace",
+                "quiet",
+            ])
+            .args(["--driver", "openai", "--model", "m", "--base-url", &url2]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: for sailors\n");
+    let seen2 = seen2.lock().expect("seen");
+    assert_eq!(seen2.len(), 1);
+    assert!(seen2[0].body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|c| c.contains("Rewrite for sailors") && c.contains("a draft")));
+}
+
+#[test]
+fn an_unknown_input_name_is_refused_with_the_closest_declared_one() {
+    let dir = support::scratch("inputs-unknown");
+    std::fs::write(dir.join("prog.prose"), ASKS).expect("program");
+    let (code, _, err) = support::output(vm(&dir).args([
+        "run",
+        "prog.prose",
+        "--input",
+        "topik=x",
+        "--input",
+        "audience=y",
+    ]));
+    assert_eq!(code, 1);
+    assert!(err.contains("[E201]"), "{err}");
+    assert!(err.contains("no input `topik`"), "{err}");
+    assert!(err.contains("did you mean `topic`?"), "{err}");
+    assert!(!dir.join(".prose/runs").exists(), "nothing was started");
+}
