@@ -633,3 +633,25 @@ fn a_host_answers_turns_and_permission_prompts_over_stdio() {
         .iter()
         .any(|r| r["id"] == "0:0#t0p0" && r["answer"] == "always"));
 }
+
+#[test]
+fn the_note_keeper_example_runs_offline_with_its_mock_script() {
+    let dir = scratch("example");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .arg("run")
+            .arg(examples.join("note-keeper.prose"))
+            .arg("--mock-script")
+            .arg(examples.join("note-keeper.mock.json")),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("summary: Summary written to prose-demo/summary.md"), "{out}");
+    assert!(std::fs::read_to_string(dir.join("prose-demo/notes.md"))
+        .expect("notes")
+        .contains("Sessions can use tools."));
+    assert!(dir.join("prose-demo/summary.md").is_file());
+    let records = journal(&only_run(&dir));
+    let (check, is_error) = tool_output(&records, "0:0#t2c0");
+    assert!(!is_error && check.contains("both files are there"), "{check}");
+}
