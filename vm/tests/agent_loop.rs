@@ -646,12 +646,71 @@ fn the_note_keeper_example_runs_offline_with_its_mock_script() {
             .arg(examples.join("note-keeper.mock.json")),
     );
     assert_eq!(code, 0, "{err}");
-    assert!(out.starts_with("summary: Summary written to prose-demo/summary.md"), "{out}");
+    assert!(
+        out.starts_with("summary: Summary written to prose-demo/summary.md"),
+        "{out}"
+    );
     assert!(std::fs::read_to_string(dir.join("prose-demo/notes.md"))
         .expect("notes")
         .contains("Sessions can use tools."));
     assert!(dir.join("prose-demo/summary.md").is_file());
     let records = journal(&only_run(&dir));
     let (check, is_error) = tool_output(&records, "0:0#t2c0");
-    assert!(!is_error && check.contains("both files are there"), "{check}");
+    assert!(
+        !is_error && check.contains("both files are there"),
+        "{check}"
+    );
+}
+
+#[test]
+fn an_imported_program_named_as_a_skill_is_a_tool_run_as_a_child_run() {
+    let dir = scratch("program-skill");
+    std::fs::create_dir_all(dir.join("lib")).expect("lib");
+    std::fs::write(
+        dir.join("lib/digest.prose"),
+        "input source-text: \"The text to condense\"\noutput digest = session \"Condense: {source-text}\"\n",
+    )
+    .expect("lib");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "use \"./lib/digest.prose\" as condense\nagent editor:\n  skills: [\"condense\"]\noutput r = session: editor\n  prompt: \"Condense the notes\"\n",
+    )
+    .expect("program");
+    let (url, seen) = provider(vec![
+        tool_calls(
+            "",
+            &[("p1", "condense", json!({"source-text": "a very long text"}))],
+        ),
+        ok("short text"),
+        ok("The digest is: short text"),
+    ]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: The digest is: short text\n");
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 3);
+    // The program is offered with its inputs as the tool's arguments.
+    let tool = seen[0].body["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["function"]["name"] == "condense"))
+        .expect("the program as a tool");
+    assert_eq!(
+        tool["function"]["parameters"]["required"],
+        json!(["source-text"])
+    );
+    // Its session ran as a child run, and its outputs came back to the model.
+    assert_eq!(
+        seen[1].body["messages"][0]["content"],
+        "Condense: a very long text"
+    );
+    let result = seen[2].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("tool");
+    assert_eq!(result["tool_call_id"], "p1");
+    assert_eq!(result["content"], "{\"digest\":\"short text\"}");
 }

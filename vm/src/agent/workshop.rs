@@ -23,6 +23,9 @@ pub enum SkillSource {
     Dir(Skill),
     /// A configured MCP server: its tools are offered.
     Mcp(String),
+    /// An imported program (the artifact's module of this index), offered as a tool once
+    /// the run binds it ([`Workshop::bind_programs`]).
+    Program(u32),
     /// A tool of the VM's own (an imported program offered as a tool).
     Tool(Arc<dyn Tool>),
 }
@@ -73,12 +76,14 @@ impl Workshop {
     }
 
     /// Resolves every name in `names` (the skills the program's agents and sessions name):
-    /// a configured MCP server's name (`servers`), else a skill directory found by `search`.
-    /// An unresolvable name is an error naming every place looked.
+    /// a configured MCP server's name (`servers`), else an imported program's alias
+    /// (`programs`: alias and module), else a skill directory found by `search`. An
+    /// unresolvable name is an error naming every place looked.
     pub fn resolve_skills<'a>(
         &mut self,
         names: impl IntoIterator<Item = &'a str>,
         servers: &[String],
+        programs: &[(String, u32)],
         search: &SkillSearch,
     ) -> Result<(), String> {
         for name in names {
@@ -87,6 +92,8 @@ impl Workshop {
             }
             let source = if servers.iter().any(|s| s == name) {
                 SkillSource::Mcp(name.to_string())
+            } else if let Some((_, module)) = programs.iter().find(|(alias, _)| alias == name) {
+                SkillSource::Program(*module)
             } else {
                 SkillSource::Dir(search.find(name).map_err(|e| e.to_string())?)
             };
@@ -95,10 +102,16 @@ impl Workshop {
         Ok(())
     }
 
-    /// Offers `tool` to the agents that name `name` in their `skills:`.
-    pub fn add_skill_tool(&mut self, name: &str, tool: Arc<dyn Tool>) {
-        self.skills
-            .insert(name.to_string(), SkillSource::Tool(tool));
+    /// Turns the imported programs named as skills into tools: `make` builds the tool for a
+    /// skill name and the program's module (none if it cannot).
+    pub fn bind_programs(&mut self, make: impl Fn(&str, u32) -> Option<Arc<dyn Tool>>) {
+        for (name, source) in self.skills.iter_mut() {
+            if let SkillSource::Program(module) = source {
+                if let Some(tool) = make(name, *module) {
+                    *source = SkillSource::Tool(tool);
+                }
+            }
+        }
     }
 
     /// The MCP servers started for the run.
@@ -165,6 +178,9 @@ impl Workshop {
                     }
                 }
                 Some(SkillSource::Tool(t)) => toolbox.add(t.clone()).map_err(|e| e.to_string())?,
+                Some(SkillSource::Program(_)) => {
+                    return Err(format!("the program `{name}` is not bound to this run"))
+                }
                 Some(SkillSource::Dir(_)) => {}
                 None => return Err(format!("the skill `{name}` was not resolved for this run")),
             }

@@ -112,7 +112,23 @@ impl Machine {
         inputs: &FxHashMap<String, Value>,
         limits: Limits,
     ) -> Result<Machine, RuntimeError> {
-        let m = &artifact.modules[0];
+        Machine::for_program(artifact, 0, inputs, limits)
+    }
+
+    /// A machine about to run module `module` of `artifact` (an imported program run on its
+    /// own, as a skill) with `inputs`, checked as [`Machine::new`] checks them.
+    pub fn for_program(
+        artifact: Arc<Verified>,
+        module: u32,
+        inputs: &FxHashMap<String, Value>,
+        limits: Limits,
+    ) -> Result<Machine, RuntimeError> {
+        let Some(m) = artifact.modules.get(module as usize) else {
+            return Err(RuntimeError::unlocated(
+                Code::E215,
+                format!("the artifact has no module {module}"),
+            ));
+        };
         let programs: Vec<Arc<str>> = artifact
             .modules
             .iter()
@@ -121,7 +137,7 @@ impl Machine {
         let top_error = |code: Code, message: String| RuntimeError {
             code,
             message,
-            module: 0,
+            module,
             program: error::file_label(m),
             line: 0,
             statement: String::new(),
@@ -173,7 +189,7 @@ impl Machine {
             ));
         }
         let inst = Rc::new(RefCell::new(Instance {
-            module: 0,
+            module,
             exec: 0,
             outputs: vec![Value::Null; m.outputs.len()],
             inputs: given,
@@ -202,7 +218,7 @@ impl Machine {
             programs,
             warned: FxHashSet::default(),
         };
-        let frame = machine.new_frame(&inst, 0, m.entry, None, Ret::Fiber, 0);
+        let frame = machine.new_frame(&inst, module, m.entry, None, Ret::Fiber, 0);
         inst.borrow_mut().main = Some(frame.clone());
         let root = machine
             .fibers
@@ -299,7 +315,7 @@ impl Machine {
         match self.fibers[FiberId::root()].state {
             State::Done => {
                 let inst = self.main.borrow();
-                let m = &self.artifact.modules[0];
+                let m = &self.artifact.modules[inst.module as usize];
                 let outputs = m
                     .outputs
                     .iter()
@@ -326,11 +342,12 @@ impl Machine {
 
     /// An error of the program run as a whole, not of one of its statements.
     fn top_error(&self, code: Code, message: &str) -> RuntimeError {
+        let module = self.main.borrow().module;
         RuntimeError {
             code,
             message: message.into(),
-            module: 0,
-            program: error::file_label(&self.artifact.modules[0]),
+            module,
+            program: error::file_label(&self.artifact.modules[module as usize]),
             line: 0,
             statement: String::new(),
             request: None,

@@ -20,6 +20,7 @@ use crate::driver::Driver;
 use crate::machine::{Limits, Machine, RuntimeError};
 use crate::people::People;
 use crate::protocol::{Reply, RequestId};
+use crate::runner::program_skill::ProgramTool;
 use crate::runner::{run_durable, Durable, Observer, RunConfig};
 use crate::snapshot::Snapshot;
 use crate::store::view::RunView;
@@ -136,7 +137,16 @@ impl Place {
             .unwrap_or_else(|| PathBuf::from("."));
         let search = SkillSearch::new(program_dir, self.root()).with_user_dir(user_skills_dir());
         let servers: Vec<String> = self.mcp.servers.keys().cloned().collect();
-        w.resolve_skills(skill_names(artifact), &servers, &search)?;
+        let programs: Vec<(String, u32)> = artifact
+            .modules
+            .iter()
+            .flat_map(|m| {
+                m.programs
+                    .values()
+                    .map(move |p| (m.strings[p.alias].clone(), p.module))
+            })
+            .collect();
+        w.resolve_skills(skill_names(artifact), &servers, &programs, &search)?;
         Ok(w)
     }
 }
@@ -272,10 +282,12 @@ impl Run {
         }
         for (name, value) in inputs {
             match record.inputs.get(&name) {
-                Some(old) if *old != value => return Err(RunError::Setup(format!(
+                Some(old) if *old != value => {
+                    return Err(RunError::Setup(format!(
                     "input `{name}` was given as {:?} when the run started; a resumed run keeps it",
                     old.display()
-                ))),
+                )))
+                }
                 _ => {
                     record.inputs.insert(name, value);
                 }
@@ -368,7 +380,21 @@ impl Run {
                 .map_err(|e| StoreError::Invalid(e.to_string()))?;
             workshop.set_mcp(hub);
         }
-        let workshop = Arc::new(workshop);
+        let config = place.config.clone();
+        let workshop = Arc::new_cyclic(|weak| {
+            workshop.bind_programs(|name, module| {
+                let tool = ProgramTool::new(
+                    name,
+                    artifact.clone(),
+                    module,
+                    driver.clone(),
+                    weak.clone(),
+                    config.clone(),
+                )?;
+                Some(Arc::new(tool) as Arc<dyn crate::agent::tools::Tool>)
+            });
+            workshop
+        });
         let journal = journal::Journal::open(&dir.journal_path())
             .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
         let mut durable = Durable {

@@ -2,6 +2,7 @@
 //! limit, retries failed sessions with their backoff, withdraws requests of cancelled
 //! fibers, and feeds answers back.
 
+pub mod program_skill;
 mod session;
 
 use crate::agent::workshop::Workshop;
