@@ -714,3 +714,55 @@ fn an_imported_program_named_as_a_skill_is_a_tool_run_as_a_child_run() {
     assert_eq!(result["tool_call_id"], "p1");
     assert_eq!(result["content"], "{\"digest\":\"short text\"}");
 }
+
+#[test]
+fn allow_flags_and_prose_toml_give_capabilities_the_program_leaves_unset() {
+    let dir = scratch("allow");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent plain:\n  prompt: \"You help.\"\nsession: plain\n  prompt: \"Run it\"\n",
+    )
+    .expect("program");
+    let script = json!([
+        {"kind": "turn", "times": 1, "reply": {"tool_calls": [
+            {"name": "bash", "arguments": {"command": "echo ran >> ran.txt"}}]}},
+        {"kind": "turn", "times": 1, "reply": "ok"}
+    ]);
+    std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
+    let run = |extra: &[&str]| {
+        support::output(
+            vm().current_dir(&dir)
+                .args([
+                    "run",
+                    "prog.prose",
+                    "--mock-script",
+                    "script.json",
+                    "--trace",
+                    "quiet",
+                ])
+                .args(extra),
+        )
+    };
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !dir.join("ran.txt").exists(),
+        "bash ran without being allowed"
+    );
+    let (code, _, err) = run(&["--allow", "bash"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ran.txt")).expect("ran"),
+        "ran\n"
+    );
+    std::fs::write(dir.join("prose.toml"), "allow = [\"bash\"]\n").expect("toml");
+    let (code, _, err) = run(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ran.txt")).expect("ran"),
+        "ran\nran\n"
+    );
+    let (code, _, err) = run(&["--allow", "everything"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bash and network"), "{err}");
+}
