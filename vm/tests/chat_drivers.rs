@@ -275,7 +275,9 @@ fn a_vague_verdict_is_asked_again_once() {
             "{second}"
         );
         assert!(
-            second.contains("You replied: Perhaps\nStart your reply with yes or no."),
+            second.contains(
+                "You replied: Perhaps\nThat reply cannot be read as a yes or no. Start your reply with yes or no."
+            ),
             "{second}"
         );
         // The condition's two exchanges are counted together.
@@ -354,7 +356,7 @@ fn anthropic_sessions_use_the_messages_api_and_the_model_map() {
     assert_eq!(seen[2].body["model"], "my-opus");
     assert_eq!(
         seen[2].body["messages"][0]["content"],
-        "Again\n\n## Context\n\n### a\n\nbrief reply\n"
+        "Again\n\n## Context\n\n### a\n\nbrief reply\n\n## Your task\n\nAgain\n"
     );
     assert!(!err.contains(KEY));
     assert!(!all_files(&dir.join(".prose")).contains(KEY));

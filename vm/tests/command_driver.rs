@@ -114,7 +114,7 @@ choice **what to do with {draft}**:
     assert!(calls[2].contains("1. Ship\n2. Hold\n"), "{}", calls[2]);
     assert_eq!(
         calls[3],
-        "kind=session id=0:3 model= system=\noptions=\ntools=read_file|write_file|edit_file|list_files|grep permissions=[]\nHold it\n\n## Context\n\n### draft\n\ndid: Draft the notes\n"
+        "kind=session id=0:3 model= system=\noptions=\ntools=read_file|write_file|edit_file|list_files|grep permissions=[]\nHold it\n\n## Context\n\n### draft\n\ndid: Draft the notes\n\n## Your task\n\nHold it\n"
     );
 }
 

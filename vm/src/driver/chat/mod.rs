@@ -181,7 +181,9 @@ impl ChatDriver {
         if let Some(v) = parse(&first) {
             return Ok(v);
         }
-        let again = format!("{question}\nYou replied: {first}\n{correction}\n");
+        let again = format!(
+            "{question}\nYou replied: {first}\nThat reply cannot be read as {what}. {correction}\n"
+        );
         let second = self.chat(spent, &again).await?;
         parse(&second).ok_or_else(|| {
             Failure(format!(
