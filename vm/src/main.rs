@@ -282,6 +282,7 @@ impl RunArgs {
                     .or(file.max_concurrency)
                     .unwrap_or(RunConfig::default().max_concurrency),
                 backoff_unit: Duration::from_millis(self.backoff_unit_ms),
+                stop: Default::default(),
             },
             people: People::detect(self.no_input),
             mcp: file.mcp,
@@ -375,6 +376,29 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
     };
+    // Ctrl-C or SIGTERM stops the run cleanly (interrupted, resumable); a second one forces.
+    let stop = run.stop_handle();
+    runtime.spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if stop.asked() {
+                eprintln!("prosevm: stopping at once");
+                std::process::exit(130);
+            }
+            eprintln!("prosevm: stopping the run (press Ctrl-C again to force)");
+            stop.ask();
+        }
+    });
     let mut printer = Printer { trace: args.trace };
     let result = match runtime.block_on(run.drive(driver, &mut printer)) {
         Ok(r) => r,
@@ -400,6 +424,19 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
                 print_outputs(&outputs, args.output);
             }
             ExitCode::SUCCESS
+        }
+        Err(e) if e.code == prosec::diagnostics::Code::E216 => {
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "interrupted",
+                }));
+            }
+            fail(
+                format!("run {id} interrupted; continue it with: prosevm resume {id}"),
+                130,
+            )
         }
         Err(e) => {
             if stdio {

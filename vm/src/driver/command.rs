@@ -54,7 +54,9 @@ impl CommandDriver {
         let mut child = cmd
             .spawn()
             .map_err(|e| Failure(format!("cannot run the driver command: {e}")))?;
-        let pid = child.id();
+        // Dropped before the command ends (the run stopped, or the request was withdrawn):
+        // its whole process group goes with it.
+        let mut group = GroupGuard(child.id());
         let stdin = child.stdin.take();
         let run = async move {
             let write = async move {
@@ -69,19 +71,14 @@ impl CommandDriver {
         let out = tokio::time::timeout(self.timeout, run)
             .await
             .map_err(|_| {
-                if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
-                    // SAFETY: kill(2) with a negative pid signals the process group the
-                    // command leads (created above); it touches no memory of ours.
-                    unsafe {
-                        libc::kill(-pid, libc::SIGKILL);
-                    }
-                }
+                // The guard kills the process group as this returns.
                 Failure(format!(
                     "the driver command timed out after {} s",
                     self.timeout.as_secs_f64()
                 ))
             })?
             .map_err(|e| Failure(format!("the driver command: {e}")))?;
+        group.0 = None;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let mut stderr = stderr.trim().to_string();
@@ -106,6 +103,21 @@ impl CommandDriver {
         String::from_utf8(out.stdout)
             .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
             .map_err(|_| Failure("the driver command's reply is not UTF-8".into()))
+    }
+}
+
+/// Kills the process group it names when dropped (unless disarmed by taking the pid).
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: kill(2) with a negative pid signals the process group the command leads;
+            // it touches no memory of ours.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
     }
 }
 

@@ -328,6 +328,11 @@ impl Run {
         }
     }
 
+    /// What stops the run when asked (Ctrl-C): it then ends interrupted, resumable.
+    pub fn stop_handle(&self) -> crate::runner::Stop {
+        self.place.config.stop.clone()
+    }
+
     /// The run's record as it stands.
     pub fn record(&self) -> &RunRecord {
         &self.record
@@ -439,6 +444,9 @@ impl Run {
                         .map(|(k, v)| (k.clone(), v.to_json()))
                         .collect(),
                 );
+            }
+            Err(e) if e.code == prosec::diagnostics::Code::E216 => {
+                record.status = RunStatus::Interrupted;
             }
             Err(e) => {
                 record.status = RunStatus::Failed;

@@ -4,6 +4,9 @@
 
 pub mod program_skill;
 mod session;
+mod stop;
+
+pub use stop::Stop;
 
 use crate::agent::workshop::Workshop;
 use crate::driver::{serve, Driver, Served};
@@ -32,6 +35,8 @@ pub struct RunConfig {
     pub max_concurrency: usize,
     /// The unit of backoff delays (linear: n units before attempt n+1; exponential: 2^(n-1)).
     pub backoff_unit: Duration,
+    /// Asked to stop the run (it ends with [`Code::E216`], interrupted and resumable).
+    pub stop: Stop,
 }
 
 impl Default for RunConfig {
@@ -39,6 +44,7 @@ impl Default for RunConfig {
         RunConfig {
             max_concurrency: 8,
             backoff_unit: Duration::from_secs(1),
+            stop: Stop::default(),
         }
     }
 }
@@ -209,7 +215,15 @@ pub async fn run_durable<D: Driver>(
     // Failed first attempts of retrying sessions, answered at once, waiting for their task.
     let mut first_failures: HashMap<RequestId, Reply> = HashMap::new();
     let limit = cfg.max_concurrency.max(1);
+    let interrupted =
+        || RuntimeError::unlocated(Code::E216, "the run was interrupted; it can be resumed");
     loop {
+        if cfg.stop.asked() {
+            if let Some(d) = durable.as_deref_mut() {
+                d.journal.sync().map_err(journal_error)?;
+            }
+            return Err(interrupted());
+        }
         let step = machine.run();
         for e in machine.take_events() {
             observer.event(&e);
@@ -352,6 +366,15 @@ pub async fn run_durable<D: Driver>(
         let joined = loop {
             tokio::select! {
                 biased;
+                () = cfg.stop.wait() => {
+                    // In-flight requests are withdrawn (their tasks dropped, their processes
+                    // killed); what was answered is durable.
+                    tasks.shutdown().await;
+                    if let Some(d) = durable.as_deref_mut() {
+                        d.journal.sync().map_err(journal_error)?;
+                    }
+                    return Err(interrupted());
+                }
                 Some(note) = noted.recv() => match note {
                     Note::Event(e) => observer.event(&e),
                     Note::Record(reply, done) => {
