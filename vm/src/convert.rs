@@ -23,6 +23,7 @@ pub fn local(v: &Value, shape: Shape) -> Option<Value> {
         (Shape::Bool, Value::List(l)) => Some(Value::Bool(!l.is_empty())),
         (Shape::Int, Value::Float(f)) if f.fract() == 0.0 => Some(Value::Int(*f as i64)),
         (Shape::List, Value::Null) => Some(Value::List(Arc::new(Vec::new()))),
+        (Shape::Record, Value::Null) => Some(Value::record(Vec::new())),
         (_, Value::Text(t)) => parse_text(t, shape),
         _ => None,
     }

@@ -418,6 +418,18 @@ impl Machine {
         id
     }
 
+    /// Reports a warning about the statement `fr` executes, once per statement.
+    fn warn(&mut self, code: Code, fr: &Frame, message: String) {
+        let site = self.site(fr);
+        if self.warned.insert((code, site.module, site.line)) {
+            self.events.push(Event::Warning {
+                code,
+                site: site.to_string(),
+                message,
+            });
+        }
+    }
+
     /// The id fiber `f`'s next request will have.
     fn next_id(&self, f: FiberId) -> RequestId {
         let fiber = &self.fibers[f];

@@ -217,3 +217,37 @@ fn each_session_replaces_the_agents_memory() {
     // A fresh `session:` ignores the memory, and its update replaces it.
     assert_eq!(memories, [None, Some("one"), None, Some("three")]);
 }
+
+#[test]
+fn a_null_value_interpolates_as_nothing_with_a_warning_and_is_never_sent_to_convert() {
+    let src = "let plan = { title: \"Ship\" }\nsession \"Do {plan.title} by {plan.deadline}\"\n";
+    let mut h = Harness::new(src);
+    h.run(echo);
+    assert_eq!(h.seen(), ["0:0 session: Do Ship by "]);
+    let warnings: Vec<_> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            prosevm::trace::Event::Warning {
+                code,
+                site,
+                message,
+            } => Some((*code, site.clone(), message.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        warnings,
+        [(
+            Code::W200,
+            "t:2".to_string(),
+            "`{plan.deadline}` is null here: it is left out of the text".to_string()
+        )]
+    );
+    // Null used as a number is an error, not a question to the model.
+    let mut h = Harness::new("let n = null\nrepeat n:\n  session \"x\"\n");
+    h.run(echo);
+    assert!(h.log.is_empty(), "{:?}", h.seen());
+    assert_eq!(h.error().code, Code::E204);
+    assert_eq!(h.error().message, "cannot use null as integer");
+}

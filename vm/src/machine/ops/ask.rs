@@ -2,13 +2,13 @@
 //! and a conversion the machine cannot do by itself. Each builds its request from the
 //! module's tables and parks the fiber until the reply comes.
 
-use super::data::render;
 use super::{ix, misrouted, At, Flow, OpResult};
 use crate::convert;
 use crate::machine::fiber::{Expect, Frame};
 use crate::machine::Machine;
 use crate::protocol::{
-    Ask, ChooseAsk, ConvertAsk, EvaluateAsk, InputAsk, Labelled, PermissionRule, SessionAsk,
+    shape_name, Ask, ChooseAsk, ConvertAsk, EvaluateAsk, InputAsk, Labelled, PermissionRule,
+    SessionAsk,
 };
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
@@ -25,6 +25,13 @@ impl Machine {
                     fr.regs[ix(*dst)] = v;
                     return Ok(Flow::Next);
                 }
+                // Nothing to convert: null is never sent to a model.
+                None if fr.regs[ix(*src)] == Value::Null => {
+                    return Err(ErrorValue::new(
+                        Code::E204,
+                        format!("cannot use null as {}", shape_name::name(*shape)),
+                    ));
+                }
                 None => {
                     let text = fr.regs[ix(*src)].display();
                     (
@@ -39,7 +46,6 @@ impl Machine {
             },
             Op::Session { dst, desc, ctx } => {
                 let sd = &m.sessions[*desc];
-                let tpl = |t: Option<bytecode_spec::TplId>| t.map(|t| render(&fr, m, t));
                 let context = match &fr.regs[ix(*ctx)] {
                     Value::List(items) => sd
                         .context_labels
@@ -57,7 +63,7 @@ impl Machine {
                         values: match &p.value {
                             PermissionValue::Word(w) => vec![m.strings[*w].clone()],
                             PermissionValue::Patterns(ts) => {
-                                ts.iter().map(|t| render(&fr, m, *t)).collect()
+                                ts.iter().map(|t| self.interpolate(&fr, m, *t)).collect()
                             }
                         },
                     })
@@ -108,8 +114,11 @@ impl Machine {
                     resume,
                     agent: sd.agent.map(|a| m.strings[m.agents[a].name].clone()),
                     label: sd.label.map(|l| m.strings[l].clone()),
-                    prompt: tpl(sd.prompt).unwrap_or_default(),
-                    system: tpl(sd.system),
+                    prompt: sd
+                        .prompt
+                        .map(|t| self.interpolate(&fr, m, t))
+                        .unwrap_or_default(),
+                    system: sd.system.map(|t| self.interpolate(&fr, m, t)),
                     model: sd.model.map(|s| m.strings[s].clone()),
                     context,
                     permissions,
@@ -129,7 +138,7 @@ impl Machine {
                 (Ask::Session(req), *dst, Expect::Session(persistent))
             }
             Op::Evaluate { dst, cond } => {
-                let condition = render(&fr, m, *cond);
+                let condition = self.interpolate(&fr, m, *cond);
                 self.events.push(Event::Evaluate {
                     condition: condition.clone(),
                 });
@@ -142,8 +151,12 @@ impl Machine {
             }
             Op::Choose { dst, choice } => {
                 let ch = &m.choices[*choice];
-                let criteria = render(&fr, m, ch.criteria);
-                let options: Vec<String> = ch.options.iter().map(|o| render(&fr, m, *o)).collect();
+                let criteria = self.interpolate(&fr, m, ch.criteria);
+                let options: Vec<String> = ch
+                    .options
+                    .iter()
+                    .map(|o| self.interpolate(&fr, m, *o))
+                    .collect();
                 let n = options.len();
                 let context = self.judgment_context(f);
                 (
@@ -169,7 +182,7 @@ impl Machine {
                 let name = m.strings[inp.name].clone();
                 let question = inp
                     .description
-                    .map(|d| render(&fr, m, d))
+                    .map(|d| self.interpolate(&fr, m, d))
                     .unwrap_or_else(|| name.clone());
                 (Ask::Input(InputAsk { name, question }), *dst, Expect::Value)
             }
@@ -186,17 +199,5 @@ impl Machine {
             .as_deref()
             .map(|a| vec![Labelled::new("latest answer", a)])
             .unwrap_or_default()
-    }
-
-    /// Reports a warning about the statement `fr` executes, once per statement.
-    fn warn(&mut self, code: Code, fr: &Frame, message: String) {
-        let site = self.site(fr);
-        if self.warned.insert((code, site.module, site.line)) {
-            self.events.push(Event::Warning {
-                code,
-                site: site.to_string(),
-                message,
-            });
-        }
     }
 }

@@ -54,7 +54,7 @@ impl Machine {
                 target.borrow_mut().regs[ix(*reg)] = v;
             }
             Op::Format { dst, tpl } => {
-                let s = render(&fr, m, *tpl);
+                let s = self.interpolate(&fr, m, *tpl);
                 fr.regs[ix(*dst)] = Value::text(s);
             }
             Op::MakeList { dst, first, len } => {
@@ -196,14 +196,20 @@ fn enclosing(fr: &Frame, depth: u8) -> Result<crate::machine::fiber::FrameRef, E
     up(&link, depth - 1).ok_or_else(missing)
 }
 
-/// Template `tpl` of module `m` rendered with `fr`'s variables.
-pub(in crate::machine) fn render(fr: &Frame, m: &Module, tpl: TplId) -> String {
+/// Template `tpl` of module `m` rendered with `fr`'s variables. A null value (a variable
+/// never bound, a missing field) interpolates as nothing, never as the word `null`; the name
+/// of the first such variable comes back too, for a warning.
+pub(in crate::machine) fn render(fr: &Frame, m: &Module, tpl: TplId) -> (String, Option<String>) {
     let mut out = String::new();
+    let mut null = None;
     for part in &m.templates[tpl].parts {
         match part {
             TplPart::Text(s) => out.push_str(&m.strings[*s]),
             TplPart::Var {
-                depth, reg, path, ..
+                depth,
+                reg,
+                path,
+                name,
             } => {
                 let v = if *depth == 0 {
                     fr.regs[ix(*reg)].clone()
@@ -212,11 +218,44 @@ pub(in crate::machine) fn render(fr: &Frame, m: &Module, tpl: TplId) -> String {
                         .map(|t| t.borrow().regs[ix(*reg)].clone())
                         .unwrap_or_default()
                 };
-                out.push_str(&follow(v, path, m).display());
+                match follow(v, path, m) {
+                    Value::Null => {
+                        null.get_or_insert_with(|| {
+                            let mut n = m.strings[*name].clone();
+                            for step in path {
+                                match step {
+                                    PathStep::Field(f) => {
+                                        n.push('.');
+                                        n.push_str(&m.strings[*f]);
+                                    }
+                                    PathStep::Index(i) => n.push_str(&format!("[{i}]")),
+                                }
+                            }
+                            n
+                        });
+                    }
+                    v => out.push_str(&v.display()),
+                }
             }
         }
     }
-    out
+    (out, null)
+}
+
+impl Machine {
+    /// Template `tpl` rendered with `fr`'s variables; a null value interpolated is empty text,
+    /// with warning W200 for the statement (once).
+    pub(in crate::machine) fn interpolate(&mut self, fr: &Frame, m: &Module, tpl: TplId) -> String {
+        let (text, null) = render(fr, m, tpl);
+        if let Some(name) = null {
+            self.warn(
+                Code::W200,
+                fr,
+                format!("`{{{name}}}` is null here: it is left out of the text"),
+            );
+        }
+        text
+    }
 }
 
 /// `v` followed along a member path (null where a step finds nothing).
