@@ -1,8 +1,12 @@
 //! `prose.toml`: driver settings kept with a project, so they need not be repeated on every
-//! command line. Flags win over the environment, which wins over the file.
+//! command line. The project's file is found upward from the program's directory (as Cargo
+//! finds `Cargo.toml`), the user's in `$XDG_CONFIG_HOME/prose/prose.toml` (else
+//! `~/.config/prose/prose.toml`); the project's settings win over the user's. Flags win over
+//! the environment, which wins over the files.
 
-use serde::Deserialize;
-use std::path::Path;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// The settings `prose.toml` may hold (every key optional; unknown keys are an error).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -33,6 +37,41 @@ pub struct Config {
     /// MCP servers that agents may name in `skills:`.
     #[serde(default)]
     pub mcp: crate::agent::mcp::McpConfig,
+    /// Sampling temperature for every model turn.
+    pub temperature: Option<f64>,
+    /// Most tokens a model reply may use.
+    pub max_tokens: Option<u32>,
+    /// Sampling per model id (`[model_options."gpt-4o-mini"]`), over the top level's.
+    #[serde(default)]
+    pub model_options: BTreeMap<String, Sampling>,
+    /// Sampling per agent (`[agents.writer]`), over the model's.
+    #[serde(default)]
+    pub agents: BTreeMap<String, Sampling>,
+    /// `prosec`'s lint levels (`[lints]`); read by the compiler, accepted here.
+    #[serde(default)]
+    pub lints: BTreeMap<String, toml::Value>,
+}
+
+/// How a model samples: what a `prose.toml` may set globally, per model and per agent, and
+/// what the chat drivers send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Most tokens a reply may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+impl Sampling {
+    /// These settings with `over`'s where it has them.
+    pub fn and(self, over: Sampling) -> Sampling {
+        Sampling {
+            temperature: over.temperature.or(self.temperature),
+            max_tokens: over.max_tokens.or(self.max_tokens),
+        }
+    }
 }
 
 /// The `[models]` table.
@@ -48,23 +87,94 @@ pub struct Models {
 }
 
 impl Config {
-    /// Reads `path` if given (it must exist), else `prose.toml` in the working directory if
-    /// there is one, else nothing.
-    pub fn load(path: Option<&Path>) -> Result<Config, String> {
-        let default = Path::new("prose.toml");
-        let path = match path {
-            Some(p) => p,
-            None if default.exists() => default,
-            None => return Ok(Config::default()),
+    /// Reads `path` if given (it must exist); else the project's `prose.toml`, found upward
+    /// from `start` (the program's directory), over the user's; else nothing.
+    pub fn load(path: Option<&Path>, start: &Path) -> Result<Config, String> {
+        if let Some(p) = path {
+            return Config::read(p);
+        }
+        let user = match user_file() {
+            Some(p) if p.is_file() => Config::read(&p)?,
+            _ => Config::default(),
         };
+        match project_file(start) {
+            Some(p) => Ok(user.under(Config::read(&p)?)),
+            None => Ok(user),
+        }
+    }
+
+    /// The top level's sampling settings.
+    pub fn sampling(&self) -> Sampling {
+        Sampling {
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+        }
+    }
+
+    fn read(path: &Path) -> Result<Config, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         Config::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// These settings with `over`'s where it has them (tables merged key by key).
+    fn under(self, over: Config) -> Config {
+        let mut mcp = self.mcp;
+        mcp.servers.extend(over.mcp.servers);
+        let mut model_options = self.model_options;
+        model_options.extend(over.model_options);
+        let mut agents = self.agents;
+        agents.extend(over.agents);
+        let mut lints = self.lints;
+        lints.extend(over.lints);
+        let mut allow = self.allow;
+        allow.extend(over.allow);
+        Config {
+            driver: over.driver.or(self.driver),
+            command: over.command.or(self.command),
+            base_url: over.base_url.or(self.base_url),
+            model: over.model.or(self.model),
+            models: Models {
+                sonnet: over.models.sonnet.or(self.models.sonnet),
+                opus: over.models.opus.or(self.models.opus),
+                haiku: over.models.haiku.or(self.models.haiku),
+            },
+            max_concurrency: over.max_concurrency.or(self.max_concurrency),
+            request_timeout: over.request_timeout.or(self.request_timeout),
+            http_retries: over.http_retries.or(self.http_retries),
+            allow,
+            max_turns: over.max_turns.or(self.max_turns),
+            mcp,
+            temperature: over.temperature.or(self.temperature),
+            max_tokens: over.max_tokens.or(self.max_tokens),
+            model_options,
+            agents,
+            lints,
+        }
     }
 
     /// Parses the text of a `prose.toml`.
     pub fn parse(text: &str) -> Result<Config, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
+}
+
+/// The nearest `prose.toml` in `start` or a directory above it.
+fn project_file(start: &Path) -> Option<PathBuf> {
+    let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+    start
+        .ancestors()
+        .map(|d| d.join("prose.toml"))
+        .find(|p| p.is_file())
+}
+
+/// The user's `prose.toml`: `$XDG_CONFIG_HOME/prose/prose.toml`, else
+/// `~/.config/prose/prose.toml`.
+fn user_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("prose").join("prose.toml"))
 }
 
 /// Capabilities a user allows every agent, from their names (`bash`, `network`).

@@ -191,6 +191,10 @@ struct RunArgs {
     /// Where runs live (default: `.prose` in the working directory).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// The program's directory, where the search for `prose.toml` starts (set by the
+    /// command, not a flag).
+    #[arg(skip)]
+    program_dir: PathBuf,
 }
 
 fn parse_driver(s: &str) -> Result<DriverKind, String> {
@@ -268,7 +272,7 @@ impl RunArgs {
 
     /// The project's settings file.
     fn config(&self) -> Result<Config, String> {
-        Config::load(self.config.as_deref())
+        Config::load(self.config.as_deref(), &self.program_dir)
     }
 
     /// Where runs live and how requests are served.
@@ -343,19 +347,50 @@ fn start(program: Program, args: &RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e, 2),
     };
+    let connected = match connect(&settings, &program.artifact) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
     match Run::start(&program, inputs, settings, options, &place) {
-        Ok(run) => drive(run, args),
+        Ok(run) => drive(run, connected, args),
         Err(e) => run_error(e),
     }
 }
 
-/// Drives `run` with the driver its record names; prints the trace, then the outputs.
-fn drive(run: Run, args: &RunArgs) -> ExitCode {
-    let settings = run.record().driver.clone();
-    let driver = match settings.connect() {
-        Ok(d) => Arc::new(d),
-        Err(e) => return fail(e, 2),
+/// A driver connected, with the runtime it runs on.
+struct Connected {
+    driver: Arc<prosevm::driver::settings::AnyDriver>,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// Connects the driver `settings` describe and checks, before anything runs, that its
+/// provider offers every model `artifact`'s sessions name.
+fn connect(
+    settings: &DriverSettings,
+    artifact: &bytecode_spec::verify::Verified,
+) -> Result<Connected, ExitCode> {
+    use prosevm::driver::Driver;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| fail(format!("cannot start the runtime: {e}"), 2))?;
+    // The driver's HTTP client and reader threads belong to this runtime.
+    let driver = {
+        let _in_runtime = runtime.enter();
+        Arc::new(settings.connect().map_err(|e| fail(e, 2))?)
     };
+    let models = prosevm::run::models_named(artifact);
+    runtime
+        .block_on(driver.check_models(&models))
+        .map_err(|e| fail(e, 2))?;
+    Ok(Connected { driver, runtime })
+}
+
+/// Drives `run` with its driver, connected; prints the trace, then the outputs.
+fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
+    let settings = run.record().driver.clone();
+    let Connected { driver, runtime } = connected;
     let stdio = matches!(settings, DriverSettings::Stdio { .. });
     let id = run.record().id.clone();
     if args.trace == Trace::Narrate {
@@ -368,14 +403,6 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
         }
         eprintln!("[Program] driver: {}", settings.describe());
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
-    };
     // Ctrl-C or SIGTERM stops the run cleanly (interrupted, resumable); a second one forces.
     let stop = run.stop_handle();
     runtime.spawn(async move {
@@ -475,6 +502,10 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e, 1),
     };
+    let args = &RunArgs {
+        program_dir: dir_of(&record.origin),
+        ..args.clone()
+    };
     if record.status != RunStatus::Finished {
         if let Err(e) = same_program(&record) {
             return fail(format!("run {}: {e}", dir.id), 1);
@@ -512,7 +543,10 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
             print_outputs(&record.outputs.unwrap_or_default(), args.output);
             ExitCode::SUCCESS
         }
-        Ok(Resumed::Ready(run)) => drive(*run, args),
+        Ok(Resumed::Ready(run)) => match connect(&run.record().driver, run.artifact()) {
+            Ok(c) => drive(*run, c, args),
+            Err(code) => code,
+        },
         Err(e) => run_error(e),
     }
 }
@@ -708,6 +742,14 @@ fn load(file: &Path) -> Result<Program, ExitCode> {
     Program::from_bytes(bytes, origin).map_err(|e| fail(format!("{}: {e}", file.display()), 1))
 }
 
+/// The directory `file` is in (where the search for `prose.toml` starts).
+fn dir_of(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// Whether `file` starts like a `.pbc` artifact (whatever its name).
 fn is_artifact(file: &Path) -> bool {
     use std::io::Read;
@@ -730,16 +772,20 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Exec { file, opts } => match load(&file) {
-            Ok(program) => start(program, &opts),
-            Err(code) => code,
-        },
+        Command::Exec { file, mut opts } => {
+            opts.program_dir = dir_of(&file);
+            match load(&file) {
+                Ok(program) => start(program, &opts),
+                Err(code) => code,
+            }
+        }
         Command::Run {
             file,
             lib_paths,
-            opts,
+            mut opts,
         } => {
             let file = std::fs::canonicalize(&file).unwrap_or(file);
+            opts.program_dir = dir_of(&file);
             let program = if is_artifact(&file) {
                 load(&file)
             } else {

@@ -100,6 +100,17 @@ pub trait Driver: Send + Sync + 'static {
         false
     }
 
+    /// Checks, before a run starts, that the provider offers every model in `models` (as a
+    /// session names it; `None` for the default): an error names what is missing. Drivers
+    /// that cannot tell say nothing.
+    fn check_models(
+        &self,
+        models: &[Option<String>],
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        let _ = models;
+        std::future::ready(Ok(()))
+    }
+
     /// Whether the driver's host answers the questions meant for a person (inputs,
     /// permission prompts); otherwise the terminal does, or no one.
     fn hosts_people(&self) -> bool {

@@ -9,8 +9,10 @@ use super::http::HttpOptions;
 use super::mock::{Mock, MockOptions};
 use super::stdio::StdioDriver;
 use super::{Driver, Served};
+use crate::config::Sampling;
 use crate::protocol::{Reply, Request};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// How a chat provider is reached.
@@ -26,6 +28,37 @@ pub struct ChatSettings {
     pub retries: u32,
     /// First delay between attempts, in milliseconds (doubled each time).
     pub backoff_ms: u64,
+    /// How models sample: for every turn, per model id, per agent.
+    #[serde(default)]
+    pub sampling: SamplingTable,
+}
+
+/// Sampling settings from `prose.toml`: the defaults, then per model id, then per agent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SamplingTable {
+    /// For every turn.
+    #[serde(default)]
+    pub default: Sampling,
+    /// Per model id, over the defaults.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, Sampling>,
+    /// Per agent, over the model's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, Sampling>,
+}
+
+impl SamplingTable {
+    /// The settings for a turn of `agent` on model `model` (a provider id).
+    pub fn for_turn(&self, model: &str, agent: Option<&str>) -> Sampling {
+        let mut s = self.default;
+        if let Some(m) = self.models.get(model) {
+            s = s.and(*m);
+        }
+        if let Some(a) = agent.and_then(|a| self.agents.get(a)) {
+            s = s.and(*a);
+        }
+        s
+    }
 }
 
 /// A driver and its settings.
@@ -149,7 +182,8 @@ impl DriverSettings {
                 };
                 AnyDriver::Chat(
                     ChatDriver::new(api, &c.base_url, key, c.models.clone(), http)
-                        .map_err(|e| e.0)?,
+                        .map_err(|e| e.0)?
+                        .with_sampling(c.sampling.clone()),
                 )
             }
         })
@@ -191,6 +225,10 @@ impl Driver for AnyDriver {
 
     fn runs_turns(&self) -> bool {
         each!(self, d => d.runs_turns())
+    }
+
+    async fn check_models(&self, models: &[Option<String>]) -> Result<(), String> {
+        each!(self, d => d.check_models(models).await)
     }
 
     fn hosts_people(&self) -> bool {
@@ -360,6 +398,11 @@ impl DriverChoice {
                     timeout_s,
                     retries: self.http_retries.or(file.http_retries).unwrap_or(3),
                     backoff_ms: self.backoff_ms.unwrap_or(1000),
+                    sampling: SamplingTable {
+                        default: file.sampling(),
+                        models: file.model_options.clone(),
+                        agents: file.agents.clone(),
+                    },
                 };
                 match api {
                     Api::OpenAi => DriverSettings::Openai(chat),

@@ -39,6 +39,9 @@ pub enum Message {
 /// One model turn: everything the model sees.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TurnAsk {
+    /// The agent whose session this is.
+    #[serde(default)]
+    pub agent: Option<String>,
     /// `sonnet`, `opus`, `haiku` or a provider id.
     pub model: Option<String>,
     /// The system prompt: the agent's prompt and its skills' instructions.

@@ -151,6 +151,23 @@ impl Place {
     }
 }
 
+/// Every model the program's sessions name (as written: an alias or a provider id), and
+/// `None` for sessions naming none.
+pub fn models_named(artifact: &Verified) -> Vec<Option<String>> {
+    let mut models: Vec<Option<String>> = artifact
+        .modules
+        .iter()
+        .flat_map(|m| {
+            m.sessions
+                .values()
+                .map(move |s| s.model.map(|id| m.strings[id].clone()))
+        })
+        .collect();
+    models.sort();
+    models.dedup();
+    models
+}
+
 /// Every skill name the program's sessions carry (agents' skills are merged into them).
 fn skill_names(artifact: &Verified) -> Vec<&str> {
     let mut names: Vec<&str> = artifact
@@ -331,6 +348,11 @@ impl Run {
     /// What stops the run when asked (Ctrl-C): it then ends interrupted, resumable.
     pub fn stop_handle(&self) -> crate::runner::Stop {
         self.place.config.stop.clone()
+    }
+
+    /// The verified program it runs.
+    pub fn artifact(&self) -> &Verified {
+        &self.artifact
     }
 
     /// The run's record as it stands.

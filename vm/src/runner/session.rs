@@ -308,6 +308,7 @@ impl<D: Driver> Loop<'_, D> {
             }
             taken += 1;
             let ask = TurnAsk {
+                agent: self.s.agent.clone(),
                 model: self.s.model.clone(),
                 system: system.clone(),
                 messages: messages.clone(),
@@ -347,6 +348,7 @@ impl<D: Driver> Loop<'_, D> {
                         content: UPDATE_MEMORY.into(),
                     });
                     let ask = TurnAsk {
+                        agent: self.s.agent.clone(),
                         model: self.s.model.clone(),
                         system: system.clone(),
                         messages,

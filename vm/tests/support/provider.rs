@@ -58,6 +58,18 @@ pub struct Seen {
 /// Serves `responses` in order (then 500s) on a loopback port; returns its base URL and what
 /// it receives. A 500 body containing `{auth}` echoes the request's authorization header.
 pub fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    provider_offering(responses, &[])
+}
+
+/// Like [`provider`], and `GET .../models` lists `models` (a 404 when there are none, as
+/// from a server that does not list its models); those requests are neither logged nor
+/// answered from `responses`.
+pub fn provider_offering(
+    responses: Vec<Canned>,
+    models: &[&str],
+) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let listing = json!({"object": "list", "data": models.iter().map(|m| json!({"id": m})).collect::<Vec<_>>()}).to_string();
+    let offers = !models.is_empty();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
     let url = format!("http://{}/v1", listener.local_addr().expect("addr"));
     let seen = Arc::new(Mutex::new(Vec::new()));
@@ -74,6 +86,7 @@ pub fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
                 .nth(1)
                 .unwrap_or_default()
                 .to_string();
+            let get = request_line.starts_with("GET ");
             let mut headers = Vec::new();
             let mut length = 0;
             loop {
@@ -91,6 +104,19 @@ pub fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
             }
             let mut body = vec![0; length];
             let _ = reader.read_exact(&mut body);
+            if get && path.ends_with("/models") {
+                let (status, body) = if offers {
+                    (200, listing.as_str())
+                } else {
+                    (404, "{}")
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                continue;
+            }
             let auth = headers
                 .iter()
                 .find(|(k, _)| k == "authorization" || k == "x-api-key")

@@ -10,6 +10,7 @@
 mod wire;
 
 use super::http::{post_json, HttpOptions};
+use super::settings::SamplingTable;
 use super::{render, unanswerable, Driver, Served};
 use crate::convert;
 use crate::protocol::{Answer, Ask, Failure, Message, Request, TurnAnswer, TurnAsk, Usage};
@@ -80,6 +81,7 @@ pub struct ChatDriver {
     key: Option<String>,
     models: Models,
     http: HttpOptions,
+    sampling: SamplingTable,
 }
 
 impl ChatDriver {
@@ -114,7 +116,14 @@ impl ChatDriver {
             key,
             models,
             http,
+            sampling: SamplingTable::default(),
         })
+    }
+
+    /// The driver with these sampling settings (temperature, max tokens) for its turns.
+    pub fn with_sampling(mut self, sampling: SamplingTable) -> ChatDriver {
+        self.sampling = sampling;
+        self
     }
 
     /// One exchange: the conversation of `turn` with its tools; returns the model's message
@@ -125,8 +134,9 @@ impl ChatDriver {
         turn: &TurnAsk,
     ) -> Result<TurnAnswer, Failure> {
         let model = self.models.resolve(turn.model.as_deref());
+        let sampling = self.sampling.for_turn(model, turn.agent.as_deref());
         let key = self.key.as_deref();
-        let (body, headers) = match self.api {
+        let (mut body, headers) = match self.api {
             Api::OpenAi => {
                 let headers: Vec<(&str, String)> = key
                     .map(|k| ("authorization", format!("Bearer {k}")))
@@ -139,9 +149,16 @@ impl ChatDriver {
                 if let Some(k) = key {
                     headers.push(("x-api-key", k.to_string()));
                 }
-                (wire::anthropic_body(model, MAX_TOKENS, turn), headers)
+                let max = sampling.max_tokens.unwrap_or(MAX_TOKENS);
+                (wire::anthropic_body(model, max, turn), headers)
             }
         };
+        if let Some(t) = sampling.temperature {
+            body["temperature"] = t.into();
+        }
+        if let (Some(m), Api::OpenAi) = (sampling.max_tokens, self.api) {
+            body["max_tokens"] = m.into();
+        }
         let resp = post_json(&self.client, &self.url, &headers, &body, &self.http, key).await?;
         let (answer, usage) = match self.api {
             Api::OpenAi => wire::openai_answer(&resp),
@@ -154,9 +171,42 @@ impl ChatDriver {
         Ok(answer)
     }
 
+    /// The ids of the models the provider offers (`GET .../models`), when it says.
+    async fn offered_models(&self) -> Option<Vec<String>> {
+        let url = match self.api {
+            Api::OpenAi => self.url.strip_suffix("/chat/completions")?.to_string() + "/models",
+            Api::Anthropic => self.url.strip_suffix("/messages")?.to_string() + "/models",
+        };
+        let mut req = self
+            .client
+            .get(&url)
+            .timeout(self.http.timeout.min(std::time::Duration::from_secs(10)));
+        match (self.api, self.key.as_deref()) {
+            (Api::OpenAi, Some(k)) => req = req.bearer_auth(k),
+            (Api::Anthropic, Some(k)) => {
+                req = req
+                    .header("x-api-key", k)
+                    .header("anthropic-version", "2023-06-01")
+            }
+            _ => {}
+        }
+        let resp = req.send().await.ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        let json: serde_json::Value = resp.json().await.ok()?;
+        let ids: Vec<String> = json["data"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_string))
+            .collect();
+        (!ids.is_empty()).then_some(ids)
+    }
+
     /// One plain exchange: `user` alone, no tools; returns the reply text.
     async fn chat(&self, spent: &mut Option<Usage>, user: &str) -> Result<String, Failure> {
         let turn = TurnAsk {
+            agent: None,
             model: None,
             system: None,
             messages: vec![Message::User {
@@ -254,5 +304,29 @@ impl Driver for ChatDriver {
 
     fn runs_turns(&self) -> bool {
         true
+    }
+
+    async fn check_models(&self, models: &[Option<String>]) -> Result<(), String> {
+        let offered = match self.offered_models().await {
+            Some(list) => list,
+            // The provider does not list its models: nothing to check against.
+            None => return Ok(()),
+        };
+        let mut missing: Vec<&str> = models
+            .iter()
+            .map(|m| self.models.resolve(m.as_deref()))
+            .filter(|id| !offered.iter().any(|o| o == id))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "the provider at {} does not offer the model(s) {} (it offers: {}); choose with --model, --model-map or [models] in prose.toml",
+            self.url,
+            missing.join(", "),
+            offered.join(", ")
+        ))
     }
 }

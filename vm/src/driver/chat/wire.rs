@@ -225,6 +225,7 @@ mod tests {
 
     fn conversation() -> TurnAsk {
         TurnAsk {
+            agent: None,
             model: None,
             system: Some("You fix bugs.".into()),
             messages: vec![
