@@ -55,6 +55,11 @@ enum Command {
     Resume {
         /// The run's id or directory.
         run: String,
+        /// Resume even though the program changed since the run started: answers are kept
+        /// where the edited program asks the same question from an unchanged statement, and
+        /// the rest is asked again (listed).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         opts: RunArgs,
     },
@@ -493,7 +498,7 @@ fn print_outputs(outputs: &serde_json::Map<String, serde_json::Value>, format: O
     }
 }
 
-fn resume(run: &str, args: &RunArgs) -> ExitCode {
+fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
     let dir = match RunDir::open(args.state_dir.as_deref(), run) {
         Ok(d) => d,
         Err(e) => return fail(e, 2),
@@ -506,9 +511,22 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
         program_dir: dir_of(&record.origin),
         ..args.clone()
     };
+    let mut edited = None;
     if record.status != RunStatus::Finished {
-        if let Err(e) = same_program(&record) {
-            return fail(format!("run {}: {e}", dir.id), 1);
+        match same_program(&record) {
+            Ok(()) => {}
+            Err(Changed::Edited(program)) if force => edited = Some(program),
+            Err(Changed::Edited(_)) => {
+                return fail(
+                    format!(
+                        "run {}: {} has changed since the run started; refusing to resume a different program (--force resumes it, asking again what the edit changed)",
+                        dir.id,
+                        record.origin.display()
+                    ),
+                    1,
+                )
+            }
+            Err(Changed::Unreadable(e)) => return fail(format!("run {}: {e}", dir.id), 1),
         }
     }
     // An explicit driver replaces the one the run started with.
@@ -537,7 +555,23 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
         Ok(i) => i,
         Err(e) => return fail(e, 2),
     };
-    match Run::resume(dir, driver, inputs, &place) {
+    let resumed = match edited {
+        None => Run::resume(dir, driver, inputs, &place),
+        Some(program) => {
+            Run::resume_edited(dir, &program, driver, inputs, &place).map(|(r, again)| {
+                eprintln!(
+                    "prosevm: the program changed; {} answer(s) will be asked again{}",
+                    again.len(),
+                    if again.is_empty() { "" } else { ":" }
+                );
+                for a in &again {
+                    eprintln!("  {a}");
+                }
+                r
+            })
+        }
+    };
+    match resumed {
         Ok(Resumed::Finished(record)) => {
             eprintln!("run {} already finished", record.id);
             print_outputs(&record.outputs.unwrap_or_default(), args.output);
@@ -551,21 +585,31 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
     }
 }
 
+/// How the program at a run's origin differs from the one it started with.
+enum Changed {
+    /// It was edited: here it is, compiled.
+    Edited(Program),
+    /// It cannot be read or compiled.
+    Unreadable(String),
+}
+
 /// Checks that the program a run started with is still what its origin holds.
-fn same_program(record: &RunRecord) -> Result<(), String> {
+fn same_program(record: &RunRecord) -> Result<(), Changed> {
     let origin = &record.origin;
     let current = if origin.extension().is_some_and(|x| x == "prose") {
-        compile(origin, &[]).ok().map(|p| p.bytes)
+        compile(origin, &[]).ok()
     } else {
-        std::fs::read(origin).ok()
+        std::fs::read(origin)
+            .ok()
+            .and_then(|b| Program::from_bytes(b, origin.clone()).ok())
     };
     match current {
-        Some(bytes) if store::sha256_hex(&bytes) == record.artifact_sha256 => Ok(()),
-        Some(_) => Err(format!(
-            "{} has changed since the run started; refusing to resume a different program",
+        Some(p) if store::sha256_hex(&p.bytes) == record.artifact_sha256 => Ok(()),
+        Some(p) => Err(Changed::Edited(p)),
+        None => Err(Changed::Unreadable(format!(
+            "cannot read its program {}",
             origin.display()
-        )),
-        None => Err(format!("cannot read its program {}", origin.display())),
+        ))),
     }
 }
 
@@ -796,7 +840,7 @@ fn main() -> ExitCode {
                 Err(code) => code,
             }
         }
-        Command::Resume { run, opts } => resume(&run, &opts),
+        Command::Resume { run, force, opts } => resume(&run, force, &opts),
         Command::Runs { state_dir } => runs(state_dir.as_deref()),
         Command::Inspect {
             run,

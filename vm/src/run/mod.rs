@@ -19,19 +19,19 @@ use crate::driver::settings::DriverSettings;
 use crate::driver::Driver;
 use crate::machine::{Limits, Machine, RuntimeError};
 use crate::people::People;
-use crate::protocol::{Reply, RequestId};
+use crate::protocol::{Kind, Reply, Request, RequestId};
 use crate::runner::program_skill::ProgramTool;
 use crate::runner::{run_durable, Durable, Observer, RunConfig};
 use crate::snapshot::Snapshot;
 use crate::store::view::RunView;
-use crate::store::{agents, journal, sha256_hex, Lock, RunDir, StoreError};
+use crate::store::{self, agents, journal, sha256_hex, Lock, RunDir, StoreError};
 use crate::trace::Event;
 use crate::value::Value;
 use bytecode_spec::artifact::LoadError;
 use bytecode_spec::verify::Verified;
 use record::{ExecOptions, RunFailure, RunRecord, RunStatus};
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -269,10 +269,101 @@ impl Run {
         inputs: BTreeMap<String, Value>,
         place: &Place,
     ) -> Result<Resumed, RunError> {
+        let (lock, record, artifact, replies) = match Run::take_up(&dir)? {
+            Some(parts) => parts,
+            None => return Ok(Resumed::Finished(Box::new(dir.record()?))),
+        };
+        let replay = replies.into_iter().map(|r| (r.id.clone(), r)).collect();
+        Run::continue_with(dir, lock, record, artifact, replay, driver, inputs, place)
+    }
+
+    /// Like [`Run::resume`], but for a program edited since the run started: `program` (the
+    /// edited one) replaces the run's, and a journaled answer is kept only where the edited
+    /// program asks the same kind of question, under the same id, from a statement whose
+    /// text has not changed; the rest is asked again. Returns what will be asked again.
+    pub fn resume_edited(
+        dir: RunDir,
+        program: &Program,
+        driver: Option<DriverSettings>,
+        inputs: BTreeMap<String, Value>,
+        place: &Place,
+    ) -> Result<(Resumed, Vec<String>), RunError> {
+        let (lock, mut record, old, replies) = match Run::take_up(&dir)? {
+            Some(parts) => parts,
+            None => return Ok((Resumed::Finished(Box::new(dir.record()?)), Vec::new())),
+        };
+        let statement = |a: &Verified, r: &Request| -> String {
+            a.modules
+                .get(r.site.module as usize)
+                .and_then(|m| m.source.lines().nth((r.site.line as usize).checked_sub(1)?))
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        let before: HashMap<RequestId, (Kind, String)> =
+            transcript::exchanges(&record, &old, replies.clone())
+                .map_err(RunError::Setup)?
+                .into_iter()
+                .map(|x| {
+                    (
+                        x.request.id.clone(),
+                        (x.request.kind(), statement(&old, &x.request)),
+                    )
+                })
+                .collect();
+        let new = program.artifact.clone();
+        let now = transcript::exchanges_where(&record, &new, replies.clone(), |req, _| {
+            before
+                .get(&req.id)
+                .is_some_and(|(kind, text)| *kind == req.kind() && *text == statement(&new, req))
+        })
+        .map_err(RunError::Setup)?;
+        let kept: HashSet<RequestId> = now
+            .iter()
+            .filter(|x| x.reply.is_some())
+            .map(|x| x.request.id.clone())
+            .collect();
+        let asked_again: Vec<String> = now
+            .iter()
+            .filter(|x| x.reply.is_none() && before.contains_key(&x.request.id))
+            .map(|x| {
+                format!(
+                    "{} at {}: {}",
+                    x.request.id,
+                    x.request.site,
+                    statement(&new, &x.request)
+                )
+            })
+            .collect();
+        let kept: Vec<Reply> = replies
+            .into_iter()
+            .filter(|r| kept.contains(&r.id.whole()))
+            .collect();
+        // The journal keeps only what still holds, so no later resume can use the rest.
+        journal::rewrite(&dir.journal_path(), &kept)
+            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
+        store::write_atomic(&dir.path.join("artifact.pbc"), &program.bytes)?;
+        store::write_atomic(
+            &dir.path.join("program.prose"),
+            new.modules[0].source.as_bytes(),
+        )?;
+        record.artifact_sha256 = sha256_hex(&program.bytes);
+        let replay = kept.into_iter().map(|r| (r.id.clone(), r)).collect();
+        let resumed = Run::continue_with(dir, lock, record, new, replay, driver, inputs, place)?;
+        Ok((resumed, asked_again))
+    }
+
+    /// Takes the run in `dir` (its lock) and reads what it holds: its record, its artifact
+    /// and its journal (without the failure that ended it, which is asked again); none when
+    /// it has finished.
+    #[allow(clippy::type_complexity)]
+    fn take_up(
+        dir: &RunDir,
+    ) -> Result<Option<(Lock, RunRecord, Arc<Verified>, Vec<Reply>)>, RunError> {
         let lock = dir.lock()?;
-        let mut record = dir.record()?;
+        let record = dir.record()?;
         if record.status == RunStatus::Finished {
-            return Ok(Resumed::Finished(Box::new(record)));
+            return Ok(None);
         }
         let bytes = std::fs::read(dir.path.join("artifact.pbc"))
             .map_err(|e| StoreError::Io(dir.path.join("artifact.pbc"), e))?;
@@ -285,26 +376,37 @@ impl Run {
                 ))))
             }
         };
-        let mut replay: HashMap<RequestId, Reply> = journal::read(&dir.journal_path())
-            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?
-            .into_iter()
-            .map(|r| (r.id.clone(), r))
-            .collect();
+        let mut replies = journal::read(&dir.journal_path())
+            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
         // A failure is not an answer: the request that ended the run is asked again.
         if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
-            replay.remove(failed);
+            replies.retain(|r| r.id != *failed);
         }
+        Ok(Some((lock, record, artifact, replies)))
+    }
+
+    /// The run taken up, continuing with `replay`, `driver` (replacing the recorded one if
+    /// given) and `inputs` (values it still needs).
+    #[allow(clippy::too_many_arguments)]
+    fn continue_with(
+        dir: RunDir,
+        lock: Lock,
+        mut record: RunRecord,
+        artifact: Arc<Verified>,
+        replay: HashMap<RequestId, Reply>,
+        driver: Option<DriverSettings>,
+        inputs: BTreeMap<String, Value>,
+        place: &Place,
+    ) -> Result<Resumed, RunError> {
         if let Some(d) = driver {
             record.driver = d;
         }
         for (name, value) in inputs {
             match record.inputs.get(&name) {
-                Some(old) if *old != value => {
-                    return Err(RunError::Setup(format!(
+                Some(old) if *old != value => return Err(RunError::Setup(format!(
                     "input `{name}` was given as {:?} when the run started; a resumed run keeps it",
                     old.display()
-                )))
-                }
+                ))),
                 _ => {
                     record.inputs.insert(name, value);
                 }

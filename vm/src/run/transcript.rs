@@ -31,6 +31,17 @@ pub fn exchanges(
     artifact: &Arc<Verified>,
     replies: Vec<Reply>,
 ) -> Result<Vec<Exchange>, String> {
+    exchanges_where(record, artifact, replies, |_, _| true)
+}
+
+/// Like [`exchanges`], using only the replies `accept` takes for the request asked: a
+/// request whose reply is refused stays unanswered, and so does what depends on it.
+pub fn exchanges_where(
+    record: &RunRecord,
+    artifact: &Arc<Verified>,
+    replies: Vec<Reply>,
+    accept: impl Fn(&Request, &Reply) -> bool,
+) -> Result<Vec<Exchange>, String> {
     let mut machine =
         new_machine(artifact, &record.inputs, &record.options).map_err(|e| e.to_string())?;
     for h in &record.agents {
@@ -56,15 +67,12 @@ pub fn exchanges(
     {
         waiting.retain(|r| !withdrawn.contains(&r.id));
         waiting.extend(requests);
-        let ready: Vec<Request> = waiting
-            .iter()
-            .filter(|r| whole.contains_key(&r.id))
-            .cloned()
-            .collect();
+        let answerable = |r: &Request| whole.get(&r.id).is_some_and(|reply| accept(r, reply));
+        let ready: Vec<Request> = waiting.iter().filter(|r| answerable(r)).cloned().collect();
         if ready.is_empty() {
             break;
         }
-        waiting.retain(|r| !whole.contains_key(&r.id));
+        waiting.retain(|r| !answerable(r));
         for request in ready {
             let reply = whole.remove(&request.id);
             let mut session_steps = steps.remove(&request.id).unwrap_or_default();

@@ -93,6 +93,21 @@ pub fn read(path: &Path) -> Result<Vec<Reply>, JournalError> {
     Ok(records)
 }
 
+/// Replaces the journal at `path` with `records`, durably and in one step (a new file
+/// renamed over the old one).
+pub fn rewrite(path: &Path, records: &[Reply]) -> Result<(), JournalError> {
+    let tmp = path.with_extension("rewrite");
+    let _ = std::fs::remove_file(&tmp);
+    let mut j = Journal::open(&tmp)?;
+    for r in records {
+        j.append(r)?;
+    }
+    j.sync()?;
+    drop(j);
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
 /// An open journal being appended to.
 pub struct Journal {
     out: BufWriter<File>,
