@@ -165,7 +165,13 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn");
-        std::thread::sleep(Duration::from_millis(next(&mut seed) % 220));
+        // Kill at a random moment of the run itself (process start-up varies with the load
+        // on the machine, so the clock starts once the run directory exists).
+        let started = std::time::Instant::now();
+        while run_ids(&state).is_empty() && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(next(&mut seed) % 200));
         let _ = child.kill();
         let _ = child.wait();
         let ids = run_ids(&state);
@@ -173,8 +179,10 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
             continue; // killed before the run directory existed: nothing to resume
         };
         let journaled = journal_ids(&state, id);
+        // `--driver mock` again, so that this mock logs to its own file.
         let (code, out, err) = output(
             vm().args(["resume", id, "--trace", "quiet", "--output", "json"])
+                .args(["--driver", "mock"])
                 .arg("--state-dir")
                 .arg(&state)
                 .arg("--mock-log")

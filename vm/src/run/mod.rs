@@ -403,10 +403,12 @@ impl Run {
         }
         for (name, value) in inputs {
             match record.inputs.get(&name) {
-                Some(old) if *old != value => return Err(RunError::Setup(format!(
+                Some(old) if *old != value => {
+                    return Err(RunError::Setup(format!(
                     "input `{name}` was given as {:?} when the run started; a resumed run keeps it",
                     old.display()
-                ))),
+                )))
+                }
                 _ => {
                     record.inputs.insert(name, value);
                 }
