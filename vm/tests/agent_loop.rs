@@ -766,3 +766,97 @@ fn allow_flags_and_prose_toml_give_capabilities_the_program_leaves_unset() {
     assert_eq!(code, 2);
     assert!(err.contains("bash and network"), "{err}");
 }
+
+/// A reply cut off by the model's output limit, in both APIs' shapes.
+fn cut_off(text: &str) -> support::provider::Canned {
+    support::provider::Canned {
+        status: 200,
+        headers: "",
+        body: json!({
+            "choices": [{"finish_reason": "length", "message": {"role": "assistant", "content": text}}],
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "max_tokens"
+        })
+        .to_string(),
+        delay: Duration::ZERO,
+    }
+}
+
+#[test]
+fn an_answer_cut_off_by_the_output_limit_is_continued() {
+    let dir = scratch("cut-off");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "output r = session \"Write a long list\"\n",
+    )
+    .expect("program");
+    let (url, seen) = provider(vec![cut_off("one, two, "), ok("three.")]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: one, two, three.\n");
+    let seen = seen.lock().expect("seen");
+    let last = seen[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("message");
+    assert!(
+        last["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("cut off")),
+        "{last}"
+    );
+    // Cut off every time: a clear failure after the continuations.
+    let (url, _) = provider(vec![cut_off("a"), cut_off("b"), cut_off("c")]);
+    let (code, _, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("cut off by its output limit"), "{err}");
+}
+
+#[test]
+fn a_persistent_agent_rewrites_its_memory_through_a_chat_model() {
+    let dir = scratch("memory");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent keeper:\n  persist: true\n  prompt: \"You keep notes.\"\nsession: keeper\n  prompt: \"Note that the launch is Friday\"\nresume: keeper\n  prompt: \"When is the launch?\"\n",
+    )
+    .expect("program");
+    let (url, seen) = provider(vec![
+        ok("Noted."),
+        ok("- The launch is on Friday."),
+        ok("Friday."),
+        ok("- The launch is on Friday.\n- Asked once."),
+    ]);
+    let (code, _, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 4);
+    // After its answer the agent is asked for its new memory ...
+    let update = seen[1].body["messages"].as_array().expect("messages");
+    assert!(update
+        .last()
+        .and_then(|m| m["content"].as_str())
+        .is_some_and(|c| c.contains("update your memory")));
+    // ... which its next session is given.
+    let resumed = seen[2].body["messages"][1]["content"]
+        .as_str()
+        .expect("task");
+    assert!(
+        resumed.contains("## Your memory\n\n- The launch is on Friday."),
+        "{resumed}"
+    );
+    let memory =
+        std::fs::read_to_string(only_run(&dir).join("agents/keeper/memory.md")).expect("memory.md");
+    assert_eq!(memory, "- The launch is on Friday.\n- Asked once.");
+}
