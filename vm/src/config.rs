@@ -40,7 +40,15 @@ pub struct Config {
     /// Sampling temperature for every model turn.
     pub temperature: Option<f64>,
     /// Most tokens a model reply may use.
-    pub max_tokens: Option<u32>,
+    pub max_output_tokens: Option<u32>,
+    /// Most tokens the whole run may use (a budget: the run pauses before going over).
+    pub max_tokens: Option<u64>,
+    /// Most the whole run may cost, in US dollars (a budget: the run pauses before going
+    /// over).
+    pub max_cost: Option<f64>,
+    /// Prices per model id, over the built-in table (`[prices."gpt-4o-mini"]`).
+    #[serde(default)]
+    pub prices: BTreeMap<String, crate::driver::prices::Price>,
     /// Sampling per model id (`[model_options."gpt-4o-mini"]`), over the top level's.
     #[serde(default)]
     pub model_options: BTreeMap<String, Sampling>,
@@ -61,7 +69,7 @@ pub struct Sampling {
     pub temperature: Option<f64>,
     /// Most tokens a reply may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
+    pub max_output_tokens: Option<u32>,
 }
 
 impl Sampling {
@@ -69,7 +77,7 @@ impl Sampling {
     pub fn and(self, over: Sampling) -> Sampling {
         Sampling {
             temperature: over.temperature.or(self.temperature),
-            max_tokens: over.max_tokens.or(self.max_tokens),
+            max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
         }
     }
 }
@@ -107,7 +115,7 @@ impl Config {
     pub fn sampling(&self) -> Sampling {
         Sampling {
             temperature: self.temperature,
-            max_tokens: self.max_tokens,
+            max_output_tokens: self.max_output_tokens,
         }
     }
 
@@ -145,7 +153,14 @@ impl Config {
             max_turns: over.max_turns.or(self.max_turns),
             mcp,
             temperature: over.temperature.or(self.temperature),
+            max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
             max_tokens: over.max_tokens.or(self.max_tokens),
+            max_cost: over.max_cost.or(self.max_cost),
+            prices: {
+                let mut p = self.prices;
+                p.extend(over.prices);
+                p
+            },
             model_options,
             agents,
             lints,

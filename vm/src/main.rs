@@ -168,6 +168,14 @@ struct RunArgs {
     /// prose.toml).
     #[arg(long)]
     max_turns: Option<u32>,
+    /// Most tokens the whole run may use: a request whose worst case might not fit is not
+    /// sent, and the run pauses (resume it with a larger budget).
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<u64>,
+    /// Most the whole run may cost, in US dollars (prices per model from the built-in table
+    /// or `[prices]` in prose.toml): the run pauses before a request that might go over.
+    #[arg(long, value_name = "USD")]
+    max_cost: Option<f64>,
     /// Under `--driver stdio`: the host answers model turns and the VM runs each session's
     /// agent loop, with the tools and permissions it enforces (permission prompts go to the
     /// host); without it the host runs whole sessions.
@@ -292,9 +300,11 @@ impl RunArgs {
                     .unwrap_or(RunConfig::default().max_concurrency),
                 backoff_unit: Duration::from_millis(self.backoff_unit_ms),
                 stop: Default::default(),
+                budget: Default::default(),
             },
             people: People::detect(self.no_input),
             mcp: file.mcp,
+            budget: (self.max_tokens, self.max_cost),
         })
     }
 
@@ -310,6 +320,8 @@ impl RunArgs {
                 .max_turns
                 .or(file.max_turns)
                 .unwrap_or(ExecOptions::default().max_turns),
+            max_tokens: self.max_tokens.or(file.max_tokens),
+            max_cost: self.max_cost.or(file.max_cost),
         })
     }
 }
@@ -456,6 +468,23 @@ fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
                 print_outputs(&outputs, args.output);
             }
             ExitCode::SUCCESS
+        }
+        Err(e) if e.code == prosec::diagnostics::Code::E217 => {
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "paused",
+                    "error": e.message,
+                }));
+            }
+            fail(
+                format!(
+                    "run {id} paused at its budget: {}; continue it with a larger one: prosevm resume {id} --max-cost USD (or --max-tokens N)",
+                    e.message
+                ),
+                3,
+            )
         }
         Err(e) if e.code == prosec::diagnostics::Code::E216 => {
             if stdio {
@@ -615,19 +644,29 @@ fn same_program(record: &RunRecord) -> Result<(), Changed> {
 
 fn runs(state_dir: Option<&Path>) -> ExitCode {
     println!(
-        "{:24} {:20} {:11} {:20} answered",
-        "id", "program", "status", "started"
+        "{:24} {:20} {:11} {:20} {:>8} {:>9} {:>9}",
+        "id", "program", "status", "started", "answered", "tokens", "cost"
     );
     for dir in RunDir::list(state_dir) {
-        let (program, status, started) = match dir.record() {
-            Ok(r) => (r.program, r.status.as_str().to_string(), r.started),
-            Err(_) => ("?".into(), "unreadable".into(), "?".into()),
+        let record = dir.record().ok();
+        let (program, status, started) = match &record {
+            Some(r) => (
+                r.program.clone(),
+                r.status.as_str().to_string(),
+                r.started.clone(),
+            ),
+            None => ("?".into(), "unreadable".into(), "?".into()),
         };
+        let usage = record.and_then(|r| r.usage);
+        let tokens = usage.map_or(String::new(), |u| u.tokens().to_string());
+        let cost = usage
+            .and_then(|u| u.cost)
+            .map_or(String::new(), |c| format!("${c:.4}"));
         let answered = journal::read(&dir.journal_path())
             .map(|r| r.len())
             .unwrap_or(0);
         println!(
-            "{:24} {:20} {:11} {:20} {answered}",
+            "{:24} {:20} {:11} {:20} {answered:>8} {tokens:>9} {cost:>9}",
             dir.id, program, status, started
         );
     }

@@ -147,6 +147,9 @@ pub enum Event {
         input_tokens: Option<u64>,
         /// Tokens written.
         output_tokens: Option<u64>,
+        /// What they cost in US dollars, when the model's price is known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
     },
     /// A model turn of a session's agent loop answered.
     Turn {
@@ -222,6 +225,17 @@ fn short(s: &str) -> String {
 }
 
 impl Event {
+    /// What request `id` cost: `ms` milliseconds over all its attempts and `used`.
+    pub fn usage(id: &RequestId, ms: u64, used: Option<crate::protocol::Usage>) -> Event {
+        Event::Usage {
+            id: id.clone(),
+            ms,
+            input_tokens: used.map(|u| u.input_tokens),
+            output_tokens: used.map(|u| u.output_tokens),
+            cost: used.and_then(|u| u.cost),
+        }
+    }
+
     /// The event as a narration line.
     pub fn narrate(&self) -> String {
         match self {
@@ -273,8 +287,14 @@ impl Event {
                 ms,
                 input_tokens,
                 output_tokens,
-            } => match (input_tokens, output_tokens) {
-                (Some(i), Some(o)) => format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out"),
+                cost,
+            } => match (input_tokens, output_tokens, cost) {
+                (Some(i), Some(o), Some(c)) => {
+                    format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out, ${c:.4}")
+                }
+                (Some(i), Some(o), None) => {
+                    format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out")
+                }
                 _ => format!("[Usage] {id}: {ms} ms"),
             },
             Event::Import { program, .. } => format!("[Import] Invoking: {program}"),

@@ -1,5 +1,5 @@
 //! Settings: `prose.toml` is found upward from the program's directory and in the user's
-//! config directory (the project's wins); temperature and max_tokens per model and per
+//! config directory (the project's wins); temperature and max_output_tokens per model and per
 //! agent are sent; a bad base URL, a missing key or a model the provider does not offer is
 //! an error before the run starts.
 
@@ -71,7 +71,7 @@ fn temperature_and_max_tokens_are_sent_per_model_and_per_agent() {
     let dir = support::scratch("settings-sampling");
     std::fs::write(
         dir.join("prose.toml"),
-        "temperature = 0.2\nmax_tokens = 500\n[model_options.big]\nmax_tokens = 4000\n[agents.poet]\ntemperature = 1.1\n",
+        "temperature = 0.2\nmax_output_tokens = 500\n[model_options.big]\nmax_output_tokens = 4000\n[agents.poet]\ntemperature = 1.1\n",
     )
     .expect("toml");
     std::fs::write(

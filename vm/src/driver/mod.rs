@@ -8,6 +8,7 @@ pub mod chat;
 pub mod command;
 pub mod http;
 pub mod mock;
+pub mod prices;
 pub mod render;
 pub mod settings;
 pub mod stdio;
@@ -109,6 +110,12 @@ pub trait Driver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), String>> + Send {
         let _ = models;
         std::future::ready(Ok(()))
+    }
+
+    /// The most request `req` can use (tokens, and their cost when priced), for budgets; none
+    /// when the driver cannot tell or spends nothing that is counted.
+    fn worst_case(&self, _req: &Request) -> Option<Usage> {
+        None
     }
 
     /// Whether the driver's host answers the questions meant for a person (inputs,

@@ -7,6 +7,7 @@ use super::chat::{Api, ChatDriver, Models};
 use super::command::CommandDriver;
 use super::http::HttpOptions;
 use super::mock::{Mock, MockOptions};
+use super::prices::Price;
 use super::stdio::StdioDriver;
 use super::{Driver, Served};
 use crate::config::Sampling;
@@ -31,6 +32,9 @@ pub struct ChatSettings {
     /// How models sample: for every turn, per model id, per agent.
     #[serde(default)]
     pub sampling: SamplingTable,
+    /// Prices per model id over the built-in table.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// Sampling settings from `prose.toml`: the defaults, then per model id, then per agent.
@@ -183,7 +187,8 @@ impl DriverSettings {
                 AnyDriver::Chat(
                     ChatDriver::new(api, &c.base_url, key, c.models.clone(), http)
                         .map_err(|e| e.0)?
-                        .with_sampling(c.sampling.clone()),
+                        .with_sampling(c.sampling.clone())
+                        .with_prices(c.prices.clone()),
                 )
             }
         })
@@ -225,6 +230,10 @@ impl Driver for AnyDriver {
 
     fn runs_turns(&self) -> bool {
         each!(self, d => d.runs_turns())
+    }
+
+    fn worst_case(&self, req: &Request) -> Option<crate::protocol::Usage> {
+        each!(self, d => d.worst_case(req))
     }
 
     async fn check_models(&self, models: &[Option<String>]) -> Result<(), String> {
@@ -403,6 +412,7 @@ impl DriverChoice {
                         models: file.model_options.clone(),
                         agents: file.agents.clone(),
                     },
+                    prices: file.prices.clone(),
                 };
                 match api {
                     Api::OpenAi => DriverSettings::Openai(chat),

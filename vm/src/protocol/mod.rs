@@ -179,19 +179,33 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// Tokens a provider reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Tokens a provider reports, and what they cost when the model's price is known.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Tokens read.
     pub input_tokens: u64,
     /// Tokens written.
     pub output_tokens: u64,
+    /// Their cost in US dollars (none when the model has no price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+}
+
+impl Usage {
+    /// Tokens read and written.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
 }
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cost = match (self.cost, other.cost) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
     }
 }
 
@@ -309,6 +323,7 @@ mod tests {
                 usage: Some(Usage {
                     input_tokens: 3,
                     output_tokens: 4,
+                    cost: Some(0.5),
                 }),
                 ..Reply::failed(id(6), Kind::Session, "boom")
             },

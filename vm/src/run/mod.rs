@@ -99,6 +99,8 @@ pub struct Place {
     pub people: People,
     /// The MCP servers that skills may name (`[mcp]` in `prose.toml`).
     pub mcp: McpConfig,
+    /// A token and a cost budget given for a resumed run, replacing the recorded ones.
+    pub budget: (Option<u64>, Option<f64>),
 }
 
 impl Default for Place {
@@ -108,6 +110,7 @@ impl Default for Place {
             config: RunConfig::default(),
             people: People::Nobody,
             mcp: McpConfig::default(),
+            budget: (None, None),
         }
     }
 }
@@ -232,6 +235,7 @@ impl Run {
             agents: Vec::new(),
             outputs: None,
             error: None,
+            usage: None,
         };
         // Skills are resolved before anything is created or asked.
         place
@@ -386,7 +390,8 @@ impl Run {
     }
 
     /// The run taken up, continuing with `replay`, `driver` (replacing the recorded one if
-    /// given) and `inputs` (values it still needs).
+    /// given) and `inputs` (values it still needs); budgets given in `place` replace the
+    /// recorded ones.
     #[allow(clippy::too_many_arguments)]
     fn continue_with(
         dir: RunDir,
@@ -400,6 +405,12 @@ impl Run {
     ) -> Result<Resumed, RunError> {
         if let Some(d) = driver {
             record.driver = d;
+        }
+        if let Some(t) = place.budget.0 {
+            record.options.max_tokens = Some(t);
+        }
+        if let Some(c) = place.budget.1 {
+            record.options.max_cost = Some(c);
         }
         for (name, value) in inputs {
             match record.inputs.get(&name) {
@@ -490,8 +501,10 @@ impl Run {
             artifact,
             machine,
             replay,
-            place,
+            mut place,
         } = self;
+        place.config.budget =
+            crate::runner::Budget::new(record.options.max_tokens, record.options.max_cost);
         let mut workshop = place
             .workshop(&record, &artifact)
             .map_err(StoreError::Invalid)?;
@@ -574,6 +587,14 @@ impl Run {
             Err(e) if e.code == prosec::diagnostics::Code::E216 => {
                 record.status = RunStatus::Interrupted;
             }
+            Err(e) if e.code == prosec::diagnostics::Code::E217 => {
+                record.status = RunStatus::Paused;
+                record.error = Some(RunFailure {
+                    code: e.code.to_string(),
+                    message: e.message.clone(),
+                    request: None,
+                });
+            }
             Err(e) => {
                 record.status = RunStatus::Failed;
                 record.error = Some(RunFailure {
@@ -583,6 +604,7 @@ impl Run {
                 });
             }
         }
+        record.usage = Some(place.config.budget.spent()).filter(|u| u.tokens() > 0);
         // The views first: the record saying the run ended is the commit point, so a run
         // killed in between is resumed (and its views rebuilt) rather than reported ended.
         watch.view.finish(record.status.as_str())?;

@@ -19,6 +19,8 @@ pub enum RunStatus {
     Running,
     /// Stopped on purpose before the end (Ctrl-C, SIGTERM): resumable.
     Interrupted,
+    /// Stopped before a request that might go over the budget: resumable with a larger one.
+    Paused,
     /// Ended with its outputs.
     Finished,
     /// Ended with an error; resuming asks the failed request again.
@@ -31,6 +33,7 @@ impl RunStatus {
         match self {
             RunStatus::Running => "running",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Paused => "paused",
             RunStatus::Finished => "finished",
             RunStatus::Failed => "failed",
         }
@@ -63,6 +66,12 @@ pub struct ExecOptions {
     /// Model turns a session may take.
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
+    /// Most tokens the whole run may use (`--max-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Most the whole run may cost in US dollars (`--max-cost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
 }
 
 fn default_max_turns() -> u32 {
@@ -76,6 +85,8 @@ impl Default for ExecOptions {
             strict: false,
             allow: UserAllow::default(),
             max_turns: DEFAULT_MAX_TURNS,
+            max_tokens: None,
+            max_cost: None,
         }
     }
 }
@@ -112,9 +123,12 @@ pub struct RunRecord {
     /// The outputs, once finished, in declaration order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<serde_json::Map<String, serde_json::Value>>,
-    /// The error, once failed.
+    /// The error, once failed (or why the run paused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RunFailure>,
+    /// Tokens and cost the run has used, as of when it last stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::protocol::Usage>,
 }
 
 /// Records written before runs kept their working directory ran where they were resumed.

@@ -2,10 +2,12 @@
 //! limit, retries failed sessions with their backoff, withdraws requests of cancelled
 //! fibers, and feeds answers back.
 
+mod budget;
 pub mod program_skill;
 mod session;
 mod stop;
 
+pub use budget::Budget;
 pub use stop::Stop;
 
 use crate::agent::workshop::Workshop;
@@ -37,6 +39,8 @@ pub struct RunConfig {
     pub backoff_unit: Duration,
     /// Asked to stop the run (it ends with [`Code::E216`], interrupted and resumable).
     pub stop: Stop,
+    /// The run's token and cost budget (it pauses with [`Code::E217`] before going over).
+    pub budget: Budget,
 }
 
 impl Default for RunConfig {
@@ -45,6 +49,7 @@ impl Default for RunConfig {
             max_concurrency: 8,
             backoff_unit: Duration::from_secs(1),
             stop: Stop::default(),
+            budget: Budget::default(),
         }
     }
 }
@@ -73,9 +78,10 @@ fn retries(req: &Request) -> (u32, Backoff) {
 async fn serve_with_retry<D: Driver>(
     driver: Arc<D>,
     req: Request,
-    unit: Duration,
+    cfg: RunConfig,
     mut failed: Option<Reply>,
 ) -> (Reply, Vec<Event>) {
+    let unit = cfg.backoff_unit;
     let (retry, policy) = retries(&req);
     let mut events = Vec::new();
     let mut attempt = 1;
@@ -84,7 +90,11 @@ async fn serve_with_retry<D: Driver>(
     loop {
         let mut reply = match failed.take() {
             Some(r) => r,
-            None => serve(&*driver, &req).await,
+            None => match serve_within(&*driver, &req, &cfg).await {
+                Some(r) => r,
+                // Over budget: nothing was sent, and the run is pausing.
+                None => return (Reply::failed(req.id.clone(), req.kind(), "paused"), events),
+            },
         };
         if let Some(u) = reply.usage {
             *tokens.get_or_insert_with(Usage::default) += u;
@@ -101,16 +111,40 @@ async fn serve_with_retry<D: Driver>(
             }
             _ => {
                 reply.usage = tokens;
-                events.push(Event::Usage {
-                    id: req.id.clone(),
-                    ms: started.elapsed().as_millis() as u64,
-                    input_tokens: tokens.map(|t| t.input_tokens),
-                    output_tokens: tokens.map(|t| t.output_tokens),
-                });
+                events.push(Event::usage(
+                    &req.id,
+                    started.elapsed().as_millis() as u64,
+                    tokens,
+                ));
                 return (reply, events);
             }
         }
     }
+}
+
+/// Serves `req` once within the run's budget: its worst case is reserved first, and what it
+/// used counted after. A request that might not fit is not sent: the run is stopped (it
+/// pauses) and nothing comes back.
+pub(crate) async fn serve_within<D: Driver>(
+    driver: &D,
+    req: &Request,
+    cfg: &RunConfig,
+) -> Option<Reply> {
+    let reservation = match driver.worst_case(req) {
+        Some(worst) => match cfg.budget.reserve(worst) {
+            Ok(r) => Some(r),
+            Err(_) => {
+                cfg.stop.ask();
+                return None;
+            }
+        },
+        None => None,
+    };
+    let reply = serve(driver, req).await;
+    if let Some(r) = reservation {
+        r.settle(reply.usage);
+    }
+    Some(reply)
 }
 
 /// What makes a run durable: the journal new answers go to, and the answers of an earlier
@@ -209,14 +243,25 @@ pub async fn run_durable<D: Driver>(
             }
         }
     }
+    // What the replies replayed from the journal used counts against the budget.
+    if let Some(d) = durable.as_deref() {
+        for r in d.replay.values().chain(steps.values().flatten()) {
+            if let Some(u) = r.usage {
+                cfg.budget.spend(u);
+            }
+        }
+    }
     let agentic = driver.runs_turns();
     let hosted = driver.hosts_people();
     let mut inflight: HashMap<RequestId, AbortHandle> = HashMap::new();
     // Failed first attempts of retrying sessions, answered at once, waiting for their task.
     let mut first_failures: HashMap<RequestId, Reply> = HashMap::new();
     let limit = cfg.max_concurrency.max(1);
-    let interrupted =
-        || RuntimeError::unlocated(Code::E216, "the run was interrupted; it can be resumed");
+    // Stopped on purpose, or paused by the budget.
+    let interrupted = || match cfg.budget.exceeded() {
+        Some(why) => RuntimeError::unlocated(Code::E217, why),
+        None => RuntimeError::unlocated(Code::E216, "the run was interrupted; it can be resumed"),
+    };
     loop {
         if cfg.stop.asked() {
             if let Some(d) = durable.as_deref_mut() {
@@ -345,17 +390,12 @@ pub async fn run_durable<D: Driver>(
                     workshop.clone(),
                     steps.remove(&id).unwrap_or_default(),
                     session::Outbox::new(notes.clone()),
-                    cfg.backoff_unit,
+                    cfg.clone(),
                 );
                 tasks.spawn(async move { (run.await, Vec::new()) })
             } else {
                 let failed = first_failures.remove(&id);
-                tasks.spawn(serve_with_retry(
-                    driver.clone(),
-                    req,
-                    cfg.backoff_unit,
-                    failed,
-                ))
+                tasks.spawn(serve_with_retry(driver.clone(), req, cfg.clone(), failed))
             };
             inflight.insert(id, handle);
         }

@@ -25,7 +25,7 @@ use crate::protocol::{
 use crate::trace::Event;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
 
 /// Continuations asked of a reply cut off by the model's output limit before the session
@@ -140,7 +140,7 @@ pub(crate) async fn run<D: Driver>(
     workshop: Arc<Workshop>,
     replayed: Vec<Reply>,
     outbox: Outbox,
-    backoff_unit: Duration,
+    cfg: super::RunConfig,
 ) -> Reply {
     let Ask::Session(s) = &req.ask else {
         return Reply::failed(req.id.clone(), req.kind(), "not a session");
@@ -169,6 +169,7 @@ pub(crate) async fn run<D: Driver>(
         steps: &mut steps,
         usage: None,
         turn: 0,
+        cfg: &cfg,
     };
     let kit = match workshop.equip(s, grants.clone()) {
         Ok(k) => k,
@@ -186,7 +187,7 @@ pub(crate) async fn run<D: Driver>(
                     error: failure.0,
                 });
                 if !replaying {
-                    tokio::time::sleep(super::backoff_delay(s.backoff, backoff_unit, attempt))
+                    tokio::time::sleep(super::backoff_delay(s.backoff, cfg.backoff_unit, attempt))
                         .await;
                 }
             }
@@ -205,6 +206,8 @@ struct Loop<'a, D> {
     usage: Option<Usage>,
     /// The next turn's number (counted across attempts, so every turn has its own id).
     turn: u32,
+    /// The run's budget and stop.
+    cfg: &'a super::RunConfig,
 }
 
 /// How an attempt failed, and whether the failure was replayed from the journal.
@@ -214,12 +217,11 @@ impl<D: Driver> Loop<'_, D> {
     /// The session's reply from its outcome, with the tokens and time it took.
     fn finish(self, outcome: Result<SessionAnswer, Failure>, started: Instant) -> Reply {
         let usage = self.usage;
-        self.outbox.event(Event::Usage {
-            id: self.req.id.clone(),
-            ms: started.elapsed().as_millis() as u64,
-            input_tokens: usage.map(|u| u.input_tokens),
-            output_tokens: usage.map(|u| u.output_tokens),
-        });
+        self.outbox.event(Event::usage(
+            &self.req.id,
+            started.elapsed().as_millis() as u64,
+            usage,
+        ));
         Reply {
             id: self.req.id.clone(),
             kind: Kind::Session,
@@ -246,7 +248,10 @@ impl<D: Driver> Loop<'_, D> {
             }
             None => {
                 let started = Instant::now();
-                let r = serve(self.driver, &turn_req).await;
+                let Some(r) = super::serve_within(self.driver, &turn_req, self.cfg).await else {
+                    // Over budget: nothing was sent, and the run is pausing.
+                    return Err((Failure("paused at the budget".into()), false));
+                };
                 let calls = match &r.outcome {
                     Ok(Answer::Turn(a)) => a.tool_calls.len(),
                     _ => 0,

@@ -174,20 +174,14 @@ impl RunView {
                 parent,
                 ..
             } => self.invoked(*module, *exec, *parent),
-            Event::Usage {
-                id,
-                ms,
-                input_tokens,
-                output_tokens,
-            } => self.usage.push(
-                serde_json::json!({
-                    "id": id,
-                    "ms": ms,
-                    "input_tokens": input_tokens,
-                    "output_tokens": output_tokens,
-                })
-                .to_string(),
-            ),
+            usage @ Event::Usage { .. } => {
+                // The event's own JSON, less its tag.
+                if let Ok(serde_json::Value::Object(mut fields)) = serde_json::to_value(usage) {
+                    fields.remove("event");
+                    self.usage
+                        .push(serde_json::Value::Object(fields).to_string());
+                }
+            }
             Event::Memory {
                 module: 0,
                 agent,

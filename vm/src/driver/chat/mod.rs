@@ -10,11 +10,13 @@
 mod wire;
 
 use super::http::{post_json, HttpOptions};
+use super::prices::{price, priced, Price};
 use super::settings::SamplingTable;
 use super::{render, unanswerable, Driver, Served};
 use crate::convert;
 use crate::protocol::{Answer, Ask, Failure, Message, Request, TurnAnswer, TurnAsk, Usage};
 use crate::value::Value;
+use std::collections::BTreeMap;
 
 /// Which API a [`ChatDriver`] speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,8 +72,18 @@ impl Models {
     }
 }
 
-/// Most tokens an Anthropic reply may use (the API requires a limit).
+/// Most tokens a reply may use unless `prose.toml` says otherwise (sent with every request,
+/// so a budget can count on it).
 const MAX_TOKENS: u32 = 8192;
+
+/// A request body ready to send, with what bounds its cost.
+struct Prepared<'a> {
+    model: &'a str,
+    body: serde_json::Value,
+    headers: Vec<(&'static str, String)>,
+    /// The most tokens the reply may use.
+    max_out: u32,
+}
 
 /// Talks to a chat API.
 pub struct ChatDriver {
@@ -82,6 +94,7 @@ pub struct ChatDriver {
     models: Models,
     http: HttpOptions,
     sampling: SamplingTable,
+    prices: BTreeMap<String, Price>,
 }
 
 impl ChatDriver {
@@ -117,13 +130,67 @@ impl ChatDriver {
             models,
             http,
             sampling: SamplingTable::default(),
+            prices: BTreeMap::new(),
         })
+    }
+
+    /// The driver with these prices (over the built-in table) for counting costs.
+    pub fn with_prices(mut self, prices: BTreeMap<String, Price>) -> ChatDriver {
+        self.prices = prices;
+        self
     }
 
     /// The driver with these sampling settings (temperature, max tokens) for its turns.
     pub fn with_sampling(mut self, sampling: SamplingTable) -> ChatDriver {
         self.sampling = sampling;
         self
+    }
+
+    /// The request for `turn`: the API's body and headers, with the model's sampling.
+    fn prepare<'a>(&'a self, turn: &'a TurnAsk) -> Prepared<'a> {
+        let model = self.models.resolve(turn.model.as_deref());
+        let sampling = self.sampling.for_turn(model, turn.agent.as_deref());
+        let max_out = sampling.max_output_tokens.unwrap_or(MAX_TOKENS);
+        let key = self.key.as_deref();
+        let (mut body, headers) = match self.api {
+            Api::OpenAi => {
+                let headers: Vec<(&str, String)> = key
+                    .map(|k| ("authorization", format!("Bearer {k}")))
+                    .into_iter()
+                    .collect();
+                let mut body = wire::openai_body(model, turn);
+                body["max_tokens"] = max_out.into();
+                (body, headers)
+            }
+            Api::Anthropic => {
+                let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
+                if let Some(k) = key {
+                    headers.push(("x-api-key", k.to_string()));
+                }
+                (wire::anthropic_body(model, max_out, turn), headers)
+            }
+        };
+        if let Some(t) = sampling.temperature {
+            body["temperature"] = t.into();
+        }
+        Prepared {
+            model,
+            body,
+            headers,
+            max_out,
+        }
+    }
+
+    /// The most a request for `turn` can use: its prompt (estimated from the body's size, at
+    /// three bytes a token) and the reply's limit, priced.
+    fn worst_turn(&self, turn: &TurnAsk) -> Usage {
+        let p = self.prepare(turn);
+        let usage = Usage {
+            input_tokens: p.body.to_string().len() as u64 / 3 + 16,
+            output_tokens: u64::from(p.max_out),
+            cost: None,
+        };
+        priced(usage, price(&self.prices, p.model))
     }
 
     /// One exchange: the conversation of `turn` with its tools; returns the model's message
@@ -133,40 +200,24 @@ impl ChatDriver {
         spent: &mut Option<Usage>,
         turn: &TurnAsk,
     ) -> Result<TurnAnswer, Failure> {
-        let model = self.models.resolve(turn.model.as_deref());
-        let sampling = self.sampling.for_turn(model, turn.agent.as_deref());
+        let p = self.prepare(turn);
         let key = self.key.as_deref();
-        let (mut body, headers) = match self.api {
-            Api::OpenAi => {
-                let headers: Vec<(&str, String)> = key
-                    .map(|k| ("authorization", format!("Bearer {k}")))
-                    .into_iter()
-                    .collect();
-                (wire::openai_body(model, turn), headers)
-            }
-            Api::Anthropic => {
-                let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
-                if let Some(k) = key {
-                    headers.push(("x-api-key", k.to_string()));
-                }
-                let max = sampling.max_tokens.unwrap_or(MAX_TOKENS);
-                (wire::anthropic_body(model, max, turn), headers)
-            }
-        };
-        if let Some(t) = sampling.temperature {
-            body["temperature"] = t.into();
-        }
-        if let (Some(m), Api::OpenAi) = (sampling.max_tokens, self.api) {
-            body["max_tokens"] = m.into();
-        }
-        let resp = post_json(&self.client, &self.url, &headers, &body, &self.http, key).await?;
+        let resp = post_json(
+            &self.client,
+            &self.url,
+            &p.headers,
+            &p.body,
+            &self.http,
+            key,
+        )
+        .await?;
         let (answer, usage) = match self.api {
             Api::OpenAi => wire::openai_answer(&resp),
             Api::Anthropic => wire::anthropic_answer(&resp),
         }
         .map_err(Failure)?;
         if let Some(u) = usage {
-            *spent.get_or_insert_with(Usage::default) += u;
+            *spent.get_or_insert_with(Usage::default) += priced(u, price(&self.prices, p.model));
         }
         Ok(answer)
     }
@@ -205,16 +256,7 @@ impl ChatDriver {
 
     /// One plain exchange: `user` alone, no tools; returns the reply text.
     async fn chat(&self, spent: &mut Option<Usage>, user: &str) -> Result<String, Failure> {
-        let turn = TurnAsk {
-            agent: None,
-            model: None,
-            system: None,
-            messages: vec![Message::User {
-                content: user.to_string(),
-            }],
-            tools: Vec::new(),
-        };
-        Ok(self.exchange(spent, &turn).await?.text)
+        Ok(self.exchange(spent, &plain(user)).await?.text)
     }
 
     /// Asks `question`, parses the reply with `parse`; on failure asks once more with the
@@ -241,6 +283,19 @@ impl ChatDriver {
                 second.chars().take(80).collect::<String>()
             ))
         })
+    }
+}
+
+/// A turn of one user message, no system prompt and no tools.
+fn plain(user: &str) -> TurnAsk {
+    TurnAsk {
+        agent: None,
+        model: None,
+        system: None,
+        messages: vec![Message::User {
+            content: user.to_string(),
+        }],
+        tools: Vec::new(),
     }
 }
 
@@ -304,6 +359,22 @@ impl Driver for ChatDriver {
 
     fn runs_turns(&self) -> bool {
         true
+    }
+
+    fn worst_case(&self, req: &Request) -> Option<Usage> {
+        let question = match &req.ask {
+            Ask::Turn(t) => return Some(self.worst_turn(t)),
+            Ask::Evaluate(e) => render::evaluate(e),
+            Ask::Choose(c) => render::choose(c),
+            Ask::Convert(c) => render::convert(c),
+            Ask::Session(_) | Ask::Input(_) | Ask::Tool(_) | Ask::Permission(_) => return None,
+        };
+        // Asked once, and once more with the first reply quoted.
+        let once = self.worst_turn(&plain(&question));
+        let mut worst = once;
+        worst += once;
+        worst.input_tokens += once.output_tokens;
+        Some(worst)
     }
 
     async fn check_models(&self, models: &[Option<String>]) -> Result<(), String> {

@@ -131,6 +131,7 @@ fn usage(v: &Value, input: &str, output: &str) -> Option<Usage> {
     Some(Usage {
         input_tokens: v[input].as_u64()?,
         output_tokens: v[output].as_u64()?,
+        cost: None,
     })
 }
 
