@@ -2,6 +2,7 @@
 //! runner), with every request the driver sees and every output checked.
 
 mod blocks;
+mod codes;
 mod errors;
 mod examples;
 mod flow;
