@@ -860,3 +860,42 @@ fn a_persistent_agent_rewrites_its_memory_through_a_chat_model() {
         std::fs::read_to_string(only_run(&dir).join("agents/keeper/memory.md")).expect("memory.md");
     assert_eq!(memory, "- The launch is on Friday.\n- Asked once.");
 }
+
+#[test]
+fn a_tool_call_written_as_json_text_is_taken_as_the_call_it_means() {
+    let dir = scratch("text-calls");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "output r = session \"Greet, and save a note\"\n",
+    )
+    .expect("program");
+    // A small model without native tool calls: one call to a tool that does not exist, one
+    // to a real one, both as JSON text, then its answer.
+    let (url, seen) = provider(vec![
+        ok("```json\n{\n  \"name\": \"greeting\",\n  \"arguments\": {\"message\": \"hi\"}\n}\n```"),
+        ok("{\"name\": \"write_file\", \"arguments\": {\"path\": \"note.txt\", \"content\": \"hello\"}}"),
+        ok("Hello! The note is saved."),
+    ]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: Hello! The note is saved.\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("note.txt")).expect("note"),
+        "hello"
+    );
+    let seen = seen.lock().expect("seen");
+    let told = seen[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("tool");
+    assert!(
+        told["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("unknown tool `greeting`") && c.contains("plain text")),
+        "{told}"
+    );
+}

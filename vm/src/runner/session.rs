@@ -248,10 +248,14 @@ impl<D: Driver> Loop<'_, D> {
             }
             None => {
                 let started = Instant::now();
-                let Some(r) = super::serve_within(self.driver, &turn_req, self.cfg).await else {
+                let Some(mut r) = super::serve_within(self.driver, &turn_req, self.cfg).await
+                else {
                     // Over budget: nothing was sent, and the run is pausing.
                     return Err((Failure("paused at the budget".into()), false));
                 };
+                if let Ok(Answer::Turn(a)) = &mut r.outcome {
+                    text_tool_call(a, n);
+                }
                 let calls = match &r.outcome {
                     Ok(Answer::Turn(a)) => a.tool_calls.len(),
                     _ => 0,
@@ -448,6 +452,46 @@ impl<D: Driver> Loop<'_, D> {
             .record(&Reply::answer(id, Answer::Tool(output.clone())))
             .await?;
         Ok(output)
+    }
+}
+
+/// Models without native tool calling (small local ones) often write a call as JSON text,
+/// `{"name": ..., "arguments": {...}}`, fenced or not. Such an answer is taken as the call it
+/// means (an unknown tool then gets an error listing the real ones), not as the session's
+/// answer.
+fn text_tool_call(answer: &mut TurnAnswer, turn: u32) {
+    if !answer.tool_calls.is_empty() {
+        return;
+    }
+    let text = answer.text.trim();
+    let body = text
+        .strip_prefix("```json")
+        .or_else(|| text.strip_prefix("```"))
+        .and_then(|t| t.trim_end().strip_suffix("```"))
+        .unwrap_or(text)
+        .trim();
+    let Ok(serde_json::Value::Object(call)) = serde_json::from_str::<serde_json::Value>(body)
+    else {
+        return;
+    };
+    let known = |k: &String| {
+        matches!(
+            k.as_str(),
+            "name" | "arguments" | "parameters" | "id" | "type"
+        )
+    };
+    let name = call.get("name").and_then(|n| n.as_str());
+    let args = call.get("arguments").or_else(|| call.get("parameters"));
+    if let (Some(name), Some(args)) = (name, args) {
+        if args.is_object() && call.keys().all(known) {
+            answer.tool_calls.push(ToolCall {
+                id: format!("text_call_{turn}"),
+                name: name.to_string(),
+                arguments: args.clone(),
+            });
+            answer.text.clear();
+            answer.stop = Stop::ToolUse;
+        }
     }
 }
 

@@ -313,7 +313,7 @@ impl Toolbox {
             let known: Vec<&str> = self.tools.iter().map(|t| t.spec().name.as_str()).collect();
             return ToolResult {
                 output: ToolOutput::error(format!(
-                    "unknown tool `{}`; the tools are: {}",
+                    "unknown tool `{}`; the tools are: {}. If none of them fits, answer the task directly in plain text.",
                     call.name,
                     known.join(", ")
                 )),
