@@ -30,7 +30,39 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Colour in diagnostics: `auto` (only on a terminal, and not when NO_COLOR is set),
+    /// `always` or `never`.
+    #[arg(long, value_enum, default_value = "auto", global = true)]
+    color: Color,
 }
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Color {
+    /// Colour on a terminal, unless NO_COLOR is set.
+    Auto,
+    /// Always colour.
+    Always,
+    /// Never colour.
+    Never,
+}
+
+impl Color {
+    /// Whether stderr gets colour.
+    fn on_stderr(self) -> bool {
+        use std::io::IsTerminal;
+        match self {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => {
+                std::io::stderr().is_terminal()
+                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        }
+    }
+}
+
+/// Whether diagnostics on stderr are coloured (set once from `--color`).
+static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 #[derive(Subcommand)]
 enum Command {
@@ -775,8 +807,16 @@ fn inspect_session(state_dir: Option<&Path>, run: &str, id: &str, json: bool) ->
                 let mark = if out.is_error { " (error)" } else { "" };
                 print!("{}{mark}:\n{}", step.id, indent(&out.content));
             }
-            Ok(Answer::Permission(p)) => println!("{}: permission {p:?}", step.id),
-            Ok(other) => println!("{}: {other:?}", step.id),
+            Ok(Answer::Permission(p)) => println!(
+                "{}: permission answered {}",
+                step.id,
+                serde_json::to_string(p).unwrap_or_default()
+            ),
+            Ok(_) => println!(
+                "{}: {}",
+                step.id,
+                serde_json::to_string(step).unwrap_or_default()
+            ),
             Err(e) => println!("{} failed: {e}", step.id),
         }
     }
@@ -806,7 +846,12 @@ fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<Program, ExitCode> {
     });
     let root = c.add_file(file).map_err(|e| fail(e, 2))?;
     if c.error_count() > 0 {
-        let mut err = StandardStream::stderr(ColorChoice::Auto);
+        let choice = if COLOR.get().copied().unwrap_or(false) {
+            ColorChoice::Always
+        } else {
+            ColorChoice::Never
+        };
+        let mut err = StandardStream::stderr(choice);
         let _ = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics);
         return Err(fail(
             format!("{}: {} error(s)", file.display(), c.error_count()),
@@ -854,6 +899,7 @@ fn main() -> ExitCode {
             };
         }
     };
+    let _ = COLOR.set(cli.color.on_stderr());
     match cli.command {
         Command::Exec { file, mut opts } => {
             opts.program_dir = dir_of(&file);

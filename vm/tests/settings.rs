@@ -146,3 +146,21 @@ fn unusable_settings_are_errors_before_the_run_starts() {
     assert!(err.contains("needs OPENAI_API_KEY"), "{err}");
     assert!(!runs.exists(), "no run was started");
 }
+
+#[test]
+fn diagnostics_are_coloured_only_on_a_terminal_or_when_asked() {
+    let dir = support::scratch("settings-color");
+    std::fs::write(dir.join("bad.prose"), "sesion \"x\"\n").expect("program");
+    let run = |extra: &[&str]| {
+        let out = vm(&dir, &dir)
+            .args(extra)
+            .args(["run", "bad.prose"])
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(1));
+        out.stderr.contains(&0x1b)
+    };
+    assert!(!run(&[]), "colour went to a pipe");
+    assert!(run(&["--color", "always"]));
+    assert!(!run(&["--color", "never"]));
+}
