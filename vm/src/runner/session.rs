@@ -370,21 +370,54 @@ impl<D: Driver> Loop<'_, D> {
                 };
                 return Ok(SessionAnswer { text, memory });
             }
-            messages.push(Message::Assistant {
-                text: answer.text.clone(),
-                tool_calls: answer.tool_calls.clone(),
-            });
+            // A call the model wrote as text is answered in text too, ending with its task
+            // (a model without tool calling answers what it read last).
+            let in_text = answer
+                .tool_calls
+                .iter()
+                .all(|c| c.id.starts_with(TEXT_CALL));
+            if in_text {
+                messages.push(Message::Assistant {
+                    text: answer.text.clone(),
+                    tool_calls: Vec::new(),
+                });
+            } else {
+                messages.push(Message::Assistant {
+                    text: answer.text.clone(),
+                    tool_calls: answer.tool_calls.clone(),
+                });
+            }
+            let mut results = String::new();
             for (i, call) in answer.tool_calls.iter().enumerate() {
                 let output = self
                     .call(kit, grants, turn, i as u32, call, replayed)
                     .await
                     .map_err(|f| (f, false))?;
-                messages.push(Message::Tool {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content: output.content,
-                    is_error: output.is_error,
-                });
+                if in_text {
+                    let what = if output.is_error {
+                        "failed"
+                    } else {
+                        "returned"
+                    };
+                    results.push_str(&format!(
+                        "The tool `{}` {what}:\n{}\n\n",
+                        call.name, output.content
+                    ));
+                } else {
+                    messages.push(Message::Tool {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: output.content,
+                        is_error: output.is_error,
+                    });
+                }
+            }
+            if in_text {
+                results.push_str(&format!(
+                    "Go on with your task; when it is done, reply with your answer in plain text.\n\nYour task: {}",
+                    self.s.prompt
+                ));
+                messages.push(Message::User { content: results });
             }
         }
     }
@@ -455,6 +488,9 @@ impl<D: Driver> Loop<'_, D> {
     }
 }
 
+/// The id prefix of a tool call a model wrote as text.
+const TEXT_CALL: &str = "text_call_";
+
 /// Models without native tool calling (small local ones) often write a call as JSON text,
 /// `{"name": ..., "arguments": {...}}`, fenced or not. Such an answer is taken as the call it
 /// means (an unknown tool then gets an error listing the real ones), not as the session's
@@ -485,11 +521,10 @@ fn text_tool_call(answer: &mut TurnAnswer, turn: u32) {
     if let (Some(name), Some(args)) = (name, args) {
         if args.is_object() && call.keys().all(known) {
             answer.tool_calls.push(ToolCall {
-                id: format!("text_call_{turn}"),
+                id: format!("{TEXT_CALL}{turn}"),
                 name: name.to_string(),
                 arguments: args.clone(),
             });
-            answer.text.clear();
             answer.stop = Stop::ToolUse;
         }
     }
