@@ -9,6 +9,10 @@ use prosevm::config::{self, Config};
 use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
+use prosevm::housekeeping;
+use prosevm::observe::envelope::Envelope;
+use prosevm::observe::progress::Progress;
+use prosevm::observe::summary::{Ending, Summary};
 use prosevm::people::People;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
 use prosevm::run::{Place, Program, Resumed, Run, RunError};
@@ -17,6 +21,7 @@ use prosevm::store::{self, journal, RunDir};
 use prosevm::trace::Event;
 use prosevm::value::Value;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -58,11 +63,33 @@ enum Command {
         #[command(flatten)]
         opts: RunArgs,
     },
-    /// List runs: id, program, status, start time, answers journaled.
+    /// List runs: id, program, status, start time, answers journaled; or prune them.
     Runs {
+        /// Where runs live (default: `.prose` in the working directory).
+        #[arg(long, value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+        /// Print one JSON array for tools (each run with its path and whether a process is
+        /// running it now).
+        #[arg(long)]
+        json: bool,
+        /// Only runs with this status: running, interrupted, finished or failed
+        /// (repeatable).
+        #[arg(long = "status", value_name = "STATUS", value_parser = housekeeping::parse_status)]
+        statuses: Vec<RunStatus>,
+        #[command(subcommand)]
+        action: Option<RunsAction>,
+    },
+    /// Write a run's report: one self-contained HTML page with the timeline of its requests
+    /// (parallel branches side by side), its program's source, and every session in full.
+    Report {
+        /// The run's id or directory.
+        run: String,
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
+        /// The file to write (default: stdout).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// Show a run's record, its bindings and its state.md.
     Inspect {
@@ -78,6 +105,23 @@ enum Command {
         /// with its output, and its answer (the session's request id, e.g. `0:3`).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunsAction {
+    /// Remove old or ended runs: by default those that finished or failed, narrowed by
+    /// `--older-than` and `--status`. A run a process holds is never removed.
+    Prune {
+        /// Only runs that started at least this long ago (`7d`, `12h`, `30m`, `1d12h`).
+        #[arg(long, value_name = "AGE", value_parser = housekeeping::parse_age)]
+        older_than: Option<Duration>,
+        /// Only runs with this status (repeatable; default: finished and failed).
+        #[arg(long = "status", value_name = "STATUS", value_parser = housekeeping::parse_status)]
+        statuses: Vec<RunStatus>,
+        /// Say what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -172,6 +216,10 @@ struct RunArgs {
     /// the capability). Without it, prompts go to the terminal when stdin and stderr are one.
     #[arg(long)]
     no_input: bool,
+    /// Narrate line by line even when stderr is a terminal (where `--trace narrate` otherwise
+    /// shows live progress).
+    #[arg(long)]
+    no_progress: bool,
     /// Mock: how discretion conditions are answered (true, false, after:N). The default,
     /// after:1, answers each condition site false once and then true, so every loop ends.
     #[arg(long, default_value = "after:1")]
@@ -304,17 +352,73 @@ impl RunArgs {
     }
 }
 
-/// Prints the trace as the run goes.
-struct Printer {
-    trace: Trace,
+/// How the trace reaches stderr.
+enum Display {
+    /// Narration lines.
+    Narrate,
+    /// Live progress on a terminal.
+    Progress(Progress),
+    /// Stamped JSON lines.
+    Json(Envelope),
+    /// Nothing.
+    Quiet,
 }
 
-impl prosevm::runner::Observer for Printer {
+/// Everything that watches a run from the CLI: the trace display and the summary.
+struct Watchers {
+    display: Display,
+    summary: Summary,
+}
+
+impl Watchers {
+    /// The watchers `args` ask for, for run `id`.
+    fn new(args: &RunArgs, id: &str) -> Watchers {
+        let display = match args.trace {
+            Trace::Narrate if !args.no_progress && std::io::stderr().is_terminal() => {
+                Display::Progress(Progress::stderr())
+            }
+            Trace::Narrate => Display::Narrate,
+            Trace::Json => Display::Json(Envelope::new(id)),
+            Trace::Quiet => Display::Quiet,
+        };
+        Watchers {
+            display,
+            summary: Summary::new(),
+        }
+    }
+
+    /// The run ended as `ending` says: the progress display goes, then the summary (in
+    /// narration) or the error and end events (in JSON) are written.
+    fn ended(&mut self, ending: &Ending) {
+        match &mut self.display {
+            Display::Progress(p) => p.finish(),
+            Display::Json(env) => {
+                if let Some(e) = ending.error {
+                    eprintln!("{}", env.error(e));
+                }
+                eprintln!("{}", env.end(ending.status, ending.error));
+                return;
+            }
+            Display::Narrate => {}
+            Display::Quiet => return,
+        }
+        if ending.status == RunStatus::Finished {
+            eprintln!("[Program] Program complete");
+        }
+        for line in self.summary.lines(ending, self.summary.elapsed()) {
+            eprintln!("{line}");
+        }
+    }
+}
+
+impl prosevm::runner::Observer for Watchers {
     fn event(&mut self, e: &Event) {
-        match self.trace {
-            Trace::Narrate => eprintln!("{}", e.narrate()),
-            Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
-            Trace::Quiet => {}
+        self.summary.event(e);
+        match &mut self.display {
+            Display::Narrate => eprintln!("{}", e.narrate()),
+            Display::Progress(p) => p.event(e),
+            Display::Json(env) => eprintln!("{}", env.event(e)),
+            Display::Quiet => {}
         }
     }
 }
@@ -375,16 +479,33 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
     };
-    let mut printer = Printer { trace: args.trace };
-    let result = match runtime.block_on(run.drive(driver, &mut printer)) {
+    let run_dir = run.path().to_path_buf();
+    let mut watchers = Watchers::new(args, &id);
+    let result = match runtime.block_on(run.drive(driver, &mut watchers)) {
         Ok(r) => r,
-        Err(e) => return fail(e, 2),
+        Err(e) => {
+            let message = e.to_string();
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Running,
+                outputs: 0,
+                error: Some(&message),
+                state_dir: args.state_dir.as_deref(),
+            });
+            return fail(e, 2);
+        }
     };
     match result {
         Ok(outputs) => {
-            if args.trace == Trace::Narrate {
-                eprintln!("[Program] Program complete");
-            }
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Finished,
+                outputs: outputs.len(),
+                error: None,
+                state_dir: args.state_dir.as_deref(),
+            });
             let outputs: serde_json::Map<String, serde_json::Value> = outputs
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_json()))
@@ -402,6 +523,15 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
+            let message = format!("runtime error: {e}");
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Failed,
+                outputs: 0,
+                error: Some(&message),
+                state_dir: args.state_dir.as_deref(),
+            });
             if stdio {
                 stdio::send(&serde_json::json!({
                     "type": "done",
@@ -410,7 +540,11 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
                     "error": e.to_string(),
                 }));
             }
-            fail(format!("runtime error: {e}"), 1)
+            if args.trace == Trace::Json {
+                // The error and end events said it: stderr stays pure JSON.
+                return ExitCode::from(1);
+            }
+            fail(message, 1)
         }
     }
 }
@@ -498,23 +632,107 @@ fn same_program(record: &RunRecord) -> Result<(), String> {
     }
 }
 
-fn runs(state_dir: Option<&Path>) -> ExitCode {
+fn runs(state_dir: Option<&Path>, json: bool, statuses: &[RunStatus]) -> ExitCode {
+    let rows: Vec<housekeeping::RunRow> = housekeeping::list(state_dir)
+        .into_iter()
+        .filter(|r| statuses.is_empty() || r.status.is_some_and(|s| statuses.contains(&s)))
+        .collect();
+    if json {
+        match serde_json::to_string(&rows) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(e, 2),
+        }
+        return ExitCode::SUCCESS;
+    }
     println!(
         "{:24} {:20} {:11} {:20} answered",
         "id", "program", "status", "started"
     );
-    for dir in RunDir::list(state_dir) {
-        let (program, status, started) = match dir.record() {
-            Ok(r) => (r.program, r.status.as_str().to_string(), r.started),
-            Err(_) => ("?".into(), "unreadable".into(), "?".into()),
+    for r in rows {
+        let status = if r.live {
+            format!("{} (live)", r.status_text())
+        } else {
+            r.status_text().to_string()
         };
-        let answered = journal::read(&dir.journal_path())
-            .map(|r| r.len())
-            .unwrap_or(0);
         println!(
-            "{:24} {:20} {:11} {:20} {answered}",
-            dir.id, program, status, started
+            "{:24} {:20} {:11} {:20} {}",
+            r.id,
+            r.program,
+            status,
+            r.started.as_deref().unwrap_or("?"),
+            r.answered
         );
+    }
+    ExitCode::SUCCESS
+}
+
+fn prune(state_dir: Option<&Path>, rule: housekeeping::PruneRule) -> ExitCode {
+    use housekeeping::Pruned;
+    if rule.older_than.is_none() && rule.statuses.is_empty() {
+        return fail(
+            "say which runs to prune: --older-than AGE, --status STATUS, or both",
+            2,
+        );
+    }
+    let done = housekeeping::prune(state_dir, &rule, std::time::SystemTime::now());
+    let (mut removed, mut kept) = (0, 0);
+    for p in &done {
+        match p {
+            Pruned::Removed(r) | Pruned::WouldRemove(r) => {
+                removed += 1;
+                println!(
+                    "{} {} ({}, {}, started {})",
+                    if rule.dry_run {
+                        "would remove"
+                    } else {
+                        "removed"
+                    },
+                    r.id,
+                    r.program,
+                    r.status_text(),
+                    r.started.as_deref().unwrap_or("?")
+                );
+            }
+            Pruned::Kept(r, why) => {
+                kept += 1;
+                println!("kept {}: {why}", r.id);
+            }
+        }
+    }
+    println!(
+        "{removed} run(s) {}, {kept} kept",
+        if rule.dry_run {
+            "would be removed"
+        } else {
+            "removed"
+        }
+    );
+    ExitCode::SUCCESS
+}
+
+fn report(state_dir: Option<&Path>, run: &str, output: Option<&Path>) -> ExitCode {
+    let dir = match RunDir::open(state_dir, run) {
+        Ok(d) => d,
+        Err(e) => return fail(e, 2),
+    };
+    let report = match prosevm::report::Report::load(&dir) {
+        Ok(r) => r,
+        Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
+    };
+    let page = prosevm::report::html::render(&report);
+    match output {
+        None => print!("{page}"),
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, page) {
+                return fail(format!("cannot write {}: {e}", path.display()), 2);
+            }
+            eprintln!(
+                "prosevm: report of run {} ({} requests) written to {}",
+                dir.id,
+                report.entries.len(),
+                path.display()
+            );
+        }
     }
     ExitCode::SUCCESS
 }
@@ -714,7 +932,34 @@ fn main() -> ExitCode {
             }
         }
         Command::Resume { run, opts } => resume(&run, &opts),
-        Command::Runs { state_dir } => runs(state_dir.as_deref()),
+        Command::Runs {
+            state_dir,
+            action:
+                Some(RunsAction::Prune {
+                    older_than,
+                    statuses,
+                    dry_run,
+                }),
+            ..
+        } => prune(
+            state_dir.as_deref(),
+            housekeeping::PruneRule {
+                older_than,
+                statuses,
+                dry_run,
+            },
+        ),
+        Command::Runs {
+            state_dir,
+            json,
+            statuses,
+            action: None,
+        } => runs(state_dir.as_deref(), json, &statuses),
+        Command::Report {
+            run,
+            state_dir,
+            output,
+        } => report(state_dir.as_deref(), &run, output.as_deref()),
         Command::Inspect {
             run,
             state_dir,
