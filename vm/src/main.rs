@@ -11,6 +11,7 @@ use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
 use prosevm::housekeeping;
 use prosevm::observe::envelope::Envelope;
+use prosevm::observe::otel::Otel;
 use prosevm::observe::progress::Progress;
 use prosevm::observe::summary::{Ending, Summary};
 use prosevm::people::People;
@@ -364,15 +365,25 @@ enum Display {
     Quiet,
 }
 
-/// Everything that watches a run from the CLI: the trace display and the summary.
+/// Everything that watches a run from the CLI: the trace display, the summary and, when the
+/// environment asks for it, the OpenTelemetry exporter.
 struct Watchers {
     display: Display,
     summary: Summary,
+    otel: Option<Otel>,
 }
 
 impl Watchers {
-    /// The watchers `args` ask for, for run `id`.
-    fn new(args: &RunArgs, id: &str) -> Watchers {
+    /// The watchers `args` and the environment ask for, for `run`.
+    fn new(args: &RunArgs, run: &Run) -> Result<Watchers, String> {
+        let id = run.record().id.as_str();
+        let modules: Vec<(String, String)> = run
+            .artifact()
+            .modules
+            .iter()
+            .map(|m| (m.name.clone(), m.import_path.clone()))
+            .collect();
+        let otel = Otel::from_env(run.record(), &modules)?;
         let display = match args.trace {
             Trace::Narrate if !args.no_progress && std::io::stderr().is_terminal() => {
                 Display::Progress(Progress::stderr())
@@ -381,15 +392,21 @@ impl Watchers {
             Trace::Json => Display::Json(Envelope::new(id)),
             Trace::Quiet => Display::Quiet,
         };
-        Watchers {
+        Ok(Watchers {
             display,
             summary: Summary::new(),
-        }
+            otel,
+        })
     }
 
     /// The run ended as `ending` says: the progress display goes, then the summary (in
     /// narration) or the error and end events (in JSON) are written.
     fn ended(&mut self, ending: &Ending) {
+        if let Some(otel) = self.otel.take() {
+            if let Err(e) = otel.finish(ending.status, ending.error) {
+                eprintln!("prosevm: warning: {e}");
+            }
+        }
         match &mut self.display {
             Display::Progress(p) => p.finish(),
             Display::Json(env) => {
@@ -414,6 +431,9 @@ impl Watchers {
 impl prosevm::runner::Observer for Watchers {
     fn event(&mut self, e: &Event) {
         self.summary.event(e);
+        if let Some(otel) = &mut self.otel {
+            otel.event(e);
+        }
         match &mut self.display {
             Display::Narrate => eprintln!("{}", e.narrate()),
             Display::Progress(p) => p.event(e),
@@ -480,7 +500,10 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
         Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
     };
     let run_dir = run.path().to_path_buf();
-    let mut watchers = Watchers::new(args, &id);
+    let mut watchers = match Watchers::new(args, &run) {
+        Ok(w) => w,
+        Err(e) => return fail(e, 2),
+    };
     let result = match runtime.block_on(run.drive(driver, &mut watchers)) {
         Ok(r) => r,
         Err(e) => {

@@ -4,6 +4,7 @@
 //! spans ([`otel`]). They see events as they happen, so they take times from the clock.
 
 pub mod envelope;
+pub mod otel;
 pub mod progress;
 pub mod summary;
 

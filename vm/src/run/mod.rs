@@ -343,6 +343,11 @@ impl Run {
         self.replay.len()
     }
 
+    /// The verified program the run executes.
+    pub fn artifact(&self) -> &Arc<Verified> {
+        &self.artifact
+    }
+
     /// Drives the run to its end with `driver` (which should be `record().driver`
     /// connected): every answer is journaled before it is used, the run directory's views
     /// follow the run, and `observer` sees every trace event. The record is updated with
