@@ -173,3 +173,44 @@ fn a_failed_run_gives_an_error_event_then_the_end() {
         .iter()
         .any(|l| l["event"] == "request_failed" && l["id"] == "0/0.1:0"));
 }
+
+#[test]
+fn on_a_terminal_narration_gives_way_to_live_progress() {
+    // `script` (util-linux) runs the VM with a pseudo-terminal as its stderr.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: `script` (util-linux) is not installed, so no terminal to test with");
+        return;
+    }
+    let dir = scratch("terminal");
+    let line = format!(
+        "'{}' run prog.prose --no-input",
+        env!("CARGO_BIN_EXE_prosevm")
+    );
+    let (code, out, err) = support::output(
+        Command::new("script")
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .args(["-qec", &line, "/dev/null"]),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    // A line per finished session and the status line, not the narration.
+    assert!(out.contains("✓ writer 0/0.0:0 line 5 in "), "{out}");
+    assert!(out.contains("✓ session 0/0.1:0 line 7 in "), "{out}");
+    assert!(out.contains("in flight"), "{out}");
+    assert!(!out.contains("[Position]"), "{out}");
+    assert!(out.contains("[Summary] finished in "), "{out}");
+    // --no-progress keeps the narration on a terminal.
+    let line = format!("{line} --no-progress");
+    let (code, out, _) = support::output(
+        Command::new("script")
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .args(["-qec", &line, "/dev/null"]),
+    );
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("[Position] line 5: session \"Draft the intro\""),
+        "{out}"
+    );
+    assert!(!out.contains("in flight"), "{out}");
+}
