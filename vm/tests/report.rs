@@ -217,3 +217,40 @@ fn the_report_loads_in_a_browser_without_errors_and_shows_every_session() {
         );
     }
 }
+
+#[test]
+fn a_failed_run_is_reported_with_its_error_and_the_failed_session() {
+    let dir = support::scratch("report-failed");
+    std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
+    std::fs::write(
+        dir.join("fail.json"),
+        r#"[{"prompt": "Sketch the outline", "fail": "the <b>provider</b> is down"}]"#,
+    )
+    .expect("script");
+    let (code, _, err) = support::output(vm(&dir).args([
+        "run",
+        "prog.prose",
+        "--mock-script",
+        "fail.json",
+        "--backoff-unit-ms",
+        "1",
+        "--trace",
+        "quiet",
+        "--state-dir",
+        "state",
+    ]));
+    assert_eq!(code, 1, "{err}");
+    let run = std::fs::read_dir(dir.join("state/runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.join("run.json").is_file())
+        .expect("a run");
+    // By directory as well as by id.
+    let (code, page, err) = support::output(vm(&dir).arg("report").arg(&run));
+    assert_eq!(code, 0, "{err}");
+    assert!(page.contains("<span class=\"status s-failed\">failed</span>"));
+    assert!(page.contains("<p class=\"run-error\">"), "no run error");
+    assert!(page.contains("the &lt;b&gt;provider&lt;/b&gt; is down"));
+    assert!(page.contains("id=\"req-0/0.1:0\" data-kind=\"session\" data-state=\"failed\""));
+}

@@ -130,12 +130,7 @@ fn header(h: &mut String, report: &Report) {
     }
     h.push_str("</dl>\n");
     if let Some(e) = &r.error {
-        let _ = writeln!(
-            h,
-            "<p class=\"run-error\">{} {}</p>",
-            escape(&e.code),
-            escape(&e.message)
-        );
+        let _ = writeln!(h, "<p class=\"run-error\">{}</p>", escape(&e.message));
     }
     if let Some(outputs) = &r.outputs {
         h.push_str("<details class=\"outputs\"><summary>outputs</summary><dl>");
