@@ -11,7 +11,7 @@ use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
 use prosevm::housekeeping;
 use prosevm::observe::envelope::Envelope;
-use prosevm::observe::otel::Otel;
+use prosevm::observe::otel::{Export, Otel};
 use prosevm::observe::progress::Progress;
 use prosevm::observe::summary::{Ending, Summary};
 use prosevm::people::People;
@@ -374,8 +374,8 @@ struct Watchers {
 }
 
 impl Watchers {
-    /// The watchers `args` and the environment ask for, for `run`.
-    fn new(args: &RunArgs, run: &Run) -> Result<Watchers, String> {
+    /// The watchers `args` ask for, for `run`, exporting through `export` if given.
+    fn new(args: &RunArgs, run: &Run, export: Option<Export>) -> Watchers {
         let id = run.record().id.as_str();
         let modules: Vec<(String, String)> = run
             .artifact()
@@ -383,7 +383,7 @@ impl Watchers {
             .iter()
             .map(|m| (m.name.clone(), m.import_path.clone()))
             .collect();
-        let otel = Otel::from_env(run.record(), &modules)?;
+        let otel = export.map(|e| Otel::start(e, run.record(), &modules));
         let display = match args.trace {
             Trace::Narrate if !args.no_progress && std::io::stderr().is_terminal() => {
                 Display::Progress(Progress::stderr())
@@ -392,24 +392,29 @@ impl Watchers {
             Trace::Json => Display::Json(Envelope::new(id)),
             Trace::Quiet => Display::Quiet,
         };
-        Ok(Watchers {
+        Watchers {
             display,
             summary: Summary::new(),
             otel,
-        })
+        }
     }
 
     /// The run ended as `ending` says: the progress display goes, then the summary (in
     /// narration) or the error and end events (in JSON) are written.
     fn ended(&mut self, ending: &Ending) {
-        if let Some(otel) = self.otel.take() {
-            if let Err(e) = otel.finish(ending.status, ending.error) {
-                eprintln!("prosevm: warning: {e}");
-            }
+        let warning = self
+            .otel
+            .take()
+            .and_then(|otel| otel.finish(ending.status, ending.error).err());
+        if let (Some(w), false) = (&warning, matches!(self.display, Display::Json(_))) {
+            eprintln!("prosevm: warning: {w}");
         }
         match &mut self.display {
             Display::Progress(p) => p.finish(),
             Display::Json(env) => {
+                if let Some(w) = &warning {
+                    eprintln!("{}", env.warning(w));
+                }
                 if let Some(e) = ending.error {
                     eprintln!("{}", env.error(e));
                 }
@@ -466,14 +471,19 @@ fn start(program: Program, args: &RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e, 2),
     };
+    let export = match Export::from_env() {
+        Ok(e) => e,
+        Err(e) => return fail(e, 2),
+    };
     match Run::start(&program, inputs, settings, options, &place) {
-        Ok(run) => drive(run, args),
+        Ok(run) => drive(run, args, export),
         Err(e) => run_error(e),
     }
 }
 
-/// Drives `run` with the driver its record names; prints the trace, then the outputs.
-fn drive(run: Run, args: &RunArgs) -> ExitCode {
+/// Drives `run` with the driver its record names; prints the trace, then the outputs; sends
+/// spans through `export` if given.
+fn drive(run: Run, args: &RunArgs, export: Option<Export>) -> ExitCode {
     let settings = run.record().driver.clone();
     let driver = match settings.connect() {
         Ok(d) => Arc::new(d),
@@ -500,10 +510,7 @@ fn drive(run: Run, args: &RunArgs) -> ExitCode {
         Err(e) => return fail(format!("cannot start the runtime: {e}"), 2),
     };
     let run_dir = run.path().to_path_buf();
-    let mut watchers = match Watchers::new(args, &run) {
-        Ok(w) => w,
-        Err(e) => return fail(e, 2),
-    };
+    let mut watchers = Watchers::new(args, &run, export);
     let result = match runtime.block_on(run.drive(driver, &mut watchers)) {
         Ok(r) => r,
         Err(e) => {
@@ -626,13 +633,17 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
         Ok(i) => i,
         Err(e) => return fail(e, 2),
     };
+    let export = match Export::from_env() {
+        Ok(e) => e,
+        Err(e) => return fail(e, 2),
+    };
     match Run::resume(dir, driver, inputs, &place) {
         Ok(Resumed::Finished(record)) => {
             eprintln!("run {} already finished", record.id);
             print_outputs(&record.outputs.unwrap_or_default(), args.output);
             ExitCode::SUCCESS
         }
-        Ok(Resumed::Ready(run)) => drive(*run, args),
+        Ok(Resumed::Ready(run)) => drive(*run, args, export),
         Err(e) => run_error(e),
     }
 }

@@ -327,4 +327,51 @@ fn an_unsupported_protocol_is_a_clear_error() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("http/protobuf or http/json"), "{err}");
+    // Refused before the run started: no run was left behind.
+    assert!(!dir.join(".prose/runs").exists());
+}
+
+#[test]
+fn spans_that_cannot_be_sent_are_a_warning_not_a_failure() {
+    let dir = support::scratch("otel-down");
+    std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
+    // A port nobody listens on.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let run = |trace: &str| {
+        support::output(
+            Command::new(env!("CARGO_BIN_EXE_prosevm"))
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+                .env(
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    format!("http://127.0.0.1:{port}"),
+                )
+                .args(["run", "prog.prose", "--trace", trace]),
+        )
+    };
+    let (code, out, err) = run("quiet");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("summary: "), "{out}");
+    assert!(
+        err.contains("prosevm: warning: OpenTelemetry export failed: ")
+            && err.contains("span(s) not sent"),
+        "{err}"
+    );
+    // In JSON, the warning is an event like the rest.
+    let (code, _, err) = run("json");
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(events.iter().any(|e| e["event"] == "warning"
+        && e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("OpenTelemetry"))));
+    assert_eq!(events.last().map(|e| &e["event"]), Some(&"end".into()));
 }

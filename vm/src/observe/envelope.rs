@@ -32,6 +32,8 @@ enum Body<'a> {
 enum Own<'a> {
     /// Something went wrong that ends (or stops) the run.
     Error { message: &'a str },
+    /// Something went wrong beside the run (an export), which went on.
+    Warning { message: &'a str },
     /// The run is over (or stopped): how it stands.
     End {
         status: RunStatus,
@@ -77,6 +79,11 @@ impl Envelope {
     /// An `error` line.
     pub fn error(&mut self, message: &str) -> String {
         self.line(Body::Own(Own::Error { message }))
+    }
+
+    /// A `warning` line: something beside the run went wrong.
+    pub fn warning(&mut self, message: &str) -> String {
+        self.line(Body::Own(Own::Warning { message }))
     }
 
     /// The `end` line: the run's status and, when it failed, why.
@@ -130,6 +137,11 @@ mod tests {
                 "{t}"
             );
         }
+        let w = parse(&env.warning("export failed"));
+        assert_eq!(
+            (&w["seq"], &w["event"], &w["message"]),
+            (&4.into(), &"warning".into(), &"export failed".into())
+        );
         let finished = parse(&env.end(RunStatus::Finished, None));
         assert!(finished.get("error").is_none(), "{finished}");
     }

@@ -16,6 +16,7 @@
 //! or a tool call ends when its event comes and started its `ms` earlier. Spans go out in
 //! batches from the SDK's own thread; [`Otel::finish`] ends the run's span and flushes.
 
+mod export;
 mod http;
 
 use crate::driver::chat::Models;
@@ -56,6 +57,8 @@ pub struct Otel {
     provider_name: String,
     /// How a chat provider maps `model:` aliases to its model ids.
     models: Option<Models>,
+    /// Why exports failed, when they did.
+    failures: export::Failures,
 }
 
 /// The value of the first of `vars` that is set and not empty.
@@ -117,13 +120,17 @@ fn files(record: &RunRecord, modules: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-impl Otel {
-    /// The exporter of `record`'s run, whose modules are `modules` (`(name, import path)`),
-    /// if the environment asks for one. Its `invoke_workflow` span starts now.
-    pub fn from_env(
-        record: &RunRecord,
-        modules: &[(String, String)],
-    ) -> Result<Option<Otel>, String> {
+/// Where a run's spans go: an OTLP/HTTP exporter set up from the standard variables, with
+/// the SDK's batch processor in front of it.
+pub struct Export {
+    provider: SdkTracerProvider,
+    failures: export::Failures,
+}
+
+impl Export {
+    /// The exporter the environment asks for, if it asks for one (checked before a run
+    /// starts, so a bad setting stops nothing half-way).
+    pub fn from_env() -> Result<Option<Export>, String> {
         if env_first(&ENDPOINTS).is_none() {
             return Ok(None);
         }
@@ -134,6 +141,7 @@ impl Otel {
             .with_http_client(client)
             .build()
             .map_err(|e| format!("OpenTelemetry exporter: {e}"))?;
+        let (exporter, failures) = export::Reporting::new(exporter);
         let mut resource = Resource::builder();
         let named = std::env::var_os("OTEL_SERVICE_NAME").is_some()
             || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|a| a.contains("service.name="));
@@ -144,15 +152,15 @@ impl Otel {
             .with_batch_exporter(exporter)
             .with_resource(resource.build())
             .build();
-        Ok(Some(Otel::with_provider(provider, record, modules)))
+        Ok(Some(Export { provider, failures }))
     }
+}
 
-    /// The exporter of `record`'s run through `provider` (how tests export elsewhere).
-    pub fn with_provider(
-        provider: SdkTracerProvider,
-        record: &RunRecord,
-        modules: &[(String, String)],
-    ) -> Otel {
+impl Otel {
+    /// The exporter of `record`'s run, whose modules are `modules` (`(name, import path)`),
+    /// sending through `export`. Its `invoke_workflow` span starts now.
+    pub fn start(export: Export, record: &RunRecord, modules: &[(String, String)]) -> Otel {
+        let Export { provider, failures } = export;
         let tracer = provider.tracer("prosevm");
         let span = tracer
             .span_builder(format!("invoke_workflow {}", record.program))
@@ -176,10 +184,12 @@ impl Otel {
                 DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => Some(c.models.clone()),
                 _ => None,
             },
+            failures,
         }
     }
 
-    /// Ends the run's span with how the run ended, and sends every span still waiting.
+    /// Ends the run's span with how the run ended, and sends every span still waiting; an
+    /// error says why some spans did not reach the collector.
     pub fn finish(self, status: RunStatus, error: Option<&str>) -> Result<(), String> {
         let now = SystemTime::now();
         for open in self.sessions.values() {
@@ -195,9 +205,11 @@ impl Otel {
             span.set_status(Status::Ok);
         }
         span.end_with_timestamp(now);
-        self.provider
-            .shutdown()
-            .map_err(|e| format!("OpenTelemetry export: {e}"))
+        let shutdown = self.provider.shutdown();
+        match self.failures.first() {
+            Some(why) => Err(format!("OpenTelemetry export failed: {why}")),
+            None => shutdown.map_err(|e| format!("OpenTelemetry export: {e}")),
+        }
     }
 
     /// A child span of `parent` named `name` that ran for `ms` until now.
