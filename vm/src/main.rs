@@ -406,11 +406,7 @@ impl Watchers {
             .otel
             .take()
             .and_then(|otel| otel.finish(ending.status, ending.error).err());
-        if let (Some(w), false) = (&warning, matches!(self.display, Display::Json(_))) {
-            eprintln!("prosevm: warning: {w}");
-        }
         match &mut self.display {
-            Display::Progress(p) => p.finish(),
             Display::Json(env) => {
                 if let Some(w) = &warning {
                     eprintln!("{}", env.warning(w));
@@ -421,8 +417,14 @@ impl Watchers {
                 eprintln!("{}", env.end(ending.status, ending.error));
                 return;
             }
-            Display::Narrate => {}
-            Display::Quiet => return,
+            Display::Progress(p) => p.finish(),
+            Display::Narrate | Display::Quiet => {}
+        }
+        if let Some(w) = &warning {
+            eprintln!("prosevm: warning: {w}");
+        }
+        if matches!(self.display, Display::Quiet) {
+            return;
         }
         if ending.status == RunStatus::Finished {
             eprintln!("[Program] Program complete");
