@@ -9,6 +9,11 @@ use prosevm::config::{self, Config};
 use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
+use prosevm::housekeeping;
+use prosevm::observe::envelope::Envelope;
+use prosevm::observe::otel::{Export, Otel};
+use prosevm::observe::progress::Progress;
+use prosevm::observe::summary::{Ending, Summary};
 use prosevm::people::People;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
 use prosevm::run::{Place, Program, Resumed, Run, RunError};
@@ -17,6 +22,7 @@ use prosevm::store::{self, journal, RunDir};
 use prosevm::trace::Event;
 use prosevm::value::Value;
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -95,11 +101,33 @@ enum Command {
         #[command(flatten)]
         opts: RunArgs,
     },
-    /// List runs: id, program, status, start time, answers journaled.
+    /// List runs: id, program, status, start time, answers journaled; or prune them.
     Runs {
+        /// Where runs live (default: `.prose` in the working directory).
+        #[arg(long, value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+        /// Print one JSON array for tools (each run with its path and whether a process is
+        /// running it now).
+        #[arg(long)]
+        json: bool,
+        /// Only runs with this status: running, interrupted, finished or failed
+        /// (repeatable).
+        #[arg(long = "status", value_name = "STATUS", value_parser = housekeeping::parse_status)]
+        statuses: Vec<RunStatus>,
+        #[command(subcommand)]
+        action: Option<RunsAction>,
+    },
+    /// Write a run's report: one self-contained HTML page with the timeline of its requests
+    /// (parallel branches side by side), its program's source, and every session in full.
+    Report {
+        /// The run's id or directory.
+        run: String,
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
+        /// The file to write (default: stdout).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
     },
     /// Show a run's record, its bindings and its state.md.
     Inspect {
@@ -115,6 +143,23 @@ enum Command {
         /// with its output, and its answer (the session's request id, e.g. `0:3`).
         #[arg(long, value_name = "ID")]
         session: Option<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RunsAction {
+    /// Remove old or ended runs: by default those that finished or failed, narrowed by
+    /// `--older-than` and `--status`. A run a process holds is never removed.
+    Prune {
+        /// Only runs that started at least this long ago (`7d`, `12h`, `30m`, `1d12h`).
+        #[arg(long, value_name = "AGE", value_parser = housekeeping::parse_age)]
+        older_than: Option<Duration>,
+        /// Only runs with this status (repeatable; default: finished and failed).
+        #[arg(long = "status", value_name = "STATUS", value_parser = housekeeping::parse_status)]
+        statuses: Vec<RunStatus>,
+        /// Say what would be removed, and remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -217,6 +262,10 @@ struct RunArgs {
     /// the capability). Without it, prompts go to the terminal when stdin and stderr are one.
     #[arg(long)]
     no_input: bool,
+    /// Narrate line by line even when stderr is a terminal (where `--trace narrate` otherwise
+    /// shows live progress).
+    #[arg(long)]
+    no_progress: bool,
     /// Mock: how discretion conditions are answered (true, false, after:N). The default,
     /// after:1, answers each condition site false once and then true, so every loop ends.
     #[arg(long, default_value = "after:1")]
@@ -358,17 +407,99 @@ impl RunArgs {
     }
 }
 
-/// Prints the trace as the run goes.
-struct Printer {
-    trace: Trace,
+/// How the trace reaches stderr.
+enum Display {
+    /// Narration lines.
+    Narrate,
+    /// Live progress on a terminal.
+    Progress(Progress),
+    /// Stamped JSON lines.
+    Json(Envelope),
+    /// Nothing.
+    Quiet,
 }
 
-impl prosevm::runner::Observer for Printer {
+/// Everything that watches a run from the CLI: the trace display, the summary and, when the
+/// environment asks for it, the OpenTelemetry exporter.
+struct Watchers {
+    display: Display,
+    summary: Summary,
+    otel: Option<Otel>,
+}
+
+impl Watchers {
+    /// The watchers `args` ask for, for `run`, exporting through `export` if given.
+    fn new(args: &RunArgs, run: &Run, export: Option<Export>) -> Watchers {
+        let id = run.record().id.as_str();
+        let modules: Vec<(String, String)> = run
+            .artifact()
+            .modules
+            .iter()
+            .map(|m| (m.name.clone(), m.import_path.clone()))
+            .collect();
+        let otel = export.map(|e| Otel::start(e, run.record(), &modules));
+        let display = match args.trace {
+            Trace::Narrate if !args.no_progress && std::io::stderr().is_terminal() => {
+                Display::Progress(Progress::stderr())
+            }
+            Trace::Narrate => Display::Narrate,
+            Trace::Json => Display::Json(Envelope::new(id)),
+            Trace::Quiet => Display::Quiet,
+        };
+        Watchers {
+            display,
+            summary: Summary::new(),
+            otel,
+        }
+    }
+
+    /// The run ended as `ending` says: the progress display goes, then the summary (in
+    /// narration) or the error and end events (in JSON) are written.
+    fn ended(&mut self, ending: &Ending) {
+        let warning = self
+            .otel
+            .take()
+            .and_then(|otel| otel.finish(ending.status, ending.error).err());
+        match &mut self.display {
+            Display::Json(env) => {
+                if let Some(w) = &warning {
+                    eprintln!("{}", env.warning(w));
+                }
+                if let Some(e) = ending.error {
+                    eprintln!("{}", env.error(e));
+                }
+                eprintln!("{}", env.end(ending.status, ending.error));
+                return;
+            }
+            Display::Progress(p) => p.finish(),
+            Display::Narrate | Display::Quiet => {}
+        }
+        if let Some(w) = &warning {
+            eprintln!("prosevm: warning: {w}");
+        }
+        if matches!(self.display, Display::Quiet) {
+            return;
+        }
+        if ending.status == RunStatus::Finished {
+            eprintln!("[Program] Program complete");
+        }
+        for line in self.summary.lines(ending, self.summary.elapsed()) {
+            eprintln!("{line}");
+        }
+    }
+}
+
+impl prosevm::runner::Observer for Watchers {
     fn event(&mut self, e: &Event) {
-        match self.trace {
-            Trace::Narrate => eprintln!("{}", e.narrate()),
-            Trace::Json => eprintln!("{}", serde_json::to_string(e).unwrap_or_default()),
-            Trace::Quiet => {}
+        self.summary.event(e);
+        if let Some(otel) = &mut self.otel {
+            otel.event(e);
+        }
+        match &mut self.display {
+            Display::Narrate => eprintln!("{}", e.narrate()),
+            Display::Progress(p) => p.event(e),
+            Display::Json(env) => eprintln!("{}", env.event(e)),
+            Display::Quiet => {}
         }
     }
 }
@@ -396,12 +527,16 @@ fn start(program: Program, args: &RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e, 2),
     };
+    let export = match Export::from_env() {
+        Ok(e) => e,
+        Err(e) => return fail(e, 2),
+    };
     let connected = match connect(&settings, &program.artifact) {
         Ok(c) => c,
         Err(code) => return code,
     };
     match Run::start(&program, inputs, settings, options, &place) {
-        Ok(run) => drive(run, connected, args),
+        Ok(run) => drive(run, connected, args, export),
         Err(e) => run_error(e),
     }
 }
@@ -436,8 +571,9 @@ fn connect(
     Ok(Connected { driver, runtime })
 }
 
-/// Drives `run` with its driver, connected; prints the trace, then the outputs.
-fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
+/// Drives `run` with its driver, connected; prints the trace, then the outputs; sends spans
+/// through `export` if given.
+fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>) -> ExitCode {
     let settings = run.record().driver.clone();
     let Connected { driver, runtime } = connected;
     let stdio = matches!(settings, DriverSettings::Stdio { .. });
@@ -475,16 +611,33 @@ fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
             stop.ask();
         }
     });
-    let mut printer = Printer { trace: args.trace };
-    let result = match runtime.block_on(run.drive(driver, &mut printer)) {
+    let run_dir = run.path().to_path_buf();
+    let mut watchers = Watchers::new(args, &run, export);
+    let result = match runtime.block_on(run.drive(driver, &mut watchers)) {
         Ok(r) => r,
-        Err(e) => return fail(e, 2),
+        Err(e) => {
+            let message = e.to_string();
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Running,
+                outputs: 0,
+                error: Some(&message),
+                state_dir: args.state_dir.as_deref(),
+            });
+            return fail(e, 2);
+        }
     };
     match result {
         Ok(outputs) => {
-            if args.trace == Trace::Narrate {
-                eprintln!("[Program] Program complete");
-            }
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Finished,
+                outputs: outputs.len(),
+                error: None,
+                state_dir: args.state_dir.as_deref(),
+            });
             let outputs: serde_json::Map<String, serde_json::Value> = outputs
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_json()))
@@ -502,6 +655,14 @@ fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) if e.code == prosec::diagnostics::Code::E217 => {
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Paused,
+                outputs: 0,
+                error: Some(&e.message),
+                state_dir: args.state_dir.as_deref(),
+            });
             if stdio {
                 stdio::send(&serde_json::json!({
                     "type": "done",
@@ -519,6 +680,14 @@ fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
             )
         }
         Err(e) if e.code == prosec::diagnostics::Code::E216 => {
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Interrupted,
+                outputs: 0,
+                error: None,
+                state_dir: args.state_dir.as_deref(),
+            });
             if stdio {
                 stdio::send(&serde_json::json!({
                     "type": "done",
@@ -532,6 +701,15 @@ fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
             )
         }
         Err(e) => {
+            let message = format!("runtime error: {e}");
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Failed,
+                outputs: 0,
+                error: Some(&message),
+                state_dir: args.state_dir.as_deref(),
+            });
             if stdio {
                 stdio::send(&serde_json::json!({
                     "type": "done",
@@ -540,7 +718,11 @@ fn drive(run: Run, connected: Connected, args: &RunArgs) -> ExitCode {
                     "error": e.to_string(),
                 }));
             }
-            fail(format!("runtime error: {e}"), 1)
+            if args.trace == Trace::Json {
+                // The error and end events said it: stderr stays pure JSON.
+                return ExitCode::from(1);
+            }
+            fail(message, 1)
         }
     }
 }
@@ -616,6 +798,10 @@ fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
         Ok(i) => i,
         Err(e) => return fail(e, 2),
     };
+    let export = match Export::from_env() {
+        Ok(e) => e,
+        Err(e) => return fail(e, 2),
+    };
     let resumed = match edited {
         None => Run::resume(dir, driver, inputs, &place),
         Some(program) => {
@@ -639,7 +825,7 @@ fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Ok(Resumed::Ready(run)) => match connect(&run.record().driver, run.artifact()) {
-            Ok(c) => drive(*run, c, args),
+            Ok(c) => drive(*run, c, args, export),
             Err(code) => code,
         },
         Err(e) => run_error(e),
@@ -674,33 +860,112 @@ fn same_program(record: &RunRecord) -> Result<(), Changed> {
     }
 }
 
-fn runs(state_dir: Option<&Path>) -> ExitCode {
+fn runs(state_dir: Option<&Path>, json: bool, statuses: &[RunStatus]) -> ExitCode {
+    let rows: Vec<housekeeping::RunRow> = housekeeping::list(state_dir)
+        .into_iter()
+        .filter(|r| statuses.is_empty() || r.status.is_some_and(|s| statuses.contains(&s)))
+        .collect();
+    if json {
+        match serde_json::to_string(&rows) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(e, 2),
+        }
+        return ExitCode::SUCCESS;
+    }
     println!(
         "{:24} {:20} {:11} {:20} {:>8} {:>9} {:>9}",
         "id", "program", "status", "started", "answered", "tokens", "cost"
     );
-    for dir in RunDir::list(state_dir) {
-        let record = dir.record().ok();
-        let (program, status, started) = match &record {
-            Some(r) => (
-                r.program.clone(),
-                r.status.as_str().to_string(),
-                r.started.clone(),
-            ),
-            None => ("?".into(), "unreadable".into(), "?".into()),
+    for r in rows {
+        let status = if r.live {
+            format!("{} (live)", r.status_text())
+        } else {
+            r.status_text().to_string()
         };
-        let usage = record.and_then(|r| r.usage);
-        let tokens = usage.map_or(String::new(), |u| u.tokens().to_string());
-        let cost = usage
+        let tokens = r.usage.map_or(String::new(), |u| u.tokens().to_string());
+        let cost = r
+            .usage
             .and_then(|u| u.cost)
             .map_or(String::new(), |c| format!("${c:.4}"));
-        let answered = journal::read(&dir.journal_path())
-            .map(|r| r.len())
-            .unwrap_or(0);
         println!(
-            "{:24} {:20} {:11} {:20} {answered:>8} {tokens:>9} {cost:>9}",
-            dir.id, program, status, started
+            "{:24} {:20} {:11} {:20} {:>8} {tokens:>9} {cost:>9}",
+            r.id,
+            r.program,
+            status,
+            r.started.as_deref().unwrap_or("?"),
+            r.answered
         );
+    }
+    ExitCode::SUCCESS
+}
+
+fn prune(state_dir: Option<&Path>, rule: housekeeping::PruneRule) -> ExitCode {
+    use housekeeping::Pruned;
+    if rule.older_than.is_none() && rule.statuses.is_empty() {
+        return fail(
+            "say which runs to prune: --older-than AGE, --status STATUS, or both",
+            2,
+        );
+    }
+    let done = housekeeping::prune(state_dir, &rule, std::time::SystemTime::now());
+    let (mut removed, mut kept) = (0, 0);
+    for p in &done {
+        match p {
+            Pruned::Removed(r) | Pruned::WouldRemove(r) => {
+                removed += 1;
+                println!(
+                    "{} {} ({}, {}, started {})",
+                    if rule.dry_run {
+                        "would remove"
+                    } else {
+                        "removed"
+                    },
+                    r.id,
+                    r.program,
+                    r.status_text(),
+                    r.started.as_deref().unwrap_or("?")
+                );
+            }
+            Pruned::Kept(r, why) => {
+                kept += 1;
+                println!("kept {}: {why}", r.id);
+            }
+        }
+    }
+    println!(
+        "{removed} run(s) {}, {kept} kept",
+        if rule.dry_run {
+            "would be removed"
+        } else {
+            "removed"
+        }
+    );
+    ExitCode::SUCCESS
+}
+
+fn report(state_dir: Option<&Path>, run: &str, output: Option<&Path>) -> ExitCode {
+    let dir = match RunDir::open(state_dir, run) {
+        Ok(d) => d,
+        Err(e) => return fail(e, 2),
+    };
+    let report = match prosevm::report::Report::load(&dir) {
+        Ok(r) => r,
+        Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
+    };
+    let page = prosevm::report::html::render(&report);
+    match output {
+        None => print!("{page}"),
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, page) {
+                return fail(format!("cannot write {}: {e}", path.display()), 2);
+            }
+            eprintln!(
+                "prosevm: report of run {} ({} requests) written to {}",
+                dir.id,
+                report.entries.len(),
+                path.display()
+            );
+        }
     }
     ExitCode::SUCCESS
 }
@@ -926,7 +1191,34 @@ fn main() -> ExitCode {
             }
         }
         Command::Resume { run, force, opts } => resume(&run, force, &opts),
-        Command::Runs { state_dir } => runs(state_dir.as_deref()),
+        Command::Runs {
+            state_dir,
+            action:
+                Some(RunsAction::Prune {
+                    older_than,
+                    statuses,
+                    dry_run,
+                }),
+            ..
+        } => prune(
+            state_dir.as_deref(),
+            housekeeping::PruneRule {
+                older_than,
+                statuses,
+                dry_run,
+            },
+        ),
+        Command::Runs {
+            state_dir,
+            json,
+            statuses,
+            action: None,
+        } => runs(state_dir.as_deref(), json, &statuses),
+        Command::Report {
+            run,
+            state_dir,
+            output,
+        } => report(state_dir.as_deref(), &run, output.as_deref()),
         Command::Inspect {
             run,
             state_dir,

@@ -57,12 +57,14 @@ impl People {
         let (name, question) = (ask.name.clone(), ask.question.clone());
         let line = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let tty = std::fs::File::open("/dev/tty").ok()?;
-            let mut err = std::io::stderr().lock();
-            write!(err, "Input `{name}`: {question}\n> ").ok()?;
-            err.flush().ok()?;
-            let mut line = String::new();
-            (std::io::BufReader::new(tty).read_line(&mut line).ok()? > 0).then_some(line)
+            crate::observe::progress::suspend(|| {
+                let tty = std::fs::File::open("/dev/tty").ok()?;
+                let mut err = std::io::stderr().lock();
+                write!(err, "Input `{name}`: {question}\n> ").ok()?;
+                err.flush().ok()?;
+                let mut line = String::new();
+                (std::io::BufReader::new(tty).read_line(&mut line).ok()? > 0).then_some(line)
+            })
         })
         .await
         .ok()

@@ -23,6 +23,10 @@ pub enum Event {
         line: u32,
         /// Its label or prompt.
         text: String,
+        /// The agent it runs, if it names one.
+        agent: Option<String>,
+        /// The model it asks for, if it names one (`sonnet`, or a provider id).
+        model: Option<String>,
     },
     /// A named variable was bound.
     Binding {

@@ -298,10 +298,14 @@ fn a_vague_verdict_is_asked_again_once() {
             &[],
         );
         assert_eq!(code, 1);
+        // With `--trace json` the error is an event.
         assert!(
-            err.contains(
-                "the model's reply is not a yes or no, even when asked again: \"Hard to say\""
-            ),
+            err.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|e| e["event"] == "error"
+                    && e["message"].as_str().is_some_and(|m| m.contains(
+                        "the model's reply is not a yes or no, even when asked again: \"Hard to say\""
+                    ))),
             "{err}"
         );
     }

@@ -536,11 +536,13 @@ impl Prompter for TtyPrompter {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let _one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
-                let tty = std::fs::File::open("/dev/tty").ok()?;
-                let mut input = std::io::BufReader::new(tty);
-                let stderr = std::io::stderr();
-                let mut output = stderr.lock();
-                ask_on(&question, &mut input, &mut output)
+                crate::observe::progress::suspend(|| {
+                    let tty = std::fs::File::open("/dev/tty").ok()?;
+                    let mut input = std::io::BufReader::new(tty);
+                    let stderr = std::io::stderr();
+                    let mut output = stderr.lock();
+                    ask_on(&question, &mut input, &mut output)
+                })
             })
             .await
             .ok()

@@ -465,11 +465,6 @@ impl Run {
         self.place.config.stop.clone()
     }
 
-    /// The verified program it runs.
-    pub fn artifact(&self) -> &Verified {
-        &self.artifact
-    }
-
     /// The run's record as it stands.
     pub fn record(&self) -> &RunRecord {
         &self.record
@@ -483,6 +478,11 @@ impl Run {
     /// Answers that will be replayed from the journal.
     pub fn replayed(&self) -> usize {
         self.replay.len()
+    }
+
+    /// The verified program the run executes.
+    pub fn artifact(&self) -> &Arc<Verified> {
+        &self.artifact
     }
 
     /// Drives the run to its end with `driver` (which should be `record().driver`

@@ -133,6 +133,8 @@ impl Machine {
                         module: fr.module,
                         line: sd.line,
                         text: req.label.clone().unwrap_or_else(|| req.prompt.clone()),
+                        agent: req.agent.clone(),
+                        model: req.model.clone(),
                     });
                 }
                 (Ask::Session(req), *dst, Expect::Session(persistent))
