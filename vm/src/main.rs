@@ -10,9 +10,9 @@ use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
-use prosevm::run::{Place, Program, Resumed, Run, RunError};
+use prosevm::run::{JournalCheck, Place, Program, Resumed, Run, RunError};
 use prosevm::runner::RunConfig;
-use prosevm::store::{self, journal, RunDir};
+use prosevm::store::{self, RunDir};
 use prosevm::trace::Event;
 use prosevm::value::Value;
 use std::collections::BTreeMap;
@@ -54,6 +54,10 @@ enum Command {
     Resume {
         /// The run's id or directory.
         run: String,
+        /// Go on even if the journal is missing, lost records it held when last closed, or
+        /// answers a request twice (keeping each request's first answer).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         opts: RunArgs,
     },
@@ -388,7 +392,7 @@ fn print_outputs(outputs: &serde_json::Map<String, serde_json::Value>, format: O
     }
 }
 
-fn resume(run: &str, args: &RunArgs) -> ExitCode {
+fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
     let dir = match RunDir::open(args.state_dir.as_deref(), run) {
         Ok(d) => d,
         Err(e) => return fail(e, 2),
@@ -424,7 +428,12 @@ fn resume(run: &str, args: &RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e, 2),
     };
-    match Run::resume(dir, driver, &place) {
+    let check = if force {
+        JournalCheck::Force
+    } else {
+        JournalCheck::Strict
+    };
+    match Run::resume_with(dir, driver, &place, check) {
         Ok(Resumed::Finished(record)) => {
             eprintln!("run {} already finished", record.id);
             print_outputs(&record.outputs.unwrap_or_default(), args.output);
@@ -459,13 +468,16 @@ fn runs(state_dir: Option<&Path>) -> ExitCode {
         "id", "program", "status", "started"
     );
     for dir in RunDir::list(state_dir) {
-        let (program, status, started) = match dir.record() {
-            Ok(r) => (r.program, r.status.as_str().to_string(), r.started),
-            Err(_) => ("?".into(), "unreadable".into(), "?".into()),
+        let (program, status, started, answered) = match dir.record() {
+            Ok(r) => (
+                r.program.clone(),
+                r.status.as_str().to_string(),
+                r.started.clone(),
+                dir.read_journal(&r)
+                    .map_or("?".to_string(), |c| c.records.len().to_string()),
+            ),
+            Err(_) => ("?".into(), "unreadable".into(), "?".into(), "?".into()),
         };
-        let answered = journal::read(&dir.journal_path())
-            .map(|r| r.len())
-            .unwrap_or(0);
         println!(
             "{:24} {:20} {:11} {:20} {answered}",
             dir.id, program, status, started
@@ -483,9 +495,9 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e, 1),
     };
-    let answers = match journal::read(&dir.journal_path()) {
-        Ok(r) => r,
-        Err(e) => return fail(e, 1),
+    let answers = match dir.read_journal(&record) {
+        Ok(c) => c.records,
+        Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
     };
     let mut view = match serde_json::to_value(&record) {
         Ok(v) => v,
@@ -581,7 +593,7 @@ fn main() -> ExitCode {
                 Err(code) => code,
             }
         }
-        Command::Resume { run, opts } => resume(&run, &opts),
+        Command::Resume { run, force, opts } => resume(&run, force, &opts),
         Command::Runs { state_dir } => runs(state_dir.as_deref()),
         Command::Inspect {
             run,

@@ -5,7 +5,7 @@
 //! corrupted journal, and two runs side by side.
 
 mod support;
-use support::{files_in, output};
+use support::{files_in, journal_ids, output, run_ids};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,29 +36,6 @@ fn program(dir: &Path) -> PathBuf {
     let p = dir.join("work.prose");
     std::fs::write(&p, PROGRAM).expect("program");
     p
-}
-
-fn run_ids(state: &Path) -> Vec<String> {
-    let mut ids: Vec<String> = std::fs::read_dir(state.join("runs"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !n.starts_with('.'))
-                .collect()
-        })
-        .unwrap_or_default();
-    ids.sort();
-    ids
-}
-
-fn journal_ids(state: &Path, id: &str) -> Vec<String> {
-    std::fs::read_to_string(state.join("runs").join(id).join("journal.log"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter_map(|(_, json)| serde_json::from_str::<serde_json::Value>(json).ok())
-        .filter_map(|j| j["id"].as_str().map(String::from))
-        .collect()
 }
 
 fn reference(dir: &Path, prog: &Path) -> String {
@@ -173,25 +150,33 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
             continue; // killed before the run directory existed: nothing to resume
         };
         let journaled = journal_ids(&state, id);
+        // The same driver, logging what the resume asks to a file of its own.
         let (code, out, err) = output(
             vm().args(["resume", id, "--trace", "quiet", "--output", "json"])
-                .arg("--state-dir")
+                .args(["--driver", "mock", "--mock-latency", "15"])
+                .args(["--max-concurrency", "2", "--state-dir"])
                 .arg(&state)
                 .arg("--mock-log")
                 .arg(&after_log),
         );
         assert_eq!(code, 0, "trial {trial}: {err}");
         assert_eq!(out, expected, "trial {trial}: outputs differ after resume");
-        let asked_again: Vec<String> = std::fs::read_to_string(&after_log)
+        let asked: Vec<String> = std::fs::read_to_string(&after_log)
             .unwrap_or_default()
             .lines()
-            .filter(|l| journaled.iter().any(|j| j == l))
             .map(String::from)
             .collect();
+        let asked_again: Vec<&String> = asked.iter().filter(|l| journaled.contains(l)).collect();
         assert!(
             asked_again.is_empty(),
             "trial {trial}: asked again for journaled answers {asked_again:?}"
         );
+        // Everything the run needed was either replayed or asked by the resume.
+        let finally = journal_ids(&state, id);
+        let all: std::collections::BTreeSet<&String> = finally.iter().collect();
+        let replayed_or_asked: std::collections::BTreeSet<&String> =
+            journaled.iter().chain(asked.iter()).collect();
+        assert_eq!(all, replayed_or_asked, "trial {trial}");
         let got = named_bindings_and_anonymous_values(&state, id);
         assert_eq!(
             got.0.keys().collect::<Vec<_>>(),

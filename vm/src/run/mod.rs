@@ -103,8 +103,21 @@ pub struct Run {
     record: RunRecord,
     artifact: Arc<Verified>,
     machine: Machine,
+    journal: journal::Journal,
     replay: HashMap<RequestId, Reply>,
     config: RunConfig,
+}
+
+/// How a resume treats a journal that does not match the run record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JournalCheck {
+    /// Refuse a journal that is missing, lost records it held when last closed, or
+    /// repeats an answer.
+    #[default]
+    Strict,
+    /// Go on with what the journal holds (`--force`): a missing journal is an empty one, and
+    /// a repeating one is rewritten keeping each request's first answer.
+    Force,
 }
 
 /// How a resume begins.
@@ -138,6 +151,7 @@ impl Run {
             driver,
             options,
             agents: Vec::new(),
+            journal: journal::Seal::default(),
             outputs: None,
             error: None,
         };
@@ -150,15 +164,17 @@ impl Run {
         let lock = dir.lock()?;
         // Persistent agents: what their memory is as the run starts, kept with the run so
         // that a resume starts from the same memory.
-        record.agents = agents::discover(&artifact, &dir.path, &place.root());
+        record.agents = agents::discover(&artifact, &dir.path, &place.root())?;
         dir.write_record(&record)?;
+        let contents = journal::Contents::empty(journal::seed(&record.id));
+        let journal = open_journal(&dir, &contents)?;
         Ok(Run::assemble(
             dir,
             lock,
             record,
             artifact,
             machine,
-            HashMap::new(),
+            (journal, HashMap::new()),
             place,
         ))
     }
@@ -170,6 +186,18 @@ impl Run {
         dir: RunDir,
         driver: Option<DriverSettings>,
         place: &Place,
+    ) -> Result<Resumed, RunError> {
+        Run::resume_with(dir, driver, place, JournalCheck::Strict)
+    }
+
+    /// [`Run::resume`], with the journal checked as `check` says: a journal that is missing,
+    /// lost records it held when it was last closed (`run.json` keeps how many, and their
+    /// chained checksum), or answers a request twice is refused unless forced.
+    pub fn resume_with(
+        dir: RunDir,
+        driver: Option<DriverSettings>,
+        place: &Place,
+        check: JournalCheck,
     ) -> Result<Resumed, RunError> {
         let lock = dir.lock()?;
         let mut record = dir.record()?;
@@ -187,11 +215,9 @@ impl Run {
                 ))))
             }
         };
-        let mut replay: HashMap<RequestId, Reply> = journal::read(&dir.journal_path())
-            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?
-            .into_iter()
-            .map(|r| (r.id.clone(), r))
-            .collect();
+        let contents = checked_journal(&dir, &mut record, check)?;
+        let journal = open_journal(&dir, &contents)?;
+        let mut replay = contents.replies();
         // A failure is not an answer: the request that ended the run is asked again.
         if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
             replay.remove(failed);
@@ -205,7 +231,13 @@ impl Run {
         let machine =
             new_machine(&artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
         Ok(Resumed::Ready(Box::new(Run::assemble(
-            dir, lock, record, artifact, machine, replay, place,
+            dir,
+            lock,
+            record,
+            artifact,
+            machine,
+            (journal, replay),
+            place,
         ))))
     }
 
@@ -215,7 +247,7 @@ impl Run {
         record: RunRecord,
         artifact: Arc<Verified>,
         mut machine: Machine,
-        replay: HashMap<RequestId, Reply>,
+        (journal, replay): (journal::Journal, HashMap<RequestId, Reply>),
         place: &Place,
     ) -> Run {
         for h in &record.agents {
@@ -229,6 +261,7 @@ impl Run {
             record,
             artifact,
             machine,
+            journal,
             replay,
             config: place.config.clone(),
         }
@@ -264,11 +297,10 @@ impl Run {
             mut record,
             artifact,
             machine,
+            journal,
             replay,
             config,
         } = self;
-        let journal = journal::Journal::open(&dir.journal_path())
-            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
         let mut durable = Durable {
             journal,
             replay,
@@ -310,11 +342,65 @@ impl Run {
                 });
             }
         }
+        record.journal = durable
+            .journal
+            .close()
+            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
         // The views first: the record saying the run ended is the commit point, so a run
         // killed in between is resumed (and its views rebuilt) rather than reported ended.
         watch.view.finish(record.status.as_str())?;
         dir.write_record(&record)?;
         Ok(result)
+    }
+}
+
+/// Opens the run's journal for appending (cutting a torn tail: the caller holds the run).
+fn open_journal(
+    dir: &RunDir,
+    contents: &journal::Contents,
+) -> Result<journal::Journal, StoreError> {
+    journal::Journal::open(&dir.journal_path(), contents)
+        .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))
+}
+
+/// The run's journal, checked against its record as `check` says. When forced, what is
+/// accepted becomes the record's seal.
+fn checked_journal(
+    dir: &RunDir,
+    record: &mut RunRecord,
+    check: JournalCheck,
+) -> Result<journal::Contents, StoreError> {
+    let path = dir.journal_path();
+    let seed = journal::seed(&record.id);
+    let refused = |e: journal::JournalError| {
+        StoreError::Invalid(format!(
+            "run {}: {e}; refusing to resume (`prosevm resume --force` goes on with what the journal holds)",
+            dir.id
+        ))
+    };
+    let corrupted = |e: journal::JournalError| StoreError::Invalid(format!("run {}: {e}", dir.id));
+    match check {
+        JournalCheck::Strict => {
+            let contents = journal::read(&path, seed).map_err(|e| match e {
+                journal::JournalError::Missing => refused(e),
+                e => corrupted(e),
+            })?;
+            contents.check_seal(&record.journal).map_err(refused)?;
+            contents.check_repeats().map_err(refused)?;
+            Ok(contents)
+        }
+        JournalCheck::Force => {
+            let contents = match journal::read(&path, seed) {
+                Err(journal::JournalError::Missing) => journal::Contents::empty(seed),
+                read => read.map_err(corrupted)?,
+            };
+            let contents = match contents.check_repeats() {
+                Ok(()) => contents,
+                Err(_) => journal::rewrite(&path, &contents).map_err(corrupted)?,
+            };
+            record.journal = contents.seal();
+            Ok(contents)
+        }
     }
 }
 

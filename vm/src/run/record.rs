@@ -4,6 +4,7 @@
 use crate::driver::settings::DriverSettings;
 use crate::protocol::RequestId;
 use crate::store::agents::AgentHome;
+use crate::store::journal::Seal;
 use crate::value::Value;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -92,6 +93,10 @@ pub struct RunRecord {
     /// Persistent agents and their memory when the run started.
     #[serde(default)]
     pub agents: Vec<AgentHome>,
+    /// How many records the journal held when it was last closed, and its chain value then:
+    /// a resume refuses a journal that lost or changed them.
+    #[serde(default)]
+    pub journal: Seal,
     /// The outputs, once finished, in declaration order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<serde_json::Map<String, serde_json::Value>>,

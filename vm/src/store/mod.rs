@@ -4,12 +4,12 @@
 //! deterministic machine resumes an interrupted run without asking anything twice.
 
 pub mod agents;
+pub mod fs;
 pub mod journal;
 pub mod view;
 
 use crate::run::record::RunRecord;
 use sha2::{Digest, Sha256};
-use std::fs::OpenOptions;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -37,16 +37,6 @@ impl std::error::Error for StoreError {}
 
 fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
     r.map_err(|e| StoreError::Io(path.to_path_buf(), e))
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
-/// never sees half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = io(&tmp, std::fs::File::create(&tmp))?;
-    io(&tmp, f.write_all(bytes))?;
-    io(&tmp, f.sync_all())?;
-    io(path, std::fs::rename(&tmp, path))
 }
 
 /// SHA-256 of `bytes`, in hex.
@@ -155,10 +145,17 @@ impl RunDir {
             path: tmp.clone(),
             id: id.clone(),
         };
-        write_atomic(&tmp.join("program.prose"), source.as_bytes())?;
-        write_atomic(&tmp.join("artifact.pbc"), artifact)?;
+        fs::write_durable(&tmp.join("program.prose"), source.as_bytes())?;
+        fs::write_durable(&tmp.join("artifact.pbc"), artifact)?;
+        // The journal exists from the start, so a missing one is never an empty run.
+        let journal = staging.journal_path();
+        journal::create(&journal).map_err(|e| StoreError::Invalid(format!("{e}")))?;
         record.id = id.clone();
         record.started = iso;
+        record.journal = journal::Seal {
+            records: 0,
+            crc: journal::seed(&id),
+        };
         staging.write_record(record)?;
         let path = root.join(&id);
         io(&path, std::fs::rename(&tmp, &path))?;
@@ -166,7 +163,8 @@ impl RunDir {
         Ok(dir)
     }
 
-    /// Opens an existing run by id (under the runs root) or by path.
+    /// Opens an existing run by id (under the runs root) or by path. A run directory that is
+    /// a symbolic link, or whose `run.json` is one, is refused.
     pub fn open(state_dir: Option<&Path>, run: &str) -> Result<RunDir, StoreError> {
         let direct = PathBuf::from(run);
         let path = if direct.join("run.json").is_file() {
@@ -180,6 +178,14 @@ impl RunDir {
                 path.display()
             )));
         }
+        for p in [path.clone(), path.join("run.json")] {
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(StoreError::Invalid(format!(
+                    "{} is a symbolic link; a run directory may not hold links",
+                    p.display()
+                )));
+            }
+        }
         let id = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -190,7 +196,7 @@ impl RunDir {
     /// The run's `run.json`.
     pub fn record(&self) -> Result<RunRecord, StoreError> {
         let p = self.path.join("run.json");
-        let text = io(&p, std::fs::read_to_string(&p))?;
+        let text = io(&p, fs::read_to_string(&p))?;
         serde_json::from_str(&text)
             .map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
     }
@@ -199,7 +205,7 @@ impl RunDir {
     pub fn write_record(&self, record: &RunRecord) -> Result<(), StoreError> {
         let text = serde_json::to_string_pretty(record)
             .map_err(|e| StoreError::Invalid(format!("cannot encode the run record: {e}")))?;
-        write_atomic(&self.path.join("run.json"), text.as_bytes())
+        fs::write_durable(&self.path.join("run.json"), text.as_bytes())
     }
 
     /// The journal's path.
@@ -207,37 +213,32 @@ impl RunDir {
         self.path.join("journal.log")
     }
 
+    /// Reads the journal of the run `record` describes, without writing anything (a torn
+    /// tail is skipped, not cut).
+    pub fn read_journal(
+        &self,
+        record: &RunRecord,
+    ) -> Result<journal::Contents, journal::JournalError> {
+        journal::read(&self.journal_path(), journal::seed(&record.id))
+    }
+
     /// Takes the run for this process: an exclusive advisory lock (`flock`) on the run's
     /// `lock` file, held until the [`Lock`] is dropped and released by the kernel if the
     /// process dies, so taking it is one atomic step. A run another process holds is refused,
-    /// naming that process.
+    /// naming that process. Once held, the run directory is checked for symbolic links
+    /// (refused anywhere in it), since the holder is about to write there.
     pub fn lock(&self) -> Result<Lock, StoreError> {
         let p = self.path.join("lock");
-        let mut file = io(
-            &p,
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&p),
-        )?;
+        let mut file = io(&p, fs::open_rw(&p))?;
         // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
                 return Err(StoreError::Invalid(format!(
                     "run {} is being run by another process{}",
                     self.id,
-                    if holder.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (pid {holder})")
-                    }
+                    holder(&mut file).map_or(String::new(), |pid| format!(" (pid {pid})"))
                 )));
             }
             return Err(StoreError::Io(p, e));
@@ -245,6 +246,7 @@ impl RunDir {
         io(&p, file.set_len(0))?;
         io(&p, file.rewind())?;
         io(&p, write!(file, "{}", std::process::id()))?;
+        fs::refuse_links(&self.path)?;
         Ok(Lock { _file: file })
     }
 
@@ -266,6 +268,21 @@ impl RunDir {
         runs.sort_by(|a, b| a.id.cmp(&b.id));
         runs
     }
+}
+
+/// The pid the holder of a run's lock wrote in it. The holder writes it just after taking
+/// the lock, so an empty file is read again for a moment before giving up.
+fn holder(file: &mut std::fs::File) -> Option<u32> {
+    for _ in 0..50 {
+        let mut text = String::new();
+        if file.rewind().is_ok() && file.read_to_string(&mut text).is_ok() {
+            if let Ok(pid) = text.trim().parse() {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    None
 }
 
 /// A held run lock; dropping it (closing the file) releases the run.
