@@ -10,7 +10,7 @@ use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
-use prosevm::run::{JournalCheck, Place, Program, Resumed, Run, RunError};
+use prosevm::run::{JournalCheck, Place, Program, Resumed, Resuming, Run, RunError};
 use prosevm::runner::RunConfig;
 use prosevm::store::{self, RunDir};
 use prosevm::trace::Event;
@@ -151,6 +151,14 @@ struct RunArgs {
     /// Loop iterations allowed in the whole run.
     #[arg(long, default_value_t = 1_000_000)]
     max_iterations: u64,
+    /// Bytes a value (a text, list or record) may take: a number with an optional K, M or G
+    /// (default 256M). On `resume`, replaces the recorded limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_value_size: Option<u64>,
+    /// Bytes the registers of all frames alive at once may take (default 512M). On
+    /// `resume`, replaces the recorded limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_frame_memory: Option<u64>,
     /// Relaxed runtime rules are errors (a persistent agent's first `resume:`, E018).
     #[arg(long)]
     strict: bool,
@@ -177,6 +185,28 @@ struct RunArgs {
 
 fn parse_driver(s: &str) -> Result<DriverKind, String> {
     s.parse()
+}
+
+/// A size in bytes: digits, then optionally K, M or G (powers of 1,024), with an optional
+/// `iB` or `B` after.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a size (e.g. 4096, 64K, 256M, 1G)"))
 }
 
 fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
@@ -301,9 +331,12 @@ fn start(program: Program, args: &RunArgs) -> ExitCode {
                 .or_insert_with(|| Value::text(format!("<{name}>")));
         }
     }
+    let defaults = ExecOptions::default();
     let options = ExecOptions {
         max_iterations: args.max_iterations,
         strict: args.strict,
+        max_value_size: args.max_value_size.unwrap_or(defaults.max_value_size),
+        max_frame_memory: args.max_frame_memory.unwrap_or(defaults.max_frame_memory),
     };
     match Run::start(&program, inputs, settings, options, &place) {
         Ok(run) => drive(run, args),
@@ -428,12 +461,17 @@ fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(e, 2),
     };
-    let check = if force {
-        JournalCheck::Force
-    } else {
-        JournalCheck::Strict
+    let how = Resuming {
+        driver,
+        journal: if force {
+            JournalCheck::Force
+        } else {
+            JournalCheck::Strict
+        },
+        max_value_size: args.max_value_size,
+        max_frame_memory: args.max_frame_memory,
     };
-    match Run::resume_with(dir, driver, &place, check) {
+    match Run::resume_with(dir, &place, how) {
         Ok(Resumed::Finished(record)) => {
             eprintln!("run {} already finished", record.id);
             print_outputs(&record.outputs.unwrap_or_default(), args.output);

@@ -107,6 +107,13 @@ impl Machine {
             },
             (Ok(other), _) => Err(mismatch(&format!("a `{}` answer", other.kind()))),
         };
+        // An answer past the value bounds is an error where it lands (it stays journaled:
+        // resuming with a larger --max-value-size uses it).
+        let value = value.and_then(|v| {
+            v.within(self.limits.values)
+                .map(|()| v)
+                .map_err(|e| e.error(&format!("the answer to {id}")))
+        });
         match value {
             Ok(v) => {
                 if let Some(frame) = self.fibers[f].stack.last() {

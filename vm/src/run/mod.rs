@@ -20,7 +20,7 @@ use crate::snapshot::Snapshot;
 use crate::store::view::RunView;
 use crate::store::{agents, journal, sha256_hex, Lock, RunDir, StoreError};
 use crate::trace::Event;
-use crate::value::Value;
+use crate::value::{Bounds, Value};
 use bytecode_spec::artifact::LoadError;
 use bytecode_spec::verify::Verified;
 use record::{ExecOptions, RunFailure, RunRecord, RunStatus};
@@ -108,6 +108,19 @@ pub struct Run {
     config: RunConfig,
 }
 
+/// What a resume changes, besides taking the run up again.
+#[derive(Clone, Debug, Default)]
+pub struct Resuming {
+    /// A driver replacing the recorded one (and recorded).
+    pub driver: Option<DriverSettings>,
+    /// How the journal is checked.
+    pub journal: JournalCheck,
+    /// A new value size limit (recorded): a run that failed with E213 can go on.
+    pub max_value_size: Option<u64>,
+    /// A new frame memory limit (recorded): a run that failed with E216 can go on.
+    pub max_frame_memory: Option<u64>,
+}
+
 /// How a resume treats a journal that does not match the run record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum JournalCheck {
@@ -187,18 +200,24 @@ impl Run {
         driver: Option<DriverSettings>,
         place: &Place,
     ) -> Result<Resumed, RunError> {
-        Run::resume_with(dir, driver, place, JournalCheck::Strict)
+        let how = Resuming {
+            driver,
+            ..Resuming::default()
+        };
+        Run::resume_with(dir, place, how)
     }
 
-    /// [`Run::resume`], with the journal checked as `check` says: a journal that is missing,
-    /// lost records it held when it was last closed (`run.json` keeps how many, and their
-    /// chained checksum), or answers a request twice is refused unless forced.
-    pub fn resume_with(
-        dir: RunDir,
-        driver: Option<DriverSettings>,
-        place: &Place,
-        check: JournalCheck,
-    ) -> Result<Resumed, RunError> {
+    /// [`Run::resume`], changing what `how` says. The journal is checked as `how.journal`
+    /// says: one that is missing, lost records it held when it was last closed (`run.json`
+    /// keeps how many, and their chained checksum), or answers a request twice is refused
+    /// unless forced.
+    pub fn resume_with(dir: RunDir, place: &Place, how: Resuming) -> Result<Resumed, RunError> {
+        let Resuming {
+            driver,
+            journal: check,
+            max_value_size,
+            max_frame_memory,
+        } = how;
         let lock = dir.lock()?;
         let mut record = dir.record()?;
         if record.status == RunStatus::Finished {
@@ -224,6 +243,12 @@ impl Run {
         }
         if let Some(d) = driver {
             record.driver = d;
+        }
+        if let Some(n) = max_value_size {
+            record.options.max_value_size = n;
+        }
+        if let Some(n) = max_frame_memory {
+            record.options.max_frame_memory = n;
         }
         record.status = RunStatus::Running;
         record.error = None;
@@ -412,9 +437,16 @@ fn new_machine(
 ) -> Result<Machine, RuntimeError> {
     let inputs: FxHashMap<String, Value> =
         inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let defaults = Limits::default();
     let limits = Limits {
         iterations: options.max_iterations,
-        ..Limits::default()
+        frame_bytes: size(options.max_frame_memory),
+        values: Bounds {
+            bytes: size(options.max_value_size),
+            ..defaults.values
+        },
+        ..defaults
     };
     let mut machine = Machine::new(artifact.clone(), &inputs, limits)?;
     machine.set_strict(options.strict);

@@ -56,6 +56,20 @@ pub struct ExecOptions {
     /// Relaxed runtime rules are errors.
     #[serde(default)]
     pub strict: bool,
+    /// Bytes a value may take (E213 beyond).
+    #[serde(default = "default_value_size")]
+    pub max_value_size: u64,
+    /// Bytes the registers of all live frames may take (E216 beyond).
+    #[serde(default = "default_frame_memory")]
+    pub max_frame_memory: u64,
+}
+
+fn default_value_size() -> u64 {
+    crate::machine::Limits::default().values.bytes as u64
+}
+
+fn default_frame_memory() -> u64 {
+    crate::machine::Limits::default().frame_bytes as u64
 }
 
 impl Default for ExecOptions {
@@ -63,6 +77,8 @@ impl Default for ExecOptions {
         ExecOptions {
             max_iterations: crate::machine::Limits::default().iterations,
             strict: false,
+            max_value_size: default_value_size(),
+            max_frame_memory: default_frame_memory(),
         }
     }
 }

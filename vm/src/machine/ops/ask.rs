@@ -19,6 +19,8 @@ use std::cell::RefMut;
 impl Machine {
     pub(super) fn ask(&mut self, at: At, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
         let (f, m) = (at.f, at.m);
+        let max = self.limits.values.bytes;
+        let written = |v: &Value, what: &str| v.render(max).map_err(|e| e.error(what));
         let (ask, dst, expect) = match op {
             Op::Convert { dst, src, shape } => match convert::local(&fr.regs[ix(*src)], *shape) {
                 Some(v) => {
@@ -26,7 +28,7 @@ impl Machine {
                     return Ok(Flow::Next);
                 }
                 None => {
-                    let text = fr.regs[ix(*src)].display();
+                    let text = written(&fr.regs[ix(*src)], "the value to convert")?;
                     (
                         Ask::Convert(ConvertAsk {
                             text,
@@ -39,29 +41,37 @@ impl Machine {
             },
             Op::Session { dst, desc, ctx } => {
                 let sd = &m.sessions[*desc];
-                let tpl = |t: Option<bytecode_spec::TplId>| t.map(|t| render(&fr, m, t));
+                let tpl =
+                    |t: Option<bytecode_spec::TplId>| t.map(|t| render(&fr, m, t, max)).transpose();
                 let context = match &fr.regs[ix(*ctx)] {
                     Value::List(items) => sd
                         .context_labels
                         .iter()
                         .zip(items.iter())
-                        .map(|(l, v)| Labelled::new(m.strings[*l].as_str(), v.display()))
-                        .collect(),
+                        .map(|(l, v)| {
+                            let label = m.strings[*l].as_str();
+                            let text = written(v, &format!("context `{label}`"))?;
+                            Ok(Labelled::new(label, text))
+                        })
+                        .collect::<Result<Vec<_>, ErrorValue>>()?,
                     _ => Vec::new(),
                 };
                 let permissions = sd
                     .permissions
                     .iter()
-                    .map(|p| PermissionRule {
-                        kind: m.strings[p.kind].clone(),
-                        values: match &p.value {
-                            PermissionValue::Word(w) => vec![m.strings[*w].clone()],
-                            PermissionValue::Patterns(ts) => {
-                                ts.iter().map(|t| render(&fr, m, *t)).collect()
-                            }
-                        },
+                    .map(|p| {
+                        Ok(PermissionRule {
+                            kind: m.strings[p.kind].clone(),
+                            values: match &p.value {
+                                PermissionValue::Word(w) => vec![m.strings[*w].clone()],
+                                PermissionValue::Patterns(ts) => ts
+                                    .iter()
+                                    .map(|t| render(&fr, m, *t, max))
+                                    .collect::<Result<_, _>>()?,
+                            },
+                        })
                     })
-                    .collect();
+                    .collect::<Result<Vec<_>, ErrorValue>>()?;
                 let persistent = sd
                     .agent
                     .filter(|a| m.agents[*a].persist != Persist::None)
@@ -108,8 +118,8 @@ impl Machine {
                     resume,
                     agent: sd.agent.map(|a| m.strings[m.agents[a].name].clone()),
                     label: sd.label.map(|l| m.strings[l].clone()),
-                    prompt: tpl(sd.prompt).unwrap_or_default(),
-                    system: tpl(sd.system),
+                    prompt: tpl(sd.prompt)?.unwrap_or_default(),
+                    system: tpl(sd.system)?,
                     model: sd.model.map(|s| m.strings[s].clone()),
                     context,
                     permissions,
@@ -128,7 +138,7 @@ impl Machine {
                 (Ask::Session(req), *dst, Expect::Session(persistent))
             }
             Op::Evaluate { dst, cond } => {
-                let condition = render(&fr, m, *cond);
+                let condition = render(&fr, m, *cond, max)?;
                 self.events.push(Event::Evaluate {
                     condition: condition.clone(),
                 });
@@ -141,8 +151,12 @@ impl Machine {
             }
             Op::Choose { dst, choice } => {
                 let ch = &m.choices[*choice];
-                let criteria = render(&fr, m, ch.criteria);
-                let options: Vec<String> = ch.options.iter().map(|o| render(&fr, m, *o)).collect();
+                let criteria = render(&fr, m, ch.criteria, max)?;
+                let options: Vec<String> = ch
+                    .options
+                    .iter()
+                    .map(|o| render(&fr, m, *o, max))
+                    .collect::<Result<_, _>>()?;
                 let n = options.len();
                 let context = self.judgment_context(f);
                 (
@@ -158,10 +172,10 @@ impl Machine {
             Op::Ask { dst, input } => {
                 let inp = &m.inputs[*input];
                 let name = m.strings[inp.name].clone();
-                let question = inp
-                    .description
-                    .map(|d| render(&fr, m, d))
-                    .unwrap_or_else(|| name.clone());
+                let question = match inp.description {
+                    Some(d) => render(&fr, m, d, max)?,
+                    None => name.clone(),
+                };
                 (Ask::Input(InputAsk { name, question }), *dst, Expect::Value)
             }
             other => return Err(misrouted(other)),
