@@ -9,6 +9,7 @@ use prosevm::config::Config;
 use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prosevm::driver::stdio;
+use prosevm::run::rebuild::rebuild_views;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
 use prosevm::run::{JournalCheck, Place, Program, Resumed, Resuming, Run, RunError};
 use prosevm::runner::RunConfig;
@@ -529,6 +530,12 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
         Ok(d) => d,
         Err(e) => return fail(e, 2),
     };
+    // A run nobody holds that did not end was interrupted: its views may lag its journal.
+    // A run another process holds is left alone (that process keeps its views).
+    match rebuild_views(&dir) {
+        Ok(_) | Err(RunError::Store(store::StoreError::Held(_))) => {}
+        Err(e) => eprintln!("prosevm: note: the views were not rebuilt: {e}"),
+    }
     let record = match dir.record() {
         Ok(r) => r,
         Err(e) => return fail(e, 1),

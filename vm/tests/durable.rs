@@ -99,9 +99,21 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
     let expected = reference(&dir, &prog);
     let ref_id = run_ids(&dir.join("ref")).remove(0);
     let expected_bindings = named_bindings_and_anonymous_values(&dir.join("ref"), &ref_id);
-    assert!(
-        expected_bindings.1.len() >= 4,
-        "pipeline first steps and refinements are anonymous: {:?}",
+    // The pipelines' first steps and the refinement are kept under no name; the `pmap`
+    // items live in `results`, not in files of their own.
+    let anonymous: Vec<&str> = expected_bindings
+        .1
+        .iter()
+        .map(|v| v.rsplit_once("\n\n").map_or("", |(_, a)| a))
+        .collect();
+    assert_eq!(
+        anonymous,
+        [
+            "[mock] Branch A, step 1\n",
+            "[mock] Branch B, step 1\n",
+            "[mock] Refine\n"
+        ],
+        "{:?}",
         expected_bindings.1
     );
     assert_eq!(
@@ -642,4 +654,51 @@ fn two_runs_side_by_side_do_not_interfere() {
     assert_eq!(String::from_utf8_lossy(&out_a.stdout), expected);
     assert_eq!(String::from_utf8_lossy(&out_b.stdout), expected);
     assert_eq!(run_ids(&state).len(), 2);
+}
+
+#[test]
+fn fan_out_elements_live_in_their_list_and_appends_reach_their_binding() {
+    let dir = scratch("fanout");
+    let prog = dir.join("fan.prose");
+    std::fs::write(
+        &prog,
+        "let items = []\nrepeat 3 as i:\n  items = items + [i]\nlet results = items | pmap:\n  session \"Work on {item}\"\nparallel for x in [\"p\", \"q\"]:\n  session \"Loose {x}\"\n",
+    )
+    .expect("program");
+    let state = dir.join("state");
+    let (code, _, err) = output(
+        vm().args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+            .arg("--state-dir")
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = run_ids(&state).remove(0);
+    let files = binding_files(&state, &id);
+    // The bound `pmap`'s answers are in `results`; the unbound `parallel for`'s are not
+    // kept anywhere else, so each has an anonymous binding.
+    assert_eq!(
+        files.keys().collect::<Vec<_>>(),
+        ["anon_001.md", "anon_002.md", "items.md", "results.md"]
+    );
+    assert!(
+        files["items.md"].ends_with("\n---\n\n[0,1,2]\n"),
+        "{}",
+        files["items.md"]
+    );
+    assert!(
+        files["results.md"].ends_with(
+            "\n---\n\n[\"[mock] Work on 0\",\"[mock] Work on 1\",\"[mock] Work on 2\"]\n"
+        ),
+        "{}",
+        files["results.md"]
+    );
+    let loose: Vec<&String> = files
+        .iter()
+        .filter(|(k, _)| k.starts_with("anon_"))
+        .map(|(_, v)| v)
+        .collect();
+    assert!(
+        loose.iter().all(|v| v.contains("[mock] Loose ")),
+        "{loose:?}"
+    );
 }

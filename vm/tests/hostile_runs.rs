@@ -524,3 +524,32 @@ fn crafted_names_never_become_paths() {
         "{everything:?}"
     );
 }
+
+#[test]
+fn inspecting_a_crashed_run_rebuilds_its_views_from_the_journal() {
+    let dir = scratch("rebuild");
+    let prog = write_program(&dir);
+    let (state, id) = crashed(&dir, &prog, 4);
+    let run = run_dir(&state, &id);
+    // As if the crash came before the views caught up.
+    let _ = std::fs::remove_dir_all(run.join("bindings"));
+    let _ = std::fs::remove_file(run.join("state.md"));
+    let journaled = journal_ids(&state, &id).len();
+    let (code, out, err) = output(
+        vm().args(["inspect", &id, "--json", "--state-dir"])
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    let view: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(view["answered"], journaled);
+    // `prev` holds the last answer the journal has, and state.md shows where the run stopped.
+    let prev = view["bindings"]["prev"].as_str().expect("prev rebuilt");
+    assert!(prev.starts_with("[mock] "), "{prev}");
+    let state_md = view["state"].as_str().expect("state.md rebuilt");
+    assert!(state_md.contains("## Call Stack"), "{state_md}");
+    assert!(state_md.contains("waiting for 0:"), "{state_md}");
+    // Nothing was asked of a driver and the run is still resumable.
+    assert_eq!(journal_ids(&state, &id).len(), journaled);
+    let (code, _, err) = resume(&state, &id, &[]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -113,6 +113,9 @@ pub struct Machine {
     warned: FxHashSet<(Code, u32, u32)>,
     /// Bytes the live frames' registers take.
     frame_memory: FrameMemory,
+    /// Variables updated in place since the events were last taken: the index of the
+    /// binding event written for each, whose value is filled in when they are taken.
+    updated: Vec<(usize, FrameRef, bytecode_spec::Reg)>,
 }
 
 impl Machine {
@@ -214,6 +217,7 @@ impl Machine {
             programs,
             warned: FxHashSet::default(),
             frame_memory: FrameMemory::default(),
+            updated: Vec::new(),
         };
         let frame = machine
             .new_frame(&inst, 0, m.entry, None, Ret::Fiber, 0)
@@ -239,6 +243,15 @@ impl Machine {
 
     /// Trace events since the last call.
     pub fn take_events(&mut self) -> Vec<Event> {
+        let max = self.limits.values.bytes;
+        for (i, frame, reg) in self.updated.drain(..) {
+            if let Some(Event::Binding { value, .. }) = self.events.get_mut(i) {
+                let v = &frame.borrow().regs[reg.as_u32() as usize];
+                *value = v
+                    .render(max)
+                    .unwrap_or_else(|_| format!("(a value larger than {})", human_bytes(max)));
+            }
+        }
         std::mem::take(&mut self.events)
     }
 

@@ -9,6 +9,7 @@
 //! RunDir::open ────────┴─ Run::resume(dir, override, options) ───────────────────┴─ run.drive(driver, observer)
 //! ```
 
+pub mod rebuild;
 pub mod record;
 
 use crate::driver::settings::DriverSettings;
@@ -178,9 +179,10 @@ impl Run {
         // Persistent agents: what their memory is as the run starts, kept with the run so
         // that a resume starts from the same memory.
         record.agents = agents::discover(&artifact, &dir.path, &place.root())?;
-        dir.write_record(&record)?;
+        dir.stage_record(&record)?;
         let contents = journal::Contents::empty(journal::seed(&record.id));
-        let journal = open_journal(&dir, &contents)?;
+        let mut journal = open_journal(&dir, &contents)?;
+        journal.sync_first(dir.start_files());
         Ok(Run::assemble(
             dir,
             lock,

@@ -106,10 +106,16 @@ pub fn write_durable(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     write_replacing(path, bytes, true)
 }
 
-/// Writes a view (a binding file, `state.md`): atomically, not synced. A crash of the
-/// machine may lose it; resuming rebuilds views from the journal.
-pub fn write_view(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+/// Writes a file atomically without syncing it: a view (a binding file, `state.md`), which
+/// resuming rebuilds from the journal, or a new run's files, which the journal's first sync
+/// makes durable ([`super::journal::Journal::sync_first`]).
+pub fn write_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     write_replacing(path, bytes, false)
+}
+
+/// Makes the file or directory at `path` durable (a directory: the names in it).
+pub fn sync_path(path: &Path) -> std::io::Result<()> {
+    open_read(path)?.sync_all()
 }
 
 /// Makes sure `dir` is a directory, creating it and its missing parents; refuses a link
@@ -183,7 +189,9 @@ mod tests {
         let run = dir.join("run");
         std::fs::create_dir(&run).expect("run");
         symlink(&outside, run.join("state.md")).expect("link");
-        write_view(&run.join("state.md"), b"view").expect("written");
+        write_unsynced(&run.join("state.md"), b"view").expect("written");
+        sync_path(&run.join("state.md")).expect("synced");
+        sync_path(&run).expect("a directory syncs too");
         assert_eq!(std::fs::read_to_string(&outside).expect("outside"), "keep");
         assert_eq!(
             read_to_string(&run.join("state.md")).expect("state"),

@@ -275,13 +275,6 @@ pub fn parse(bytes: &[u8], seed: u32) -> Result<Contents, JournalError> {
     Ok(c)
 }
 
-/// Creates the empty journal of a new run at `path`.
-pub fn create(path: &Path) -> Result<(), JournalError> {
-    let f = fs::open_append(path)?;
-    f.sync_all()?;
-    Ok(())
-}
-
 /// Replaces the journal at `path` by the records `--force` keeps of `contents` (each
 /// request's records up to its first answer), so that it no longer repeats; returns what
 /// it then holds.
@@ -309,6 +302,8 @@ pub struct Journal {
     records: u64,
     /// The record being encoded (reused).
     scratch: Vec<u8>,
+    /// Files to make durable before the first answer is.
+    first: Vec<std::path::PathBuf>,
 }
 
 impl Journal {
@@ -331,7 +326,14 @@ impl Journal {
             crc: seal.crc,
             records: seal.records,
             scratch: Vec::new(),
+            first: Vec::new(),
         })
+    }
+
+    /// Has the next sync make `files` durable (in order) before the answers: a new run's
+    /// files, written without syncing.
+    pub fn sync_first(&mut self, files: Vec<std::path::PathBuf>) {
+        self.first = files;
     }
 
     /// Appends one answer (durable only after [`Journal::sync`]).
@@ -352,9 +354,11 @@ impl Journal {
         self.unsynced
     }
 
-    /// Makes every appended answer durable.
+    /// Makes every appended answer durable (the files given to [`Journal::sync_first`]
+    /// before the first of them).
     pub fn sync(&mut self) -> Result<(), JournalError> {
         if self.unsynced > 0 {
+            self.sync_files()?;
             self.out.flush()?;
             self.out.get_ref().sync_data()?;
             self.unsynced = 0;
@@ -362,8 +366,16 @@ impl Journal {
         Ok(())
     }
 
-    /// Syncs, and returns the seal to keep in the run record.
+    fn sync_files(&mut self) -> Result<(), JournalError> {
+        for f in std::mem::take(&mut self.first) {
+            fs::sync_path(&f)?;
+        }
+        Ok(())
+    }
+
+    /// Syncs everything, and returns the seal to keep in the run record.
     pub fn close(&mut self) -> Result<Seal, JournalError> {
+        self.sync_files()?;
         self.sync()?;
         Ok(Seal {
             records: self.records,
@@ -411,7 +423,6 @@ mod tests {
 
     fn write(path: &Path, replies: &[Reply]) -> Seal {
         let _ = std::fs::remove_file(path);
-        create(path).expect("create");
         let mut j = Journal::open(path, &Contents::empty(seed(SEED))).expect("open");
         for r in replies {
             j.append(r).expect("append");
@@ -594,6 +605,20 @@ mod tests {
         assert_eq!(fixed.records, sample());
         fixed.check_repeats().expect("no repeats left");
         assert_eq!(read(&p, seed(SEED)).expect("reads").records, sample());
+    }
+
+    #[test]
+    fn the_first_sync_syncs_the_files_given_first() {
+        let p = temp("first");
+        let _ = std::fs::remove_file(&p);
+        let mut j = Journal::open(&p, &Contents::empty(seed(SEED))).expect("open");
+        j.sync_first(vec![p.clone(), p.with_extension("missing")]);
+        j.sync().expect("nothing appended: nothing to sync yet");
+        j.append(&sample()[0]).expect("append");
+        assert!(j.sync().is_err(), "the missing file was synced first");
+        // Once tried, they are not tried again.
+        j.append(&sample()[1]).expect("append");
+        j.close().expect("close");
     }
 
     #[test]

@@ -22,13 +22,15 @@ pub enum StoreError {
     Io(PathBuf, std::io::Error),
     /// The run's files are not what they should be.
     Invalid(String),
+    /// Another process holds the run.
+    Held(String),
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreError::Io(p, e) => write!(f, "{}: {e}", p.display()),
-            StoreError::Invalid(m) => f.write_str(m),
+            StoreError::Invalid(m) | StoreError::Held(m) => f.write_str(m),
         }
     }
 }
@@ -115,8 +117,11 @@ impl RunDir {
             .join("runs")
     }
 
-    /// Creates a new run directory with its program, artifact and `run.json`; gives
-    /// `record` its id and start time.
+    /// Creates a new run directory with its program, artifact, `run.json` and an empty
+    /// journal; gives `record` its id and start time. Nothing is synced yet, so a run starts
+    /// without waiting for the disk: the journal's first sync makes these files durable
+    /// first ([`RunDir::start_files`]), so no answer is durable before the run it belongs
+    /// to.
     pub fn create(
         state_dir: Option<&Path>,
         record: &mut RunRecord,
@@ -145,18 +150,18 @@ impl RunDir {
             path: tmp.clone(),
             id: id.clone(),
         };
-        fs::write_durable(&tmp.join("program.prose"), source.as_bytes())?;
-        fs::write_durable(&tmp.join("artifact.pbc"), artifact)?;
+        fs::write_unsynced(&tmp.join("program.prose"), source.as_bytes())?;
+        fs::write_unsynced(&tmp.join("artifact.pbc"), artifact)?;
         // The journal exists from the start, so a missing one is never an empty run.
         let journal = staging.journal_path();
-        journal::create(&journal).map_err(|e| StoreError::Invalid(format!("{e}")))?;
+        io(&journal, fs::open_append(&journal))?;
         record.id = id.clone();
         record.started = iso;
         record.journal = journal::Seal {
             records: 0,
             crc: journal::seed(&id),
         };
-        staging.write_record(record)?;
+        staging.stage_record(record)?;
         let path = root.join(&id);
         io(&path, std::fs::rename(&tmp, &path))?;
         let dir = RunDir { path, id };
@@ -201,11 +206,27 @@ impl RunDir {
             .map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
     }
 
-    /// Rewrites `run.json` atomically.
+    /// Rewrites `run.json` atomically and durably.
     pub fn write_record(&self, record: &RunRecord) -> Result<(), StoreError> {
-        let text = serde_json::to_string_pretty(record)
-            .map_err(|e| StoreError::Invalid(format!("cannot encode the run record: {e}")))?;
-        fs::write_durable(&self.path.join("run.json"), text.as_bytes())
+        fs::write_durable(&self.path.join("run.json"), &encode(record)?)
+    }
+
+    /// Rewrites `run.json` atomically, not synced: a new run's record, made durable with
+    /// its other [`RunDir::start_files`].
+    pub fn stage_record(&self, record: &RunRecord) -> Result<(), StoreError> {
+        fs::write_unsynced(&self.path.join("run.json"), &encode(record)?)
+    }
+
+    /// What a new run's journal syncs before its first answer is durable: the run's files,
+    /// its directory and the directory holding it.
+    pub fn start_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = ["run.json", "program.prose", "artifact.pbc", "journal.log"]
+            .iter()
+            .map(|f| self.path.join(f))
+            .collect();
+        files.push(self.path.clone());
+        files.extend(self.path.parent().map(Path::to_path_buf));
+        files
     }
 
     /// The journal's path.
@@ -235,7 +256,7 @@ impl RunDir {
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(StoreError::Invalid(format!(
+                return Err(StoreError::Held(format!(
                     "run {} is being run by another process{}",
                     self.id,
                     holder(&mut file).map_or(String::new(), |pid| format!(" (pid {pid})"))
@@ -268,6 +289,12 @@ impl RunDir {
         runs.sort_by(|a, b| a.id.cmp(&b.id));
         runs
     }
+}
+
+/// `record` as `run.json` holds it.
+fn encode(record: &RunRecord) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec_pretty(record)
+        .map_err(|e| StoreError::Invalid(format!("cannot encode the run record: {e}")))
 }
 
 /// The pid the holder of a run's lock wrote in it. The holder writes it just after taking

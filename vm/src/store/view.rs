@@ -83,6 +83,9 @@ pub struct RunView {
     /// Where the machine was at the last snapshot (none once the run ended).
     snapshot: Option<Snapshot>,
     error: Option<StoreError>,
+    /// Whether persistent agents' memory files are written (not when only rebuilding the
+    /// views of a run another process may continue).
+    agent_files: bool,
 }
 
 impl RunView {
@@ -114,6 +117,7 @@ impl RunView {
             unflushed: 0,
             snapshot: None,
             error: None,
+            agent_files: true,
         };
         if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
             for e in entries.flatten() {
@@ -212,6 +216,20 @@ impl RunView {
         self.flush("running");
     }
 
+    /// Writes the files of a run that stopped where `snapshot` shows, with `status`;
+    /// reports the first write that failed.
+    pub fn write_as(mut self, snapshot: &Snapshot, status: &str) -> Result<(), StoreError> {
+        self.snapshot = Some(snapshot.clone());
+        self.flush(status);
+        self.error.map_or(Ok(()), Err)
+    }
+
+    /// Leaves persistent agents' memory files alone: they may live outside the run, where
+    /// other runs have written since.
+    pub fn leave_agent_files(&mut self) {
+        self.agent_files = false;
+    }
+
     /// `at` is the binding statement's module and line.
     fn bind(&mut self, name: &str, value: &str, at: (u32, u32), scope: u32, instance: u32) {
         let (module, line) = at;
@@ -283,7 +301,7 @@ impl RunView {
         };
         let dir = self.dir.join(&rel);
         let result = fs::ensure_dir(&dir)
-            .and_then(|()| fs::write_view(&dir.join("program.prose"), m.source.as_bytes()));
+            .and_then(|()| fs::write_unsynced(&dir.join("program.prose"), m.source.as_bytes()));
         if let (Err(e), None) = (result, &self.error) {
             self.error = Some(e);
         }
@@ -306,6 +324,9 @@ impl RunView {
             return;
         };
         *sessions += 1;
+        if !self.agent_files {
+            return;
+        }
         let n = home.segments + *sessions;
         let segment = format!(
             "# Segment {n:03}\n\nrun: {}\nrequest: {id}\n\n## Answer\n\n{answer}\n",
@@ -375,7 +396,7 @@ impl RunView {
                 .flatten()
                 .map(|m| m.name.as_str());
             let text = binding_file(&b.name, kind, b.scope, program, &snippet, &b.value);
-            if let Err(e) = fs::write_view(&path, text.as_bytes()) {
+            if let Err(e) = fs::write_unsynced(&path, text.as_bytes()) {
                 self.error = Some(e);
                 return;
             }
@@ -400,7 +421,7 @@ impl RunView {
             self.usage.clear();
         }
         let state = self.state(status);
-        if let Err(e) = fs::write_view(&self.dir.join("state.md"), state.as_bytes()) {
+        if let Err(e) = fs::write_unsynced(&self.dir.join("state.md"), state.as_bytes()) {
             self.error = Some(e);
         }
     }

@@ -1,14 +1,16 @@
 //! Moving and computing values: constants, registers (here and in enclosing frames),
 //! templates, lists and records, arithmetic and comparison, member access.
 
-use super::{ix, misrouted, type_error, Flow, OpResult};
+use super::{ix, misrouted, type_error, At, Flow, OpResult};
 use crate::convert;
+use crate::machine::fiber::FrameRef;
 use crate::machine::fiber::{up, Frame};
 use crate::machine::Machine;
 use crate::value::{Bounds, ErrorValue, Exceeded, Value, ENTRY_BYTES};
 use bytecode_spec::{BinOp, Const, Module, Op, PathStep, Shape, TplId, TplPart};
 use prosec::diagnostics::Code;
 use std::cell::RefMut;
+use std::rc::Rc;
 use std::sync::Arc;
 
 fn overflow() -> ErrorValue {
@@ -16,7 +18,8 @@ fn overflow() -> ErrorValue {
 }
 
 impl Machine {
-    pub(super) fn data(&mut self, m: &Module, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
+    pub(super) fn data(&mut self, at: At, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
+        let m = at.m;
         match op {
             Op::LoadConst { dst, c } => {
                 fr.regs[ix(*dst)] = match &m.consts[*c] {
@@ -105,6 +108,14 @@ impl Machine {
                     )?),
                 };
                 fr.regs[ix(*dst)] = v;
+                // `x = x + [e]` updates the variable in place, without a move to note it.
+                if self.trace && dst == a {
+                    let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
+                    let instance = fr.inst.borrow().exec;
+                    let place = (fr.module, fr.func, fr.exec, instance);
+                    drop(fr);
+                    self.note_update(at.frame, place, *dst, line);
+                }
             }
             Op::Not { dst, src } => match &fr.regs[ix(*src)] {
                 Value::Bool(b) => fr.regs[ix(*dst)] = Value::Bool(!b),
@@ -203,6 +214,43 @@ impl Machine {
             });
         }
         Ok(())
+    }
+}
+
+impl Machine {
+    /// Notes that named variable `reg` of `frame` (in `place`: module, function, execution
+    /// id, invocation) was updated in place by the statement at `line`. Updates are
+    /// coalesced: one binding event per variable until the events are taken, its value
+    /// written out then, so appending in a loop costs no copy and no rendering per element.
+    fn note_update(
+        &mut self,
+        frame: &FrameRef,
+        place: (u32, bytecode_spec::FuncId, u32, u32),
+        reg: bytecode_spec::Reg,
+        line: u32,
+    ) {
+        let (module, func, exec, instance) = place;
+        let m = &self.artifact.modules[module as usize];
+        let vars = &m.funcs[func].vars;
+        let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) else {
+            return;
+        };
+        if self
+            .updated
+            .iter()
+            .any(|(_, f, r)| *r == reg && Rc::ptr_eq(f, frame))
+        {
+            return;
+        }
+        self.updated.push((self.events.len(), frame.clone(), reg));
+        self.events.push(crate::trace::Event::Binding {
+            name: m.strings[vars[i].1].clone(),
+            value: String::new(),
+            module,
+            line,
+            scope: exec,
+            instance,
+        });
     }
 }
 
