@@ -292,6 +292,26 @@ pub fn rewrite(path: &Path, contents: &Contents) -> Result<Contents, JournalErro
     parse(&bytes, contents.seed)
 }
 
+/// Syncs `files` and runs `also` (another sync) at the same time: the file system commits
+/// syncs that wait together in one go, where one after another each waits for its own.
+fn sync_together(
+    files: &[std::path::PathBuf],
+    also: impl FnOnce() -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    std::thread::scope(|s| {
+        let syncs: Vec<_> = files
+            .iter()
+            .map(|f| s.spawn(move || fs::sync_path(f)))
+            .collect();
+        let mine = also();
+        syncs.into_iter().try_for_each(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a sync thread panicked")))
+        })?;
+        mine
+    })
+}
+
 /// An open journal being appended to, by the process holding the run.
 pub struct Journal {
     out: BufWriter<File>,
@@ -354,28 +374,24 @@ impl Journal {
         self.unsynced
     }
 
-    /// Makes every appended answer durable (the files given to [`Journal::sync_first`]
-    /// before the first of them).
+    /// Makes every appended answer durable (and, the first time, the files given to
+    /// [`Journal::sync_first`], together with them: none of these answers is used before
+    /// both are durable).
     pub fn sync(&mut self) -> Result<(), JournalError> {
         if self.unsynced > 0 {
-            self.sync_files()?;
             self.out.flush()?;
-            self.out.get_ref().sync_data()?;
+            let files = std::mem::take(&mut self.first);
+            let journal = self.out.get_ref();
+            sync_together(&files, || journal.sync_data())?;
             self.unsynced = 0;
-        }
-        Ok(())
-    }
-
-    fn sync_files(&mut self) -> Result<(), JournalError> {
-        for f in std::mem::take(&mut self.first) {
-            fs::sync_path(&f)?;
         }
         Ok(())
     }
 
     /// Syncs everything, and returns the seal to keep in the run record.
     pub fn close(&mut self) -> Result<Seal, JournalError> {
-        self.sync_files()?;
+        let files = std::mem::take(&mut self.first);
+        sync_together(&files, || Ok(()))?;
         self.sync()?;
         Ok(Seal {
             records: self.records,

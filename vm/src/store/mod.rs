@@ -217,13 +217,12 @@ impl RunDir {
         fs::write_unsynced(&self.path.join("run.json"), &encode(record)?)
     }
 
-    /// What a new run's journal syncs before its first answer is durable: the run's files,
-    /// its directory and the directory holding it.
+    /// What a new run's journal syncs before its first answer is durable: what a resume
+    /// needs (`run.json` and `artifact.pbc`; the journal's own data is synced with the
+    /// answers), the run directory (the names in it) and the directory holding it.
+    /// `program.prose` is a copy for people and is left to the file system.
     pub fn start_files(&self) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = ["run.json", "program.prose", "artifact.pbc", "journal.log"]
-            .iter()
-            .map(|f| self.path.join(f))
-            .collect();
+        let mut files = vec![self.path.join("run.json"), self.path.join("artifact.pbc")];
         files.push(self.path.clone());
         files.extend(self.path.parent().map(Path::to_path_buf));
         files
