@@ -123,7 +123,7 @@ fn branches_declaring_the_most_registers_stop_before_allocating() {
             .arg(dir.join("state")),
     );
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("[E216]"), "{err}");
+    assert!(err.contains("[E218]"), "{err}");
     assert!(err.contains("more than 512 MiB of registers"), "{err}");
     assert!(err.contains("wide.prose:4:"), "names the statement: {err}");
 }

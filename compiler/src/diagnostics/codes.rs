@@ -154,7 +154,7 @@ codes! {
     E213 => (Error, Runtime, "value too large"),
     E214 => (Error, Runtime, "run store failure"),
     E215 => (Error, Runtime, "internal error"),
-    E216 => (Error, Runtime, "frames need too much memory"),
+    E218 => (Error, Runtime, "frames need too much memory"),
     W001 => (Warning, Static, "empty session prompt"),
     W002 => (Warning, Static, "whitespace-only session prompt"),
     W003 => (Warning, Static, "session prompt longer than 10,000 characters"),

@@ -277,7 +277,7 @@ impl Machine {
     }
 
     /// A frame for `func` of `module`, if its registers fit in what the live frames may
-    /// take ([`Limits::frame_bytes`]; E216 otherwise).
+    /// take ([`Limits::frame_bytes`]; E218 otherwise).
     fn new_frame(
         &self,
         inst: &InstRef,
@@ -325,7 +325,7 @@ impl Machine {
 
     fn frames_error(&self, in_use: usize, bytes: usize) -> ErrorValue {
         ErrorValue::new(
-            Code::E216,
+            Code::E218,
             format!(
                 "the program's frames would need more than {} of registers ({} in use, {} more asked; --max-frame-memory)",
                 human_bytes(self.limits.frame_bytes),

@@ -118,7 +118,7 @@ pub struct Resuming {
     pub journal: JournalCheck,
     /// A new value size limit (recorded): a run that failed with E213 can go on.
     pub max_value_size: Option<u64>,
-    /// A new frame memory limit (recorded): a run that failed with E216 can go on.
+    /// A new frame memory limit (recorded): a run that failed with E218 can go on.
     pub max_frame_memory: Option<u64>,
 }
 
@@ -423,7 +423,7 @@ fn checked_journal(
             };
             let contents = match contents.check_repeats() {
                 Ok(()) => contents,
-                Err(_) => journal::rewrite(&path, &contents).map_err(corrupted)?,
+                Err(_) => journal::rewrite(&path, seed, &contents.kept()).map_err(corrupted)?,
             };
             record.journal = contents.seal();
             Ok(contents)

@@ -59,7 +59,7 @@ pub struct ExecOptions {
     /// Bytes a value may take (E213 beyond).
     #[serde(default = "default_value_size")]
     pub max_value_size: u64,
-    /// Bytes the registers of all live frames may take (E216 beyond).
+    /// Bytes the registers of all live frames may take (E218 beyond).
     #[serde(default = "default_frame_memory")]
     pub max_frame_memory: u64,
 }

@@ -203,7 +203,7 @@ impl Contents {
 
     /// The records `--force` keeps: each request's records up to and including its first
     /// answer.
-    fn kept(&self) -> Vec<&Reply> {
+    pub fn kept(&self) -> Vec<&Reply> {
         let mut answered: std::collections::HashSet<&RequestId> = Default::default();
         let mut kept = Vec::with_capacity(self.records.len());
         for r in &self.records {
@@ -275,13 +275,12 @@ pub fn parse(bytes: &[u8], seed: u32) -> Result<Contents, JournalError> {
     Ok(c)
 }
 
-/// Replaces the journal at `path` by the records `--force` keeps of `contents` (each
-/// request's records up to its first answer), so that it no longer repeats; returns what
-/// it then holds.
-pub fn rewrite(path: &Path, contents: &Contents) -> Result<Contents, JournalError> {
+/// Replaces the journal at `path`, durably and in one step, by `records` chained from
+/// `seed`; returns what it then holds (whose [`Contents::seal`] the run record must take).
+pub fn rewrite(path: &Path, seed: u32, records: &[&Reply]) -> Result<Contents, JournalError> {
     let mut bytes = Vec::new();
-    let mut prev = contents.seed;
-    for r in contents.kept() {
+    let mut prev = seed;
+    for r in records {
         let body = serde_json::to_vec(r).map_err(|e| JournalError::Io(e.into()))?;
         prev = chain(prev, &body);
         bytes.extend_from_slice(format!("{prev:08x} ").as_bytes());
@@ -289,7 +288,7 @@ pub fn rewrite(path: &Path, contents: &Contents) -> Result<Contents, JournalErro
         bytes.push(b'\n');
     }
     fs::write_durable(path, &bytes).map_err(|e| JournalError::Io(std::io::Error::other(e)))?;
-    parse(&bytes, contents.seed)
+    parse(&bytes, seed)
 }
 
 /// Syncs `files` and runs `also` (another sync) at the same time: the file system commits
@@ -617,7 +616,7 @@ mod tests {
             Err(JournalError::Repeated { id: r, line: 7 }) if r == id("0:1") => {}
             other => panic!("expected a repeat at line 7, got {other:?}"),
         }
-        let fixed = rewrite(&p, &c).expect("rewritten");
+        let fixed = rewrite(&p, seed(SEED), &c.kept()).expect("rewritten");
         assert_eq!(fixed.records, sample());
         fixed.check_repeats().expect("no repeats left");
         assert_eq!(read(&p, seed(SEED)).expect("reads").records, sample());
