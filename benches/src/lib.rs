@@ -177,6 +177,30 @@ pub fn compile(src: &str) -> prosevm::run::Program {
     prosevm::run::Program::from_bytes(bytes, "bench.prose".into()).expect("verifies")
 }
 
+/// The artifact of every program in `examples/`, compiled as `prosec build` compiles it, by
+/// file name.
+pub fn example_artifacts() -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .expect("examples/")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "prose"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let mut c = prosec::compile::Compilation::new(prosec::compile::Options::default());
+            let root = c.add_file(&p).expect("readable");
+            assert_eq!(c.error_count(), 0, "{}", p.display());
+            let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("encodes");
+            let name = p.file_name().expect("name").to_string_lossy().into_owned();
+            (name, bytes)
+        })
+        .collect()
+}
+
 /// Runs a program to completion in memory with the zero-latency mock driver, trace off;
 /// returns the outputs.
 pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prosevm::value::Value)> {

@@ -1,11 +1,13 @@
 //! The contract between the compiler and the VM: the instruction set ([`Op`]), the module
 //! tables ([`Module`]), the `.pbc` artifact framing ([`artifact`]), the verifier
-//! ([`verify`]) and a disassembler ([`dis`]). `SPEC.md` documents all of it for humans.
+//! ([`verify`]), the rules for names that become file names ([`names`]) and a disassembler
+//! ([`dis`]). `SPEC.md` documents all of it for humans.
 
 pub mod artifact;
 pub mod dis;
 mod ids;
 mod module;
+pub mod names;
 mod op;
 pub mod verify;
 

@@ -440,12 +440,89 @@ fn module(cx: &mut Cx) -> R {
             ));
         }
     }
+    names(cx)?;
     let parents = static_parents(cx)?;
     let facts = Facts::new(m);
     for (fid, f) in m.funcs.iter() {
         cx.func = Some(fid.as_u32());
         cx.pc = None;
         function(cx, &facts, &parents, fid, f)?;
+    }
+    cx.func = None;
+    Ok(())
+}
+
+/// Names that can become paths in a run directory (binding files, agent directories,
+/// imported programs' directories, persist paths) must be identifiers or plain file names,
+/// so that a crafted artifact cannot make the VM write outside the run. Runs after the
+/// module-level checks: every string index is in range.
+fn names(cx: &mut Cx) -> R {
+    use crate::names::{is_file_name, is_identifier, is_variable, relative_components};
+    let m = cx.m;
+    let s = |id: StrId| m.strings[id].as_str();
+    let bad = |cx: &Cx, what: &str, name: &str| {
+        let shown: String = name.chars().take(64).collect();
+        cx.err(format!("{what} {shown:?} is not an identifier"))
+    };
+    if !is_file_name(&m.name) || m.name.len() > crate::names::MAX_IDENTIFIER {
+        return bad(cx, "the program name", &m.name);
+    }
+    if let Some(registry) = m.import_path.strip_prefix('@') {
+        if !registry.split('/').all(is_file_name) {
+            return cx.err(format!(
+                "the import path {:?} is not @handle/slug",
+                m.import_path
+            ));
+        }
+    }
+    for ag in m.agents.values() {
+        if !is_identifier(s(ag.name)) {
+            return bad(cx, "agent name", s(ag.name));
+        }
+        if let Persist::Path(p) = ag.persist {
+            if relative_components(s(p)).is_none() {
+                return cx.err(format!(
+                    "agent {}: persist path {:?} must be relative and may not contain `..`",
+                    s(ag.name),
+                    s(p)
+                ));
+            }
+        }
+    }
+    for inp in m.inputs.values() {
+        if !is_identifier(s(inp.name)) {
+            return bad(cx, "input name", s(inp.name));
+        }
+    }
+    for out in m.outputs.values() {
+        if !is_identifier(s(out.name)) {
+            return bad(cx, "output name", s(out.name));
+        }
+    }
+    for p in m.programs.values() {
+        if !is_identifier(s(p.alias)) {
+            return bad(cx, "imported program name", s(p.alias));
+        }
+    }
+    for fk in m.forks.values() {
+        for n in fk.names.iter().flatten() {
+            if !is_variable(s(*n)) {
+                return bad(cx, "branch name", s(*n));
+            }
+        }
+    }
+    for (fid, f) in m.funcs.iter() {
+        cx.func = Some(fid.as_u32());
+        cx.s(f.name)?;
+        if f.kind == FuncKind::Block && !is_identifier(s(f.name)) {
+            return bad(cx, "block name", s(f.name));
+        }
+        for (_, v) in &f.vars {
+            cx.s(*v)?;
+            if !is_variable(s(*v)) {
+                return bad(cx, "variable name", s(*v));
+            }
+        }
     }
     cx.func = None;
     Ok(())

@@ -1271,6 +1271,64 @@ mod hostile {
         );
     }
 
+    /// Sets string `from` of module 0 to `to` wherever the tables use it.
+    fn renamed(from: &str, to: &str) -> Artifact {
+        sample_with(|a| {
+            for s in a.modules[0].strings.values_mut() {
+                if s == from {
+                    *s = to.into();
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn names_that_would_become_paths() {
+        for bad in ["../x", "/etc/passwd", "a/b", "..", "x\\y", "", "a\0b"] {
+            rejected(&renamed("writer", bad), "agent name");
+            rejected(&renamed("topic", bad), "input name");
+            rejected(&renamed("result", bad), "output name");
+            rejected(&renamed("pair_up", bad), "block name");
+            rejected(&renamed("summarize", bad), "imported program name");
+        }
+        // A variable's debug name becomes a binding file's name.
+        rejected(
+            &sample_with(|a| {
+                let m = &mut a.modules[0];
+                let s = m.strings.push("../../escape".into());
+                let entry = m.entry;
+                m.funcs[entry].vars.push((r(0), s));
+            }),
+            "variable name",
+        );
+        rejected(
+            &sample_with(|a| a.modules[0].name = "../up".into()),
+            "the program name",
+        );
+        rejected(
+            &sample_with(|a| a.modules[1].import_path = "@../..".into()),
+            "is not @handle/slug",
+        );
+        for path in ["/tmp/elsewhere", "../outside", "a/../../b"] {
+            rejected(
+                &sample_with(|a| {
+                    let m = &mut a.modules[0];
+                    let p = m.strings.push(path.into());
+                    m.agents[AgentId::from_u32(0)].persist = Persist::Path(p);
+                }),
+                "persist path",
+            );
+        }
+        // Relative persist paths, hyphenated names and the compiler's `$index` are fine.
+        verify(&sample_with(|a| {
+            let m = &mut a.modules[0];
+            let p = m.strings.push(".prose/custom/shared-agent/".into());
+            m.agents[AgentId::from_u32(0)].persist = Persist::Path(p);
+        }))
+        .expect("relative persist path");
+        verify(&renamed("writer", "security-reviewer")).expect("hyphenated agent");
+    }
+
     #[test]
     fn choice_without_options() {
         rejected(

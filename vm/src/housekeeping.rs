@@ -4,7 +4,7 @@
 //! tells a live run from a killed one, whatever its record says.
 
 use crate::run::record::RunStatus;
-use crate::store::{journal, RunDir};
+use crate::store::RunDir;
 use serde::Serialize;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -38,19 +38,16 @@ pub struct RunRow {
 impl RunRow {
     /// The row of the run in `dir`.
     pub fn read(dir: &RunDir) -> RunRow {
-        let answered = journal::read(&dir.journal_path())
-            .map(|r| r.len())
-            .unwrap_or(0);
         let live = held(&dir.path);
         let path = std::fs::canonicalize(&dir.path).unwrap_or_else(|_| dir.path.clone());
         match dir.record() {
             Ok(r) => RunRow {
+                answered: dir.read_journal(&r).map_or(0, |c| c.records.len()),
                 id: dir.id.clone(),
                 path: path.clone(),
                 program: r.program,
                 status: Some(r.status),
                 started: Some(r.started),
-                answered,
                 live,
                 usage: r.usage,
                 error: r.error.map(|e| e.message),
@@ -61,7 +58,7 @@ impl RunRow {
                 program: "?".into(),
                 status: None,
                 started: None,
-                answered,
+                answered: 0,
                 live,
                 usage: None,
                 error: Some(e.to_string()),

@@ -15,10 +15,11 @@ use prosevm::observe::otel::{Export, Otel};
 use prosevm::observe::progress::Progress;
 use prosevm::observe::summary::{Ending, Summary};
 use prosevm::people::People;
+use prosevm::run::rebuild::rebuild_views;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
-use prosevm::run::{Place, Program, Resumed, Run, RunError};
+use prosevm::run::{JournalCheck, Place, Program, Resumed, Resuming, Run, RunError};
 use prosevm::runner::RunConfig;
-use prosevm::store::{self, journal, RunDir};
+use prosevm::store::{self, RunDir};
 use prosevm::trace::Event;
 use prosevm::value::Value;
 use std::collections::BTreeMap;
@@ -93,9 +94,10 @@ enum Command {
     Resume {
         /// The run's id or directory.
         run: String,
-        /// Resume even though the program changed since the run started: answers are kept
-        /// where the edited program asks the same question from an unchanged statement, and
-        /// the rest is asked again (listed).
+        /// Go on although something changed: an edited program (answers are kept where the
+        /// edited program asks the same question from an unchanged statement, the rest is
+        /// asked again, listed), or a journal that is missing, lost records it held when
+        /// last closed, or answers a request twice (each request's first answer is kept).
         #[arg(long)]
         force: bool,
         #[command(flatten)]
@@ -234,6 +236,14 @@ struct RunArgs {
     /// Loop iterations allowed in the whole run.
     #[arg(long, default_value_t = 1_000_000)]
     max_iterations: u64,
+    /// Bytes a value (a text, list or record) may take: a number with an optional K, M or G
+    /// (default 256M). On `resume`, replaces the recorded limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_value_size: Option<u64>,
+    /// Bytes the registers of all frames alive at once may take (default 512M). On
+    /// `resume`, replaces the recorded limit.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_frame_memory: Option<u64>,
     /// Relaxed runtime rules are errors (a persistent agent's first `resume:`, E018).
     #[arg(long)]
     strict: bool,
@@ -293,6 +303,28 @@ struct RunArgs {
 
 fn parse_driver(s: &str) -> Result<DriverKind, String> {
     s.parse()
+}
+
+/// A size in bytes: digits, then optionally K, M or G (powers of 1,024), with an optional
+/// `iB` or `B` after.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{s:?} is not a size (e.g. 4096, 64K, 256M, 1G)"))
 }
 
 fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
@@ -393,6 +425,7 @@ impl RunArgs {
     fn options(&self) -> Result<ExecOptions, String> {
         let file = self.config()?;
         let names = file.allow.iter().chain(&self.allow).map(String::as_str);
+        let defaults = ExecOptions::default();
         Ok(ExecOptions {
             max_iterations: self.max_iterations,
             strict: self.strict,
@@ -400,9 +433,11 @@ impl RunArgs {
             max_turns: self
                 .max_turns
                 .or(file.max_turns)
-                .unwrap_or(ExecOptions::default().max_turns),
+                .unwrap_or(defaults.max_turns),
             max_tokens: self.max_tokens.or(file.max_tokens),
             max_cost: self.max_cost.or(file.max_cost),
+            max_value_size: self.max_value_size.unwrap_or(defaults.max_value_size),
+            max_frame_memory: self.max_frame_memory.unwrap_or(defaults.max_frame_memory),
         })
     }
 }
@@ -802,21 +837,30 @@ fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(e, 2),
     };
+    let how = Resuming {
+        driver,
+        inputs,
+        journal: if force {
+            JournalCheck::Force
+        } else {
+            JournalCheck::Strict
+        },
+        max_value_size: args.max_value_size,
+        max_frame_memory: args.max_frame_memory,
+    };
     let resumed = match edited {
-        None => Run::resume(dir, driver, inputs, &place),
-        Some(program) => {
-            Run::resume_edited(dir, &program, driver, inputs, &place).map(|(r, again)| {
-                eprintln!(
-                    "prosevm: the program changed; {} answer(s) will be asked again{}",
-                    again.len(),
-                    if again.is_empty() { "" } else { ":" }
-                );
-                for a in &again {
-                    eprintln!("  {a}");
-                }
-                r
-            })
-        }
+        None => Run::resume_with(dir, &place, how),
+        Some(program) => Run::resume_edited(dir, &program, how, &place).map(|(r, again)| {
+            eprintln!(
+                "prosevm: the program changed; {} answer(s) will be asked again{}",
+                again.len(),
+                if again.is_empty() { "" } else { ":" }
+            );
+            for a in &again {
+                eprintln!("  {a}");
+            }
+            r
+        }),
     };
     match resumed {
         Ok(Resumed::Finished(record)) => {
@@ -975,13 +1019,19 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
         Ok(d) => d,
         Err(e) => return fail(e, 2),
     };
+    // A run nobody holds that did not end was interrupted: its views may lag its journal.
+    // A run another process holds is left alone (that process keeps its views).
+    match rebuild_views(&dir) {
+        Ok(_) | Err(RunError::Store(store::StoreError::Held(_))) => {}
+        Err(e) => eprintln!("prosevm: note: the views were not rebuilt: {e}"),
+    }
     let record = match dir.record() {
         Ok(r) => r,
         Err(e) => return fail(e, 1),
     };
-    let answers = match journal::read(&dir.journal_path()) {
-        Ok(r) => r,
-        Err(e) => return fail(e, 1),
+    let answers = match dir.read_journal(&record) {
+        Ok(c) => c.records,
+        Err(e) => return fail(format!("run {}: {e}", dir.id), 1),
     };
     let mut view = match serde_json::to_value(&record) {
         Ok(v) => v,
@@ -1022,7 +1072,10 @@ fn inspect_session(state_dir: Option<&Path>, run: &str, id: &str, json: bool) ->
         let bytes = std::fs::read(dir.path.join("artifact.pbc")).map_err(|e| e.to_string())?;
         let program =
             Program::from_bytes(bytes, record.origin.clone()).map_err(|e| e.to_string())?;
-        let replies = journal::read(&dir.journal_path()).map_err(|e| e.to_string())?;
+        let replies = dir
+            .read_journal(&record)
+            .map_err(|e| e.to_string())?
+            .in_order();
         prosevm::run::transcript::exchanges(&record, &program.artifact, replies)
     });
     let exchanges = match loaded {

@@ -5,7 +5,7 @@
 //! corrupted journal, and two runs side by side.
 
 mod support;
-use support::{files_in, output};
+use support::{files_in, journal_ids, output, run_ids};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,29 +36,6 @@ fn program(dir: &Path) -> PathBuf {
     let p = dir.join("work.prose");
     std::fs::write(&p, PROGRAM).expect("program");
     p
-}
-
-fn run_ids(state: &Path) -> Vec<String> {
-    let mut ids: Vec<String> = std::fs::read_dir(state.join("runs"))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !n.starts_with('.'))
-                .collect()
-        })
-        .unwrap_or_default();
-    ids.sort();
-    ids
-}
-
-fn journal_ids(state: &Path, id: &str) -> Vec<String> {
-    std::fs::read_to_string(state.join("runs").join(id).join("journal.log"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter_map(|(_, json)| serde_json::from_str::<serde_json::Value>(json).ok())
-        .filter_map(|j| j["id"].as_str().map(String::from))
-        .collect()
 }
 
 fn reference(dir: &Path, prog: &Path) -> String {
@@ -122,9 +99,21 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
     let expected = reference(&dir, &prog);
     let ref_id = run_ids(&dir.join("ref")).remove(0);
     let expected_bindings = named_bindings_and_anonymous_values(&dir.join("ref"), &ref_id);
-    assert!(
-        expected_bindings.1.len() >= 4,
-        "pipeline first steps and refinements are anonymous: {:?}",
+    // The pipelines' first steps and the refinement are kept under no name; the `pmap`
+    // items live in `results`, not in files of their own.
+    let anonymous: Vec<&str> = expected_bindings
+        .1
+        .iter()
+        .map(|v| v.rsplit_once("\n\n").map_or("", |(_, a)| a))
+        .collect();
+    assert_eq!(
+        anonymous,
+        [
+            "[mock] Branch A, step 1\n",
+            "[mock] Branch B, step 1\n",
+            "[mock] Refine\n"
+        ],
+        "{:?}",
         expected_bindings.1
     );
     assert_eq!(
@@ -179,27 +168,33 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
             continue; // killed before the run directory existed: nothing to resume
         };
         let journaled = journal_ids(&state, id);
-        // `--driver mock` again, so that this mock logs to its own file.
+        // The same driver, logging what the resume asks to a file of its own.
         let (code, out, err) = output(
             vm().args(["resume", id, "--trace", "quiet", "--output", "json"])
-                .args(["--driver", "mock"])
-                .arg("--state-dir")
+                .args(["--driver", "mock", "--mock-latency", "15"])
+                .args(["--max-concurrency", "2", "--state-dir"])
                 .arg(&state)
                 .arg("--mock-log")
                 .arg(&after_log),
         );
         assert_eq!(code, 0, "trial {trial}: {err}");
         assert_eq!(out, expected, "trial {trial}: outputs differ after resume");
-        let asked_again: Vec<String> = std::fs::read_to_string(&after_log)
+        let asked: Vec<String> = std::fs::read_to_string(&after_log)
             .unwrap_or_default()
             .lines()
-            .filter(|l| journaled.iter().any(|j| j == l))
             .map(String::from)
             .collect();
+        let asked_again: Vec<&String> = asked.iter().filter(|l| journaled.contains(l)).collect();
         assert!(
             asked_again.is_empty(),
             "trial {trial}: asked again for journaled answers {asked_again:?}"
         );
+        // Everything the run needed was either replayed or asked by the resume.
+        let finally = journal_ids(&state, id);
+        let all: std::collections::BTreeSet<&String> = finally.iter().collect();
+        let replayed_or_asked: std::collections::BTreeSet<&String> =
+            journaled.iter().chain(asked.iter()).collect();
+        assert_eq!(all, replayed_or_asked, "trial {trial}");
         let got = named_bindings_and_anonymous_values(&state, id);
         assert_eq!(
             got.0.keys().collect::<Vec<_>>(),
@@ -665,4 +660,51 @@ fn two_runs_side_by_side_do_not_interfere() {
     assert_eq!(String::from_utf8_lossy(&out_a.stdout), expected);
     assert_eq!(String::from_utf8_lossy(&out_b.stdout), expected);
     assert_eq!(run_ids(&state).len(), 2);
+}
+
+#[test]
+fn fan_out_elements_live_in_their_list_and_appends_reach_their_binding() {
+    let dir = scratch("fanout");
+    let prog = dir.join("fan.prose");
+    std::fs::write(
+        &prog,
+        "let items = []\nrepeat 3 as i:\n  items = items + [i]\nlet results = items | pmap:\n  session \"Work on {item}\"\nparallel for x in [\"p\", \"q\"]:\n  session \"Loose {x}\"\n",
+    )
+    .expect("program");
+    let state = dir.join("state");
+    let (code, _, err) = output(
+        vm().args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+            .arg("--state-dir")
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = run_ids(&state).remove(0);
+    let files = binding_files(&state, &id);
+    // The bound `pmap`'s answers are in `results`; the unbound `parallel for`'s are not
+    // kept anywhere else, so each has an anonymous binding.
+    assert_eq!(
+        files.keys().collect::<Vec<_>>(),
+        ["anon_001.md", "anon_002.md", "items.md", "results.md"]
+    );
+    assert!(
+        files["items.md"].ends_with("\n---\n\n[0,1,2]\n"),
+        "{}",
+        files["items.md"]
+    );
+    assert!(
+        files["results.md"].ends_with(
+            "\n---\n\n[\"[mock] Work on 0\",\"[mock] Work on 1\",\"[mock] Work on 2\"]\n"
+        ),
+        "{}",
+        files["results.md"]
+    );
+    let loose: Vec<&String> = files
+        .iter()
+        .filter(|(k, _)| k.starts_with("anon_"))
+        .map(|(_, v)| v)
+        .collect();
+    assert!(
+        loose.iter().all(|v| v.contains("[mock] Loose ")),
+        "{loose:?}"
+    );
 }

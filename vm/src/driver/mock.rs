@@ -289,7 +289,8 @@ impl Mock {
                 .append(true)
                 .open(path)
             {
-                let _ = writeln!(f, "{}", req.id);
+                // One write per line: concurrent requests append whole lines.
+                let _ = f.write_all(format!("{}\n", req.id).as_bytes());
             }
         }
     }

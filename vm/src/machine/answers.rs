@@ -1,7 +1,7 @@
 //! Replies reaching the fibers that asked: an answer becomes a value in the asking register
 //! (a failure an error raised there), with the trace events that tell what came back.
 
-use super::fiber::{Expect, FiberId, State, Wait};
+use super::fiber::{Expect, FiberId, Ret, State, Wait};
 use super::Machine;
 use crate::convert;
 use crate::protocol::{shape_name, Answer, Reply};
@@ -13,26 +13,62 @@ use std::sync::Arc;
 
 impl Machine {
     /// Whether the answer about to land in `dst` of fiber `f`'s current frame is kept under a
-    /// name: the next instruction moves it into a named variable (here or in an enclosing
-    /// frame), makes it an output, or returns it (`output session ...` as a block's result).
+    /// name: the code moves it (through unnamed registers) into a named variable (here or in
+    /// an enclosing frame), makes it an output, or returns it from a block; or it is a
+    /// branch's value and its fork's result is kept (a `pmap` or `parallel for` element of a
+    /// bound list lives in that list, not in a file of its own).
     fn captured(&self, f: FiberId, dst: Reg) -> bool {
-        let Some(frame) = self.fibers[f].stack.last() else {
-            return false;
-        };
-        let fr = frame.borrow();
-        let func = &self.artifact.modules[fr.module as usize].funcs[fr.func];
-        match func.code.get(fr.pc as usize) {
-            Some(Op::Move { dst: d, src }) if *src == dst => {
-                func.vars.binary_search_by_key(d, |(r, _)| *r).is_ok()
+        let mut fiber = f;
+        let mut reg = dst;
+        // Each round follows the value out of one fiber into the fiber that joins it.
+        for _ in 0..=self.limits.depth {
+            let Some(frame) = self.fibers[fiber].stack.last() else {
+                return false;
+            };
+            let fr = frame.borrow();
+            let func = &self.artifact.modules[fr.module as usize].funcs[fr.func];
+            let is_var = |r: &Reg| func.vars.binary_search_by_key(r, |(v, _)| *v).is_ok();
+            let mut pc = fr.pc as usize;
+            // A statement's value passes through a few unnamed registers at most.
+            loop {
+                match func.code.get(pc) {
+                    Some(Op::Move { dst: d, src }) if *src == reg => {
+                        if is_var(d) {
+                            return true;
+                        }
+                        reg = *d;
+                        pc += 1;
+                    }
+                    Some(
+                        Op::SetUp { src, .. }
+                        | Op::SetOutput { src, .. }
+                        | Op::SetBlockOutput { src, .. },
+                    ) => return *src == reg,
+                    Some(Op::Return { src }) if *src == reg => break,
+                    _ => return false,
+                }
+                if pc > fr.pc as usize + 4 {
+                    return false;
+                }
             }
-            Some(
-                Op::SetUp { src, .. }
-                | Op::SetOutput { src, .. }
-                | Op::SetBlockOutput { src, .. }
-                | Op::Return { src },
-            ) => *src == dst,
-            _ => false,
+            // A block's value goes to its caller, which keeps it (`output session ...`).
+            if !matches!(fr.ret, Ret::Fiber) {
+                return true;
+            }
+            // A branch's value goes to its fork's join; the program's value to nobody.
+            let Some((g, _)) = self.fibers[fiber].group else {
+                return false;
+            };
+            let parent = self.groups[g].parent;
+            match self.fibers[parent].wait {
+                Wait::Join { group, dst } if group == g => {
+                    fiber = parent;
+                    reg = dst;
+                }
+                _ => return false,
+            }
         }
+        false
     }
 
     /// Hands `reply` to the fiber that asked. Unknown ids (withdrawn, or answered already)
@@ -107,6 +143,13 @@ impl Machine {
             },
             (Ok(other), _) => Err(mismatch(&format!("a `{}` answer", other.kind()))),
         };
+        // An answer past the value bounds is an error where it lands (it stays journaled:
+        // resuming with a larger --max-value-size uses it).
+        let value = value.and_then(|v| {
+            v.within(self.limits.values)
+                .map(|()| v)
+                .map_err(|e| e.error(&format!("the answer to {id}")))
+        });
         match value {
             Ok(v) => {
                 if let Some(frame) = self.fibers[f].stack.last() {

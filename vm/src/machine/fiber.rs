@@ -7,7 +7,7 @@ use crate::value::Value;
 use bytecode_spec::{AgentId, FuncId, Pc, Reg, Shape};
 use cranelift_entity::entity_impl;
 use rustc_hash::FxHashMap;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -56,6 +56,36 @@ pub(super) struct Handler {
     pub in_catch: bool,
 }
 
+/// Bytes the registers of a machine's live frames take, shared with the frames: each adds
+/// its registers when it is made and takes them back when it is dropped (frames outlive
+/// their fibers while branches or an invocation still link to them).
+#[derive(Clone, Default)]
+pub(super) struct FrameMemory(Rc<Cell<usize>>);
+
+impl FrameMemory {
+    /// Adds `bytes`, unless that would pass `limit`; returns the bytes in use either way.
+    pub fn take(&self, bytes: usize, limit: usize) -> Result<usize, usize> {
+        let now = self.0.get();
+        match now.checked_add(bytes) {
+            Some(n) if n <= limit => {
+                self.0.set(n);
+                Ok(n)
+            }
+            _ => Err(now),
+        }
+    }
+
+    /// Bytes in use.
+    pub fn in_use(&self) -> usize {
+        self.0.get()
+    }
+}
+
+/// The bytes `n` registers take.
+pub(super) fn register_bytes(n: usize) -> usize {
+    n.saturating_mul(std::mem::size_of::<Value>())
+}
+
 /// One activation of a function.
 pub(super) struct Frame {
     pub inst: InstRef,
@@ -73,6 +103,15 @@ pub(super) struct Frame {
     /// The execution id of the block invocation this frame belongs to (0 at the top level;
     /// fork branches share their parent's), which scopes its binding files.
     pub exec: u32,
+    /// Where its registers are counted.
+    pub memory: FrameMemory,
+}
+
+impl Drop for Frame {
+    fn drop(&mut self) {
+        let bytes = register_bytes(self.regs.len());
+        self.memory.0.set(self.memory.0.get().saturating_sub(bytes));
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -95,24 +95,31 @@ impl Machine {
     /// with the results (the winner's value alone for `first`), or with the error.
     fn complete_group(&mut self, g: usize, strategy: Strategy, o: Result<(), Arc<ErrorValue>>) {
         let results = &self.groups[g].results;
-        let outcome = o.map(|()| match strategy {
-            // `first` yields the winning branch's value.
-            Strategy::First => results
-                .iter()
-                .find_map(|r| match r {
-                    Some(Ok(v)) => Some(v.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default(),
-            _ => Value::List(Arc::new(
-                results
+        let bounds = self.limits.values;
+        let outcome = o.and_then(|()| {
+            let v = match strategy {
+                // `first` yields the winning branch's value.
+                Strategy::First => results
                     .iter()
-                    .map(|r| match r {
-                        Some(Ok(v)) => v.clone(),
-                        _ => Value::Null,
+                    .find_map(|r| match r {
+                        Some(Ok(v)) => Some(v.clone()),
+                        _ => None,
                     })
-                    .collect(),
-            )),
+                    .unwrap_or_default(),
+                _ => Value::List(Arc::new(
+                    results
+                        .iter()
+                        .map(|r| match r {
+                            Some(Ok(v)) => v.clone(),
+                            _ => Value::Null,
+                        })
+                        .collect(),
+                )),
+            };
+            // The branches' values nest one level down in the list of results.
+            v.within(bounds)
+                .map(|()| v)
+                .map_err(|e| Arc::new(e.error("the parallel block's results")))
         });
         self.groups[g].outcome = Some(outcome.clone());
         for c in self.groups[g].children.clone() {

@@ -22,11 +22,14 @@ pub use error::RuntimeError;
 
 use crate::protocol::{Lineage, Request, RequestId, Site};
 use crate::trace::Event;
-use crate::value::Value;
+use crate::value::{human_bytes, Bounds, ErrorValue, Value};
 use bytecode_spec::verify::Verified;
 use bytecode_spec::{AgentId, Persist};
 use cranelift_entity::{EntityRef, PrimaryMap};
-use fiber::{Fiber, FiberId, Frame, FrameRef, InstRef, Instance, Ret, State, Wait};
+use fiber::{
+    register_bytes, Fiber, FiberId, Frame, FrameMemory, FrameRef, InstRef, Instance, Ret, State,
+    Wait,
+};
 use join::Group;
 use prosec::diagnostics::Code;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -45,6 +48,11 @@ pub struct Limits {
     pub depth: usize,
     /// Parallel branches alive at once, nested ones included.
     pub fibers: usize,
+    /// Bytes the registers of all live frames may take together (a function may declare up
+    /// to 65,536 registers, and a fork starts one frame per branch).
+    pub frame_bytes: usize,
+    /// How large values may grow.
+    pub values: Bounds,
 }
 
 impl Default for Limits {
@@ -53,6 +61,8 @@ impl Default for Limits {
             iterations: 1_000_000,
             depth: 256,
             fibers: 100_000,
+            frame_bytes: 512 << 20,
+            values: Bounds::default(),
         }
     }
 }
@@ -101,6 +111,11 @@ pub struct Machine {
     programs: Vec<Arc<str>>,
     /// Warnings already reported, by code and statement (module, line).
     warned: FxHashSet<(Code, u32, u32)>,
+    /// Bytes the live frames' registers take.
+    frame_memory: FrameMemory,
+    /// Variables updated in place since the events were last taken: the index of the
+    /// binding event written for each, whose value is filled in when they are taken.
+    updated: Vec<(usize, FrameRef, bytecode_spec::Reg)>,
 }
 
 impl Machine {
@@ -217,8 +232,12 @@ impl Machine {
             memory: FxHashMap::default(),
             programs,
             warned: FxHashSet::default(),
+            frame_memory: FrameMemory::default(),
+            updated: Vec::new(),
         };
-        let frame = machine.new_frame(&inst, module, m.entry, None, Ret::Fiber, 0);
+        let frame = machine
+            .new_frame(&inst, module, m.entry, None, Ret::Fiber, 0)
+            .map_err(|e| top_error(e.code, e.message))?;
         inst.borrow_mut().main = Some(frame.clone());
         let root = machine
             .fibers
@@ -240,6 +259,15 @@ impl Machine {
 
     /// Trace events since the last call.
     pub fn take_events(&mut self) -> Vec<Event> {
+        let max = self.limits.values.bytes;
+        for (i, frame, reg) in self.updated.drain(..) {
+            if let Some(Event::Binding { value, .. }) = self.events.get_mut(i) {
+                let v = &frame.borrow().regs[reg.as_u32() as usize];
+                *value = v
+                    .render(max)
+                    .unwrap_or_else(|_| format!("(a value larger than {})", human_bytes(max)));
+            }
+        }
         std::mem::take(&mut self.events)
     }
 
@@ -264,6 +292,8 @@ impl Machine {
         true
     }
 
+    /// A frame for `func` of `module`, if its registers fit in what the live frames may
+    /// take ([`Limits::frame_bytes`]; E218 otherwise).
     fn new_frame(
         &self,
         inst: &InstRef,
@@ -272,9 +302,10 @@ impl Machine {
         link: Option<FrameRef>,
         ret: Ret,
         exec: u32,
-    ) -> FrameRef {
+    ) -> Result<FrameRef, ErrorValue> {
         let nregs = self.artifact.modules[module as usize].funcs[func].nregs as usize;
-        Rc::new(RefCell::new(Frame {
+        self.reserve_frames(register_bytes(nregs))?;
+        Ok(Rc::new(RefCell::new(Frame {
             inst: inst.clone(),
             module,
             func,
@@ -285,7 +316,39 @@ impl Machine {
             pc: 0,
             ret,
             exec,
-        }))
+            memory: self.frame_memory.clone(),
+        })))
+    }
+
+    /// Counts `bytes` of new registers against [`Limits::frame_bytes`] (the frame that holds
+    /// them gives them back when dropped).
+    fn reserve_frames(&self, bytes: usize) -> Result<(), ErrorValue> {
+        self.frame_memory
+            .take(bytes, self.limits.frame_bytes)
+            .map(drop)
+            .map_err(|in_use| self.frames_error(in_use, bytes))
+    }
+
+    /// Whether frames for `bytes` more registers would fit now (nothing is counted): a fork
+    /// checks all its branches' frames before it makes any.
+    fn frames_fit(&self, bytes: usize) -> Result<(), ErrorValue> {
+        let in_use = self.frame_memory.in_use();
+        match in_use.checked_add(bytes) {
+            Some(n) if n <= self.limits.frame_bytes => Ok(()),
+            _ => Err(self.frames_error(in_use, bytes)),
+        }
+    }
+
+    fn frames_error(&self, in_use: usize, bytes: usize) -> ErrorValue {
+        ErrorValue::new(
+            Code::E218,
+            format!(
+                "the program's frames would need more than {} of registers ({} in use, {} more asked; --max-frame-memory)",
+                human_bytes(self.limits.frame_bytes),
+                human_bytes(in_use),
+                human_bytes(bytes)
+            ),
+        )
     }
 
     /// The site of the instruction `frame` is executing.

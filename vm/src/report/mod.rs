@@ -15,7 +15,7 @@ use crate::protocol::{Kind, RequestId, Step, Usage};
 use crate::run::record::RunRecord;
 use crate::run::transcript::{exchanges, Exchange};
 use crate::run::Program;
-use crate::store::{journal, RunDir};
+use crate::store::RunDir;
 use std::collections::HashMap;
 
 /// A program of the run: the one run (module 0) or one it imports.
@@ -90,7 +90,10 @@ impl Report {
             .map_err(|e| format!("{}: {e}", dir.path.join("artifact.pbc").display()))?;
         let program =
             Program::from_bytes(bytes, record.origin.clone()).map_err(|e| e.to_string())?;
-        let replies = journal::read(&dir.journal_path()).map_err(|e| e.to_string())?;
+        let replies = dir
+            .read_journal(&record)
+            .map_err(|e| e.to_string())?
+            .in_order();
         let all = exchanges(&record, &program.artifact, replies)?;
         let latency = read_usage(&dir.path.join("usage.jsonl"));
         let sources = program

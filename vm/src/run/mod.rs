@@ -9,6 +9,7 @@
 //! RunDir::open ────────┴─ Run::resume(dir, override, options) ───────────────────┴─ run.drive(driver, observer)
 //! ```
 
+pub mod rebuild;
 pub mod record;
 pub mod transcript;
 
@@ -26,7 +27,7 @@ use crate::snapshot::Snapshot;
 use crate::store::view::RunView;
 use crate::store::{self, agents, journal, sha256_hex, Lock, RunDir, StoreError};
 use crate::trace::Event;
-use crate::value::Value;
+use crate::value::{Bounds, Value};
 use bytecode_spec::artifact::LoadError;
 use bytecode_spec::verify::Verified;
 use record::{ExecOptions, RunFailure, RunRecord, RunStatus};
@@ -195,8 +196,37 @@ pub struct Run {
     record: RunRecord,
     artifact: Arc<Verified>,
     machine: Machine,
+    journal: journal::Journal,
     replay: HashMap<RequestId, Reply>,
     place: Place,
+}
+
+/// What a resume changes, besides taking the run up again.
+#[derive(Clone, Debug, Default)]
+pub struct Resuming {
+    /// A driver replacing the recorded one (and recorded).
+    pub driver: Option<DriverSettings>,
+    /// Values for inputs the run still needs (a mid-program input it could not get); never
+    /// a new value for one it has.
+    pub inputs: BTreeMap<String, Value>,
+    /// How the journal is checked.
+    pub journal: JournalCheck,
+    /// A new value size limit (recorded): a run that failed with E213 can go on.
+    pub max_value_size: Option<u64>,
+    /// A new frame memory limit (recorded): a run that failed with E218 can go on.
+    pub max_frame_memory: Option<u64>,
+}
+
+/// How a resume treats a journal that does not match the run record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JournalCheck {
+    /// Refuse a journal that is missing, lost records it held when last closed, or
+    /// repeats an answer.
+    #[default]
+    Strict,
+    /// Go on with what the journal holds (`--force`): a missing journal is an empty one, and
+    /// a repeating one is rewritten keeping each request's first answer.
+    Force,
 }
 
 /// How a resume begins.
@@ -233,6 +263,7 @@ impl Run {
             driver,
             options,
             agents: Vec::new(),
+            journal: journal::Seal::default(),
             outputs: None,
             error: None,
             usage: None,
@@ -250,15 +281,18 @@ impl Run {
         let lock = dir.lock()?;
         // Persistent agents: what their memory is as the run starts, kept with the run so
         // that a resume starts from the same memory.
-        record.agents = agents::discover(&artifact, &dir.path, &place.root());
-        dir.write_record(&record)?;
+        record.agents = agents::discover(&artifact, &dir.path, &place.root())?;
+        dir.stage_record(&record)?;
+        let contents = journal::Contents::empty(journal::seed(&record.id));
+        let mut journal = open_journal(&dir, &contents)?;
+        journal.sync_first(dir.start_files());
         Ok(Run::assemble(
             dir,
             lock,
             record,
             artifact,
             machine,
-            HashMap::new(),
+            (journal, HashMap::new()),
             place,
         ))
     }
@@ -273,12 +307,30 @@ impl Run {
         inputs: BTreeMap<String, Value>,
         place: &Place,
     ) -> Result<Resumed, RunError> {
-        let (lock, record, artifact, replies) = match Run::take_up(&dir)? {
+        let how = Resuming {
+            driver,
+            inputs,
+            ..Resuming::default()
+        };
+        Run::resume_with(dir, place, how)
+    }
+
+    /// [`Run::resume`], changing what `how` says. The journal is checked as `how.journal`
+    /// says: one that is missing, lost records it held when it was last closed (`run.json`
+    /// keeps how many, and their chained checksum), or answers a request twice is refused
+    /// unless forced.
+    pub fn resume_with(dir: RunDir, place: &Place, how: Resuming) -> Result<Resumed, RunError> {
+        let (lock, record, artifact, contents) = match Run::take_up(&dir, how.journal)? {
             Some(parts) => parts,
             None => return Ok(Resumed::Finished(Box::new(dir.record()?))),
         };
-        let replay = replies.into_iter().map(|r| (r.id.clone(), r)).collect();
-        Run::continue_with(dir, lock, record, artifact, replay, driver, inputs, place)
+        let journal = open_journal(&dir, &contents)?;
+        let mut replay = contents.replies();
+        // A failure is not an answer: the request that ended the run is asked again.
+        if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
+            replay.remove(failed);
+        }
+        Run::continue_with(dir, lock, record, artifact, (journal, replay), how, place)
     }
 
     /// Like [`Run::resume`], but for a program edited since the run started: `program` (the
@@ -288,14 +340,20 @@ impl Run {
     pub fn resume_edited(
         dir: RunDir,
         program: &Program,
-        driver: Option<DriverSettings>,
-        inputs: BTreeMap<String, Value>,
+        how: Resuming,
         place: &Place,
     ) -> Result<(Resumed, Vec<String>), RunError> {
-        let (lock, mut record, old, replies) = match Run::take_up(&dir)? {
+        let (lock, mut record, old, contents) = match Run::take_up(&dir, how.journal)? {
             Some(parts) => parts,
             None => return Ok((Resumed::Finished(Box::new(dir.record()?)), Vec::new())),
         };
+        // A failure is not an answer: the request that ended the run is asked again.
+        let failed = record.error.as_ref().and_then(|e| e.request.clone());
+        let replies: Vec<Reply> = contents
+            .in_order()
+            .into_iter()
+            .filter(|r| Some(&r.id) != failed.as_ref())
+            .collect();
         let statement = |a: &Verified, r: &Request| -> String {
             a.modules
                 .get(r.site.module as usize)
@@ -339,33 +397,35 @@ impl Run {
                 )
             })
             .collect();
-        let kept: Vec<Reply> = replies
-            .into_iter()
+        let kept: Vec<&Reply> = replies
+            .iter()
             .filter(|r| kept.contains(&r.id.whole()))
             .collect();
         // The journal keeps only what still holds, so no later resume can use the rest.
-        journal::rewrite(&dir.journal_path(), &kept)
+        let rewritten = journal::rewrite(&dir.journal_path(), journal::seed(&record.id), &kept)
             .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
-        store::write_atomic(&dir.path.join("artifact.pbc"), &program.bytes)?;
-        store::write_atomic(
+        record.journal = rewritten.seal();
+        store::fs::write_durable(&dir.path.join("artifact.pbc"), &program.bytes)?;
+        store::fs::write_durable(
             &dir.path.join("program.prose"),
             new.modules[0].source.as_bytes(),
         )?;
         record.artifact_sha256 = sha256_hex(&program.bytes);
-        let replay = kept.into_iter().map(|r| (r.id.clone(), r)).collect();
-        let resumed = Run::continue_with(dir, lock, record, new, replay, driver, inputs, place)?;
+        let journal = open_journal(&dir, &rewritten)?;
+        let replay = rewritten.replies();
+        let resumed = Run::continue_with(dir, lock, record, new, (journal, replay), how, place)?;
         Ok((resumed, asked_again))
     }
 
     /// Takes the run in `dir` (its lock) and reads what it holds: its record, its artifact
-    /// and its journal (without the failure that ended it, which is asked again); none when
-    /// it has finished.
+    /// and its journal, checked as `check` says; none when it has finished.
     #[allow(clippy::type_complexity)]
     fn take_up(
         dir: &RunDir,
-    ) -> Result<Option<(Lock, RunRecord, Arc<Verified>, Vec<Reply>)>, RunError> {
+        check: JournalCheck,
+    ) -> Result<Option<(Lock, RunRecord, Arc<Verified>, journal::Contents)>, RunError> {
         let lock = dir.lock()?;
-        let record = dir.record()?;
+        let mut record = dir.record()?;
         if record.status == RunStatus::Finished {
             return Ok(None);
         }
@@ -380,31 +440,36 @@ impl Run {
                 ))))
             }
         };
-        let mut replies = journal::read(&dir.journal_path())
-            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
-        // A failure is not an answer: the request that ended the run is asked again.
-        if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
-            replies.retain(|r| r.id != *failed);
-        }
-        Ok(Some((lock, record, artifact, replies)))
+        let contents = checked_journal(dir, &mut record, check)?;
+        Ok(Some((lock, record, artifact, contents)))
     }
 
-    /// The run taken up, continuing with `replay`, `driver` (replacing the recorded one if
-    /// given) and `inputs` (values it still needs); budgets given in `place` replace the
-    /// recorded ones.
-    #[allow(clippy::too_many_arguments)]
+    /// The run taken up, continuing with its journal and the answers to replay, changed as
+    /// `how` says; budgets given in `place` replace the recorded ones.
     fn continue_with(
         dir: RunDir,
         lock: Lock,
         mut record: RunRecord,
         artifact: Arc<Verified>,
-        replay: HashMap<RequestId, Reply>,
-        driver: Option<DriverSettings>,
-        inputs: BTreeMap<String, Value>,
+        journaled: (journal::Journal, HashMap<RequestId, Reply>),
+        how: Resuming,
         place: &Place,
     ) -> Result<Resumed, RunError> {
+        let Resuming {
+            driver,
+            inputs,
+            journal: _,
+            max_value_size,
+            max_frame_memory,
+        } = how;
         if let Some(d) = driver {
             record.driver = d;
+        }
+        if let Some(n) = max_value_size {
+            record.options.max_value_size = n;
+        }
+        if let Some(n) = max_frame_memory {
+            record.options.max_frame_memory = n;
         }
         if let Some(t) = place.budget.0 {
             record.options.max_tokens = Some(t);
@@ -431,7 +496,7 @@ impl Run {
         record.error = None;
         dir.write_record(&record)?;
         Ok(Resumed::Ready(Box::new(Run::assemble(
-            dir, lock, record, artifact, machine, replay, place,
+            dir, lock, record, artifact, machine, journaled, place,
         ))))
     }
 
@@ -441,7 +506,7 @@ impl Run {
         record: RunRecord,
         artifact: Arc<Verified>,
         mut machine: Machine,
-        replay: HashMap<RequestId, Reply>,
+        (journal, replay): (journal::Journal, HashMap<RequestId, Reply>),
         place: &Place,
     ) -> Run {
         for h in &record.agents {
@@ -455,6 +520,7 @@ impl Run {
             record,
             artifact,
             machine,
+            journal,
             replay,
             place: place.clone(),
         }
@@ -500,6 +566,7 @@ impl Run {
             mut record,
             artifact,
             machine,
+            journal,
             replay,
             mut place,
         } = self;
@@ -539,8 +606,6 @@ impl Run {
             });
             workshop
         });
-        let journal = journal::Journal::open(&dir.journal_path())
-            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
         let mut durable = Durable {
             journal,
             replay,
@@ -605,11 +670,65 @@ impl Run {
             }
         }
         record.usage = Some(place.config.budget.spent()).filter(|u| u.tokens() > 0);
+        record.journal = durable
+            .journal
+            .close()
+            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
         // The views first: the record saying the run ended is the commit point, so a run
         // killed in between is resumed (and its views rebuilt) rather than reported ended.
         watch.view.finish(record.status.as_str())?;
         dir.write_record(&record)?;
         Ok(result)
+    }
+}
+
+/// Opens the run's journal for appending (cutting a torn tail: the caller holds the run).
+fn open_journal(
+    dir: &RunDir,
+    contents: &journal::Contents,
+) -> Result<journal::Journal, StoreError> {
+    journal::Journal::open(&dir.journal_path(), contents)
+        .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))
+}
+
+/// The run's journal, checked against its record as `check` says. When forced, what is
+/// accepted becomes the record's seal.
+fn checked_journal(
+    dir: &RunDir,
+    record: &mut RunRecord,
+    check: JournalCheck,
+) -> Result<journal::Contents, StoreError> {
+    let path = dir.journal_path();
+    let seed = journal::seed(&record.id);
+    let refused = |e: journal::JournalError| {
+        StoreError::Invalid(format!(
+            "run {}: {e}; refusing to resume (`prosevm resume --force` goes on with what the journal holds)",
+            dir.id
+        ))
+    };
+    let corrupted = |e: journal::JournalError| StoreError::Invalid(format!("run {}: {e}", dir.id));
+    match check {
+        JournalCheck::Strict => {
+            let contents = journal::read(&path, seed).map_err(|e| match e {
+                journal::JournalError::Missing => refused(e),
+                e => corrupted(e),
+            })?;
+            contents.check_seal(&record.journal).map_err(refused)?;
+            contents.check_repeats().map_err(refused)?;
+            Ok(contents)
+        }
+        JournalCheck::Force => {
+            let contents = match journal::read(&path, seed) {
+                Err(journal::JournalError::Missing) => journal::Contents::empty(seed),
+                read => read.map_err(corrupted)?,
+            };
+            let contents = match contents.check_repeats() {
+                Ok(()) => contents,
+                Err(_) => journal::rewrite(&path, seed, &contents.kept()).map_err(corrupted)?,
+            };
+            record.journal = contents.seal();
+            Ok(contents)
+        }
     }
 }
 
@@ -621,9 +740,16 @@ pub(crate) fn new_machine(
 ) -> Result<Machine, RuntimeError> {
     let inputs: FxHashMap<String, Value> =
         inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let defaults = Limits::default();
     let limits = Limits {
         iterations: options.max_iterations,
-        ..Limits::default()
+        frame_bytes: size(options.max_frame_memory),
+        values: Bounds {
+            bytes: size(options.max_value_size),
+            ..defaults.values
+        },
+        ..defaults
     };
     let mut machine = Machine::new(artifact.clone(), &inputs, limits)?;
     machine.set_strict(options.strict);

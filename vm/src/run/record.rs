@@ -6,6 +6,7 @@ use crate::agent::workshop::DEFAULT_MAX_TURNS;
 use crate::driver::settings::DriverSettings;
 use crate::protocol::RequestId;
 use crate::store::agents::AgentHome;
+use crate::store::journal::Seal;
 use crate::value::Value;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -72,10 +73,24 @@ pub struct ExecOptions {
     /// Most the whole run may cost in US dollars (`--max-cost`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
+    /// Bytes a value may take (E213 beyond).
+    #[serde(default = "default_value_size")]
+    pub max_value_size: u64,
+    /// Bytes the registers of all live frames may take (E218 beyond).
+    #[serde(default = "default_frame_memory")]
+    pub max_frame_memory: u64,
 }
 
 fn default_max_turns() -> u32 {
     DEFAULT_MAX_TURNS
+}
+
+fn default_value_size() -> u64 {
+    crate::machine::Limits::default().values.bytes as u64
+}
+
+fn default_frame_memory() -> u64 {
+    crate::machine::Limits::default().frame_bytes as u64
 }
 
 impl Default for ExecOptions {
@@ -87,6 +102,8 @@ impl Default for ExecOptions {
             max_turns: DEFAULT_MAX_TURNS,
             max_tokens: None,
             max_cost: None,
+            max_value_size: default_value_size(),
+            max_frame_memory: default_frame_memory(),
         }
     }
 }
@@ -120,6 +137,10 @@ pub struct RunRecord {
     /// Persistent agents and their memory when the run started.
     #[serde(default)]
     pub agents: Vec<AgentHome>,
+    /// How many records the journal held when it was last closed, and its chain value then:
+    /// a resume refuses a journal that lost or changed them.
+    #[serde(default)]
+    pub journal: Seal,
     /// The outputs, once finished, in declaration order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outputs: Option<serde_json::Map<String, serde_json::Value>>,

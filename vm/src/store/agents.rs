@@ -4,6 +4,7 @@
 //! in `run.json`, so a resumed run starts from the same memory even if another run has
 //! changed the files since, and rewrites the same segment numbers.
 
+use super::{fs, StoreError};
 use bytecode_spec::{Artifact, Persist};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -25,32 +26,37 @@ pub struct AgentHome {
 
 /// The persistent agents of `artifact`'s program (module 0), their directories for a run in
 /// `run_dir` whose state root is `state_root` (`.prose` or `--state-dir`), and what those
-/// directories hold now.
-pub fn discover(artifact: &Artifact, run_dir: &Path, state_root: &Path) -> Vec<AgentHome> {
+/// directories hold now. An agent name or persist path that cannot be a path (the verifier
+/// already refuses them) is an error, never a directory elsewhere.
+pub fn discover(
+    artifact: &Artifact,
+    run_dir: &Path,
+    state_root: &Path,
+) -> Result<Vec<AgentHome>, StoreError> {
     let m = &artifact.modules[0];
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("~"), PathBuf::from);
-    m.agents
-        .values()
-        .filter_map(|a| {
-            let name = m.strings[a.name].clone();
-            let (scope, dir) = match a.persist {
-                Persist::None => return None,
-                Persist::Run => ("execution", run_dir.join("agents").join(&name)),
-                Persist::Project => ("project", state_root.join("agents").join(&name)),
-                Persist::User => ("user", home.join(".prose").join("agents").join(&name)),
-                Persist::Path(p) => ("path", PathBuf::from(&m.strings[p])),
-            };
-            let memory = std::fs::read_to_string(dir.join("memory.md")).ok();
-            let segments = count_segments(&dir, &name);
-            Some(AgentHome {
-                name,
-                scope: scope.into(),
-                dir,
-                memory,
-                segments,
-            })
-        })
-        .collect()
+    let mut homes = Vec::new();
+    for a in m.agents.values() {
+        let name = m.strings[a.name].clone();
+        let file = fs::file_name(&name)?;
+        let (scope, dir) = match a.persist {
+            Persist::None => continue,
+            Persist::Run => ("execution", run_dir.join("agents").join(file)),
+            Persist::Project => ("project", state_root.join("agents").join(file)),
+            Persist::User => ("user", home.join(".prose").join("agents").join(file)),
+            Persist::Path(p) => ("path", fs::relative_dir(Path::new(""), &m.strings[p])?),
+        };
+        let memory = fs::read_to_string(&dir.join("memory.md")).ok();
+        let segments = count_segments(&dir, &name);
+        homes.push(AgentHome {
+            name,
+            scope: scope.into(),
+            dir,
+            memory,
+            segments,
+        });
+    }
+    Ok(homes)
 }
 
 /// The highest segment number among `dir`'s `{name}-NNN.md` files (0 if none).

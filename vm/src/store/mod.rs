@@ -4,12 +4,12 @@
 //! deterministic machine resumes an interrupted run without asking anything twice.
 
 pub mod agents;
+pub mod fs;
 pub mod journal;
 pub mod view;
 
 use crate::run::record::RunRecord;
 use sha2::{Digest, Sha256};
-use std::fs::OpenOptions;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -22,13 +22,15 @@ pub enum StoreError {
     Io(PathBuf, std::io::Error),
     /// The run's files are not what they should be.
     Invalid(String),
+    /// Another process holds the run.
+    Held(String),
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StoreError::Io(p, e) => write!(f, "{}: {e}", p.display()),
-            StoreError::Invalid(m) => f.write_str(m),
+            StoreError::Invalid(m) | StoreError::Held(m) => f.write_str(m),
         }
     }
 }
@@ -37,16 +39,6 @@ impl std::error::Error for StoreError {}
 
 fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
     r.map_err(|e| StoreError::Io(path.to_path_buf(), e))
-}
-
-/// Writes `bytes` to `path` through a temporary file and a rename, so a reader (or a crash)
-/// never sees half a file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = io(&tmp, std::fs::File::create(&tmp))?;
-    io(&tmp, f.write_all(bytes))?;
-    io(&tmp, f.sync_all())?;
-    io(path, std::fs::rename(&tmp, path))
 }
 
 /// SHA-256 of `bytes`, in hex.
@@ -125,8 +117,11 @@ impl RunDir {
             .join("runs")
     }
 
-    /// Creates a new run directory with its program, artifact and `run.json`; gives
-    /// `record` its id and start time.
+    /// Creates a new run directory with its program, artifact, `run.json` and an empty
+    /// journal; gives `record` its id and start time. Nothing is synced yet, so a run starts
+    /// without waiting for the disk: the journal's first sync makes these files durable
+    /// first ([`RunDir::start_files`]), so no answer is durable before the run it belongs
+    /// to.
     pub fn create(
         state_dir: Option<&Path>,
         record: &mut RunRecord,
@@ -155,18 +150,26 @@ impl RunDir {
             path: tmp.clone(),
             id: id.clone(),
         };
-        write_atomic(&tmp.join("program.prose"), source.as_bytes())?;
-        write_atomic(&tmp.join("artifact.pbc"), artifact)?;
+        fs::write_unsynced(&tmp.join("program.prose"), source.as_bytes())?;
+        fs::write_unsynced(&tmp.join("artifact.pbc"), artifact)?;
+        // The journal exists from the start, so a missing one is never an empty run.
+        let journal = staging.journal_path();
+        io(&journal, fs::open_append(&journal))?;
         record.id = id.clone();
         record.started = iso;
-        staging.write_record(record)?;
+        record.journal = journal::Seal {
+            records: 0,
+            crc: journal::seed(&id),
+        };
+        staging.stage_record(record)?;
         let path = root.join(&id);
         io(&path, std::fs::rename(&tmp, &path))?;
         let dir = RunDir { path, id };
         Ok(dir)
     }
 
-    /// Opens an existing run by id (under the runs root) or by path.
+    /// Opens an existing run by id (under the runs root) or by path. A run directory that is
+    /// a symbolic link, or whose `run.json` is one, is refused.
     pub fn open(state_dir: Option<&Path>, run: &str) -> Result<RunDir, StoreError> {
         let direct = PathBuf::from(run);
         let path = if direct.join("run.json").is_file() {
@@ -180,6 +183,14 @@ impl RunDir {
                 path.display()
             )));
         }
+        for p in [path.clone(), path.join("run.json")] {
+            if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(StoreError::Invalid(format!(
+                    "{} is a symbolic link; a run directory may not hold links",
+                    p.display()
+                )));
+            }
+        }
         let id = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -190,16 +201,31 @@ impl RunDir {
     /// The run's `run.json`.
     pub fn record(&self) -> Result<RunRecord, StoreError> {
         let p = self.path.join("run.json");
-        let text = io(&p, std::fs::read_to_string(&p))?;
+        let text = io(&p, fs::read_to_string(&p))?;
         serde_json::from_str(&text)
             .map_err(|e| StoreError::Invalid(format!("{}: {e}", p.display())))
     }
 
-    /// Rewrites `run.json` atomically.
+    /// Rewrites `run.json` atomically and durably.
     pub fn write_record(&self, record: &RunRecord) -> Result<(), StoreError> {
-        let text = serde_json::to_string_pretty(record)
-            .map_err(|e| StoreError::Invalid(format!("cannot encode the run record: {e}")))?;
-        write_atomic(&self.path.join("run.json"), text.as_bytes())
+        fs::write_durable(&self.path.join("run.json"), &encode(record)?)
+    }
+
+    /// Rewrites `run.json` atomically, not synced: a new run's record, made durable with
+    /// its other [`RunDir::start_files`].
+    pub fn stage_record(&self, record: &RunRecord) -> Result<(), StoreError> {
+        fs::write_unsynced(&self.path.join("run.json"), &encode(record)?)
+    }
+
+    /// What a new run's journal syncs before its first answer is durable: what a resume
+    /// needs (`run.json` and `artifact.pbc`; the journal's own data is synced with the
+    /// answers), the run directory (the names in it) and the directory holding it.
+    /// `program.prose` is a copy for people and is left to the file system.
+    pub fn start_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.path.join("run.json"), self.path.join("artifact.pbc")];
+        files.push(self.path.clone());
+        files.extend(self.path.parent().map(Path::to_path_buf));
+        files
     }
 
     /// The journal's path.
@@ -207,37 +233,32 @@ impl RunDir {
         self.path.join("journal.log")
     }
 
+    /// Reads the journal of the run `record` describes, without writing anything (a torn
+    /// tail is skipped, not cut).
+    pub fn read_journal(
+        &self,
+        record: &RunRecord,
+    ) -> Result<journal::Contents, journal::JournalError> {
+        journal::read(&self.journal_path(), journal::seed(&record.id))
+    }
+
     /// Takes the run for this process: an exclusive advisory lock (`flock`) on the run's
     /// `lock` file, held until the [`Lock`] is dropped and released by the kernel if the
     /// process dies, so taking it is one atomic step. A run another process holds is refused,
-    /// naming that process.
+    /// naming that process. Once held, the run directory is checked for symbolic links
+    /// (refused anywhere in it), since the holder is about to write there.
     pub fn lock(&self) -> Result<Lock, StoreError> {
         let p = self.path.join("lock");
-        let mut file = io(
-            &p,
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&p),
-        )?;
+        let mut file = io(&p, fs::open_rw(&p))?;
         // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
-                let holder = holder.trim();
-                return Err(StoreError::Invalid(format!(
+                return Err(StoreError::Held(format!(
                     "run {} is being run by another process{}",
                     self.id,
-                    if holder.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (pid {holder})")
-                    }
+                    holder(&mut file).map_or(String::new(), |pid| format!(" (pid {pid})"))
                 )));
             }
             return Err(StoreError::Io(p, e));
@@ -245,6 +266,7 @@ impl RunDir {
         io(&p, file.set_len(0))?;
         io(&p, file.rewind())?;
         io(&p, write!(file, "{}", std::process::id()))?;
+        fs::refuse_links(&self.path)?;
         Ok(Lock { _file: file })
     }
 
@@ -266,6 +288,27 @@ impl RunDir {
         runs.sort_by(|a, b| a.id.cmp(&b.id));
         runs
     }
+}
+
+/// `record` as `run.json` holds it.
+fn encode(record: &RunRecord) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec_pretty(record)
+        .map_err(|e| StoreError::Invalid(format!("cannot encode the run record: {e}")))
+}
+
+/// The pid the holder of a run's lock wrote in it. The holder writes it just after taking
+/// the lock, so an empty file is read again for a moment before giving up.
+fn holder(file: &mut std::fs::File) -> Option<u32> {
+    for _ in 0..50 {
+        let mut text = String::new();
+        if file.rewind().is_ok() && file.read_to_string(&mut text).is_ok() {
+            if let Ok(pid) = text.trim().parse() {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    None
 }
 
 /// A held run lock; dropping it (closing the file) releases the run.

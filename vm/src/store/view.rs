@@ -8,7 +8,7 @@
 //! million times costs a million map updates, not a million writes.
 
 use super::agents::{segment_file, AgentHome};
-use super::{now, timestamp, write_atomic, StoreError};
+use super::{fs, now, timestamp, StoreError};
 use crate::protocol::RequestId;
 use crate::runner::Observer;
 use crate::snapshot::Snapshot;
@@ -83,6 +83,9 @@ pub struct RunView {
     /// Where the machine was at the last snapshot (none once the run ended).
     snapshot: Option<Snapshot>,
     error: Option<StoreError>,
+    /// Whether persistent agents' memory files are written (not when only rebuilding the
+    /// views of a run another process may continue).
+    agent_files: bool,
 }
 
 impl RunView {
@@ -114,6 +117,7 @@ impl RunView {
             unflushed: 0,
             snapshot: None,
             error: None,
+            agent_files: true,
         };
         if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
             for e in entries.flatten() {
@@ -206,6 +210,20 @@ impl RunView {
         self.flush("running");
     }
 
+    /// Writes the files of a run that stopped where `snapshot` shows, with `status`;
+    /// reports the first write that failed.
+    pub fn write_as(mut self, snapshot: &Snapshot, status: &str) -> Result<(), StoreError> {
+        self.snapshot = Some(snapshot.clone());
+        self.flush(status);
+        self.error.map_or(Ok(()), Err)
+    }
+
+    /// Leaves persistent agents' memory files alone: they may live outside the run, where
+    /// other runs have written since.
+    pub fn leave_agent_files(&mut self) {
+        self.agent_files = false;
+    }
+
     /// `at` is the binding statement's module and line.
     fn bind(&mut self, name: &str, value: &str, at: (u32, u32), scope: u32, instance: u32) {
         let (module, line) = at;
@@ -267,23 +285,29 @@ impl RunView {
             return;
         };
         let base = self.instances.get(&parent).cloned().unwrap_or_default();
-        let rel = base
-            .join("imports")
-            .join(import_dir(&m.import_path, &m.name));
+        let name = import_dir(&m.import_path, &m.name);
+        let rel = match fs::file_name(&name) {
+            Ok(name) => base.join("imports").join(name),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                return;
+            }
+        };
         let dir = self.dir.join(&rel);
-        let result = std::fs::create_dir_all(&dir)
-            .map_err(|e| StoreError::Io(dir.clone(), e))
-            .and_then(|()| write_atomic(&dir.join("program.prose"), m.source.as_bytes()));
+        let result = fs::ensure_dir(&dir)
+            .and_then(|()| fs::write_unsynced(&dir.join("program.prose"), m.source.as_bytes()));
         if let (Err(e), None) = (result, &self.error) {
             self.error = Some(e);
         }
         self.instances.insert(exec, rel);
     }
 
-    /// A binding file's path, relative to the run directory.
-    fn binding_path(&self, stem: &str, b: &Bound) -> PathBuf {
+    /// A binding file's path, relative to the run directory; refused when the name cannot
+    /// be a file name.
+    fn binding_path(&self, stem: &str, b: &Bound) -> Result<PathBuf, StoreError> {
         let base = self.instances.get(&b.instance).cloned().unwrap_or_default();
-        base.join("bindings").join(format!("{stem}.md"))
+        let file = format!("{stem}.md");
+        Ok(base.join("bindings").join(fs::file_name(&file)?))
     }
 
     /// Writes a persistent agent's new memory and the segment recording the session. These
@@ -294,16 +318,18 @@ impl RunView {
             return;
         };
         *sessions += 1;
+        if !self.agent_files {
+            return;
+        }
         let n = home.segments + *sessions;
         let segment = format!(
             "# Segment {n:03}\n\nrun: {}\nrequest: {id}\n\n## Answer\n\n{answer}\n",
             self.id
         );
-        let result = std::fs::create_dir_all(&home.dir)
-            .map_err(|e| StoreError::Io(home.dir.clone(), e))
-            .and_then(|()| write_atomic(&home.dir.join("memory.md"), memory.as_bytes()))
+        let result = fs::ensure_dir(&home.dir)
+            .and_then(|()| fs::write_durable(&home.dir.join("memory.md"), memory.as_bytes()))
             .and_then(|()| {
-                write_atomic(&home.dir.join(segment_file(agent, n)), segment.as_bytes())
+                fs::write_durable(&home.dir.join(segment_file(agent, n)), segment.as_bytes())
             });
         if let (Err(e), None) = (result, &self.error) {
             self.error = Some(e);
@@ -334,9 +360,8 @@ impl RunView {
         if self.error.is_some() {
             return;
         }
-        let bindings = self.dir.join("bindings");
-        if let Err(e) = std::fs::create_dir_all(&bindings) {
-            self.error = Some(StoreError::Io(bindings, e));
+        if let Err(e) = fs::ensure_dir(&self.dir.join("bindings")) {
+            self.error = Some(e);
             return;
         }
         let mut kinds = Vec::new();
@@ -344,11 +369,17 @@ impl RunView {
             if !b.dirty {
                 continue;
             }
-            let path = self.dir.join(self.binding_path(stem, b));
+            let path = match self.binding_path(stem, b) {
+                Ok(p) => self.dir.join(p),
+                Err(e) => {
+                    self.error = Some(e);
+                    return;
+                }
+            };
             if b.instance != 0 {
                 if let Some(parent) = path.parent() {
-                    if let Err(e) = std::fs::create_dir_all(parent) {
-                        self.error = Some(StoreError::Io(parent.to_path_buf(), e));
+                    if let Err(e) = fs::ensure_dir(parent) {
+                        self.error = Some(e);
                         return;
                     }
                 }
@@ -359,7 +390,7 @@ impl RunView {
                 .flatten()
                 .map(|m| m.name.as_str());
             let text = binding_file(&b.name, kind, b.scope, program, &snippet, &b.value);
-            if let Err(e) = write_atomic(&path, text.as_bytes()) {
+            if let Err(e) = fs::write_unsynced(&path, text.as_bytes()) {
                 self.error = Some(e);
                 return;
             }
@@ -375,10 +406,7 @@ impl RunView {
             let path = self.dir.join("usage.jsonl");
             let mut text = self.usage.join("\n");
             text.push('\n');
-            let appended = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
+            let appended = fs::open_append(&path)
                 .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
             if let Err(e) = appended {
                 self.error = Some(StoreError::Io(path, e));
@@ -387,7 +415,7 @@ impl RunView {
             self.usage.clear();
         }
         let state = self.state(status);
-        if let Err(e) = write_atomic(&self.dir.join("state.md"), state.as_bytes()) {
+        if let Err(e) = fs::write_unsynced(&self.dir.join("state.md"), state.as_bytes()) {
             self.error = Some(e);
         }
     }
@@ -463,7 +491,8 @@ impl RunView {
                 "| {} | {} | {} | {scope} | {program} |",
                 b.name,
                 b.kind.unwrap_or_else(|| self.origin(b).1),
-                self.binding_path(stem, b).display()
+                self.binding_path(stem, b)
+                    .map_or_else(|e| e.to_string(), |p| p.display().to_string())
             );
         }
         if !self.agents.is_empty() {

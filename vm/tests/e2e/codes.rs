@@ -25,6 +25,7 @@ fn each_runtime_code_is_reached_by_a_program() {
         iterations: 50,
         depth: 8,
         fibers: 4,
+        ..Limits::default()
     };
     let cases: &[(&str, Code, u32, &str)] = &[
         ("throw \"stop here\"\n", Code::E202, 1, "stop here"),
@@ -116,7 +117,11 @@ async fn a_journal_that_cannot_be_written_is_e214() {
     use prosevm::store::journal::Journal;
     use std::sync::Arc;
     // /dev/full takes every write and fails every flush: the disk is full.
-    let journal = Journal::open(std::path::Path::new("/dev/full")).expect("opens");
+    let journal = Journal::open(
+        std::path::Path::new("/dev/full"),
+        &prosevm::store::journal::Contents::empty(0),
+    )
+    .expect("opens");
     let machine = Machine::new(
         compile("session \"Hi\"\n"),
         &Default::default(),

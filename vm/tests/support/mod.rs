@@ -40,3 +40,28 @@ pub fn files_in(dir: &Path) -> Vec<(String, String)> {
     v.sort();
     v
 }
+
+/// The run ids under `state/runs`, sorted (staging directories left out).
+pub fn run_ids(state: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(state.join("runs"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+/// The request ids of the complete records in run `id`'s journal, in order.
+pub fn journal_ids(state: &Path, id: &str) -> Vec<String> {
+    std::fs::read_to_string(state.join("runs").join(id).join("journal.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(_, json)| serde_json::from_str::<serde_json::Value>(json).ok())
+        .filter_map(|j| j["id"].as_str().map(String::from))
+        .collect()
+}

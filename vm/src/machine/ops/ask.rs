@@ -19,6 +19,8 @@ use std::cell::RefMut;
 impl Machine {
     pub(super) fn ask(&mut self, at: At, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
         let (f, m) = (at.f, at.m);
+        let max = self.limits.values.bytes;
+        let written = |v: &Value, what: &str| v.render(max).map_err(|e| e.error(what));
         let (ask, dst, expect) = match op {
             Op::Convert { dst, src, shape } => match convert::local(&fr.regs[ix(*src)], *shape) {
                 Some(v) => {
@@ -33,7 +35,7 @@ impl Machine {
                     ));
                 }
                 None => {
-                    let text = fr.regs[ix(*src)].display();
+                    let text = written(&fr.regs[ix(*src)], "the value to convert")?;
                     (
                         Ask::Convert(ConvertAsk {
                             text,
@@ -51,23 +53,30 @@ impl Machine {
                         .context_labels
                         .iter()
                         .zip(items.iter())
-                        .map(|(l, v)| Labelled::new(m.strings[*l].as_str(), v.display()))
-                        .collect(),
+                        .map(|(l, v)| {
+                            let label = m.strings[*l].as_str();
+                            let text = written(v, &format!("context `{label}`"))?;
+                            Ok(Labelled::new(label, text))
+                        })
+                        .collect::<Result<Vec<_>, ErrorValue>>()?,
                     _ => Vec::new(),
                 };
                 let permissions = sd
                     .permissions
                     .iter()
-                    .map(|p| PermissionRule {
-                        kind: m.strings[p.kind].clone(),
-                        values: match &p.value {
-                            PermissionValue::Word(w) => vec![m.strings[*w].clone()],
-                            PermissionValue::Patterns(ts) => {
-                                ts.iter().map(|t| self.interpolate(&fr, m, *t)).collect()
-                            }
-                        },
+                    .map(|p| {
+                        Ok(PermissionRule {
+                            kind: m.strings[p.kind].clone(),
+                            values: match &p.value {
+                                PermissionValue::Word(w) => vec![m.strings[*w].clone()],
+                                PermissionValue::Patterns(ts) => ts
+                                    .iter()
+                                    .map(|t| self.interpolate(&fr, m, *t))
+                                    .collect::<Result<_, _>>()?,
+                            },
+                        })
                     })
-                    .collect();
+                    .collect::<Result<Vec<_>, ErrorValue>>()?;
                 let persistent = sd
                     .agent
                     .filter(|a| m.agents[*a].persist != Persist::None)
@@ -117,8 +126,9 @@ impl Machine {
                     prompt: sd
                         .prompt
                         .map(|t| self.interpolate(&fr, m, t))
+                        .transpose()?
                         .unwrap_or_default(),
-                    system: sd.system.map(|t| self.interpolate(&fr, m, t)),
+                    system: sd.system.map(|t| self.interpolate(&fr, m, t)).transpose()?,
                     model: sd.model.map(|s| m.strings[s].clone()),
                     context,
                     permissions,
@@ -140,7 +150,7 @@ impl Machine {
                 (Ask::Session(req), *dst, Expect::Session(persistent))
             }
             Op::Evaluate { dst, cond } => {
-                let condition = self.interpolate(&fr, m, *cond);
+                let condition = self.interpolate(&fr, m, *cond)?;
                 self.events.push(Event::Evaluate {
                     condition: condition.clone(),
                 });
@@ -153,12 +163,12 @@ impl Machine {
             }
             Op::Choose { dst, choice } => {
                 let ch = &m.choices[*choice];
-                let criteria = self.interpolate(&fr, m, ch.criteria);
+                let criteria = self.interpolate(&fr, m, ch.criteria)?;
                 let options: Vec<String> = ch
                     .options
                     .iter()
                     .map(|o| self.interpolate(&fr, m, *o))
-                    .collect();
+                    .collect::<Result<_, _>>()?;
                 let n = options.len();
                 let context = self.judgment_context(f);
                 (
@@ -182,10 +192,10 @@ impl Machine {
                 }
                 let inp = &m.inputs[*input];
                 let name = m.strings[inp.name].clone();
-                let question = inp
-                    .description
-                    .map(|d| self.interpolate(&fr, m, d))
-                    .unwrap_or_else(|| name.clone());
+                let question = match inp.description {
+                    Some(d) => self.interpolate(&fr, m, d)?,
+                    None => name.clone(),
+                };
                 (Ask::Input(InputAsk { name, question }), *dst, Expect::Value)
             }
             other => return Err(misrouted(other)),

@@ -36,7 +36,7 @@ impl Machine {
                 let main = inst.borrow().main.clone();
                 self.execs += 1;
                 let new =
-                    self.new_frame(&inst, fr.module, *func, main, Ret::Call(*dst), self.execs);
+                    self.new_frame(&inst, fr.module, *func, main, Ret::Call(*dst), self.execs)?;
                 {
                     let mut nf = new.borrow_mut();
                     for i in 0..*argc as usize {
@@ -67,10 +67,14 @@ impl Machine {
                         self.events.push(Event::FramePop {
                             depth: self.fibers[f].stack.len(),
                         });
+                        let outputs = Value::record(outputs);
+                        outputs
+                            .within(self.limits.values)
+                            .map_err(|e| e.error("the block's outputs"))?;
                         if let Some(caller) = self.fibers[f].stack.last() {
                             let mut c = caller.borrow_mut();
                             c.regs[ix(dst)] = v;
-                            c.regs[ix(dst) + 1] = Value::record(outputs);
+                            c.regs[ix(dst) + 1] = outputs;
                         }
                     }
                     Ret::Invoke(dst) => {
@@ -89,8 +93,12 @@ impl Machine {
                         self.events.push(Event::ImportDone {
                             program: callee.name.clone(),
                         });
+                        let outputs = Value::record(rec);
+                        outputs
+                            .within(self.limits.values)
+                            .map_err(|e| e.error("the program's outputs"))?;
                         if let Some(caller) = self.fibers[f].stack.last() {
-                            caller.borrow_mut().regs[ix(dst)] = Value::record(rec);
+                            caller.borrow_mut().regs[ix(dst)] = outputs;
                         }
                     }
                 }
@@ -135,7 +143,7 @@ impl Machine {
                     None,
                     Ret::Invoke(*dst),
                     self.execs,
-                );
+                )?;
                 inst.borrow_mut().main = Some(new.clone());
                 drop(fr);
                 self.events.push(Event::Import {
@@ -158,9 +166,13 @@ impl Machine {
             }
             Op::SetOutput { output, src } => {
                 let v = fr.regs[ix(*src)].clone();
+                let name = &m.strings[m.outputs[*output].name];
+                let value = v
+                    .render(self.limits.values.bytes)
+                    .map_err(|e| e.error(&format!("output `{name}`")))?;
                 self.events.push(Event::Output {
-                    name: m.strings[m.outputs[*output].name].clone(),
-                    value: v.display(),
+                    name: name.clone(),
+                    value,
                 });
                 fr.inst.borrow_mut().outputs[output.as_u32() as usize] = v;
             }

@@ -11,6 +11,11 @@ use prosec::diagnostics::Code;
 use std::cell::RefMut;
 
 /// Reads an integer register that loop bookkeeping keeps (0 before the first iteration).
+/// An error message made of `v`, unless it is larger than `max` bytes.
+fn message(v: &Value, max: usize) -> Result<String, ErrorValue> {
+    v.render(max).map_err(|e| e.error("the error message"))
+}
+
 fn counter(v: &Value) -> i64 {
     match v {
         Value::Int(i) => *i,
@@ -20,6 +25,7 @@ fn counter(v: &Value) -> i64 {
 
 impl Machine {
     pub(super) fn control(&mut self, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
+        let bytes = self.limits.values.bytes;
         match op {
             Op::Jump { target } => fr.pc = *target,
             Op::JumpIf { cond, target } | Op::JumpIfNot { cond, target } => {
@@ -161,22 +167,23 @@ impl Machine {
             Op::Throw { msg } => {
                 let message = match &fr.regs[ix(*msg)] {
                     Value::Null => "error thrown".to_string(),
-                    v => v.display(),
+                    v => message(v, bytes)?,
                 };
                 return Err(ErrorValue::new(Code::E202, message));
             }
             Op::Rethrow { err } => {
                 return Err(match &fr.regs[ix(*err)] {
                     Value::Error(e) => (**e).clone(),
-                    v => ErrorValue::new(Code::E202, v.display()),
+                    v => ErrorValue::new(Code::E202, message(v, bytes)?),
                 });
             }
             Op::Assert { cond, msg } => match fr.regs[ix(*cond)] {
                 Value::Bool(true) => {}
                 Value::Bool(false) => {
-                    let message = msg
-                        .map(|m| fr.regs[ix(m)].display())
-                        .unwrap_or_else(|| "assertion failed".into());
+                    let message = match msg {
+                        Some(m) => message(&fr.regs[ix(*m)], bytes)?,
+                        None => "assertion failed".into(),
+                    };
                     return Err(ErrorValue::new(Code::E203, message));
                 }
                 ref v => {

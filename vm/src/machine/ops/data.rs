@@ -1,14 +1,16 @@
 //! Moving and computing values: constants, registers (here and in enclosing frames),
 //! templates, lists and records, arithmetic and comparison, member access.
 
-use super::{ix, misrouted, type_error, Flow, OpResult};
+use super::{ix, misrouted, type_error, At, Flow, OpResult};
 use crate::convert;
+use crate::machine::fiber::FrameRef;
 use crate::machine::fiber::{up, Frame};
 use crate::machine::Machine;
-use crate::value::{ErrorValue, Value};
+use crate::value::{Bounds, ErrorValue, Exceeded, Value, ENTRY_BYTES};
 use bytecode_spec::{BinOp, Const, Module, Op, PathStep, Shape, TplId, TplPart};
 use prosec::diagnostics::Code;
 use std::cell::RefMut;
+use std::rc::Rc;
 use std::sync::Arc;
 
 fn overflow() -> ErrorValue {
@@ -16,7 +18,8 @@ fn overflow() -> ErrorValue {
 }
 
 impl Machine {
-    pub(super) fn data(&mut self, m: &Module, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
+    pub(super) fn data(&mut self, at: At, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
+        let m = at.m;
         match op {
             Op::LoadConst { dst, c } => {
                 fr.regs[ix(*dst)] = match &m.consts[*c] {
@@ -32,7 +35,7 @@ impl Machine {
                 if self.trace {
                     let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
                     let instance = fr.inst.borrow().exec;
-                    self.note_binding((fr.module, fr.func, fr.exec, instance), *dst, line, &v);
+                    self.note_binding((fr.module, fr.func, fr.exec, instance), *dst, line, &v)?;
                 }
                 fr.regs[ix(*dst)] = v;
             }
@@ -49,17 +52,20 @@ impl Machine {
                     let t = target.borrow();
                     let at = (t.module, t.func, t.exec, t.inst.borrow().exec);
                     drop(t);
-                    self.note_binding(at, *reg, line, &v);
+                    self.note_binding(at, *reg, line, &v)?;
                 }
                 target.borrow_mut().regs[ix(*reg)] = v;
             }
             Op::Format { dst, tpl } => {
-                let s = self.interpolate(&fr, m, *tpl);
+                let s = self.interpolate(&fr, m, *tpl)?;
                 fr.regs[ix(*dst)] = Value::text(s);
             }
             Op::MakeList { dst, first, len } => {
                 let items = fr.regs[ix(*first)..ix(*first) + *len as usize].to_vec();
-                fr.regs[ix(*dst)] = Value::List(Arc::new(items));
+                let list = Value::List(Arc::new(items));
+                list.within(self.limits.values)
+                    .map_err(|e| e.error("the list"))?;
+                fr.regs[ix(*dst)] = list;
             }
             Op::MakeRecord { dst, first, keys } => {
                 let keys = &m.keysets[*keys];
@@ -73,7 +79,11 @@ impl Machine {
                         )
                     })
                     .collect();
-                fr.regs[ix(*dst)] = Value::record(pairs);
+                let record = Value::record(pairs);
+                record
+                    .within(self.limits.values)
+                    .map_err(|e| e.error("the record"))?;
+                fr.regs[ix(*dst)] = record;
             }
             Op::Binary { op, dst, a, b } => {
                 let v = match op {
@@ -87,12 +97,25 @@ impl Machine {
                             fr.regs[ix(*a)].clone()
                         };
                         let right = fr.regs[ix(*b)].clone();
-                        add(left, &right)?
+                        add(left, &right, self.limits.values)?
                     }
                     BinOp::Sub => subtract(&fr.regs[ix(*a)], &fr.regs[ix(*b)])?,
-                    cmp => Value::Bool(compare(*cmp, &fr.regs[ix(*a)], &fr.regs[ix(*b)])?),
+                    cmp => Value::Bool(compare(
+                        *cmp,
+                        &fr.regs[ix(*a)],
+                        &fr.regs[ix(*b)],
+                        self.limits.values,
+                    )?),
                 };
                 fr.regs[ix(*dst)] = v;
+                // `x = x + [e]` updates the variable in place, without a move to note it.
+                if self.trace && dst == a {
+                    let line = m.funcs[fr.func].locs[fr.pc as usize - 1].line;
+                    let instance = fr.inst.borrow().exec;
+                    let place = (fr.module, fr.func, fr.exec, instance);
+                    drop(fr);
+                    self.note_update(at.frame, place, *dst, line);
+                }
             }
             Op::Not { dst, src } => match &fr.regs[ix(*src)] {
                 Value::Bool(b) => fr.regs[ix(*dst)] = Value::Bool(!b),
@@ -165,27 +188,69 @@ impl Machine {
 
     /// Records a binding event when `reg` of function `func` (in module `module`, frame
     /// execution id `exec`, in the invocation `instance`) is a named variable; `line` is the
-    /// assigning statement's.
+    /// assigning statement's. Fails when the value is too large to write out.
     fn note_binding(
         &mut self,
         at: (u32, bytecode_spec::FuncId, u32, u32),
         reg: bytecode_spec::Reg,
         line: u32,
         value: &Value,
-    ) {
+    ) -> Result<(), ErrorValue> {
         let (module, func, exec, instance) = at;
         let m = &self.artifact.modules[module as usize];
         let vars = &m.funcs[func].vars;
         if let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) {
+            let name = &m.strings[vars[i].1];
+            let value = value
+                .render(self.limits.values.bytes)
+                .map_err(|e| e.error(&format!("the value of `{name}` written out")))?;
             self.events.push(crate::trace::Event::Binding {
-                name: m.strings[vars[i].1].clone(),
-                value: value.display(),
+                name: name.clone(),
+                value,
                 module,
                 line,
                 scope: exec,
                 instance,
             });
         }
+        Ok(())
+    }
+}
+
+impl Machine {
+    /// Notes that named variable `reg` of `frame` (in `place`: module, function, execution
+    /// id, invocation) was updated in place by the statement at `line`. Updates are
+    /// coalesced: one binding event per variable until the events are taken, its value
+    /// written out then, so appending in a loop costs no copy and no rendering per element.
+    fn note_update(
+        &mut self,
+        frame: &FrameRef,
+        place: (u32, bytecode_spec::FuncId, u32, u32),
+        reg: bytecode_spec::Reg,
+        line: u32,
+    ) {
+        let (module, func, exec, instance) = place;
+        let m = &self.artifact.modules[module as usize];
+        let vars = &m.funcs[func].vars;
+        let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) else {
+            return;
+        };
+        if self
+            .updated
+            .iter()
+            .any(|(_, f, r)| *r == reg && Rc::ptr_eq(f, frame))
+        {
+            return;
+        }
+        self.updated.push((self.events.len(), frame.clone(), reg));
+        self.events.push(crate::trace::Event::Binding {
+            name: m.strings[vars[i].1].clone(),
+            value: String::new(),
+            module,
+            line,
+            scope: exec,
+            instance,
+        });
     }
 }
 
@@ -196,15 +261,29 @@ fn enclosing(fr: &Frame, depth: u8) -> Result<crate::machine::fiber::FrameRef, E
     up(&link, depth - 1).ok_or_else(missing)
 }
 
-/// Template `tpl` of module `m` rendered with `fr`'s variables. A null value (a variable
-/// never bound, a missing field) interpolates as nothing, never as the word `null`; the name
-/// of the first such variable comes back too, for a warning.
-pub(in crate::machine) fn render(fr: &Frame, m: &Module, tpl: TplId) -> (String, Option<String>) {
+/// Template `tpl` of module `m` rendered with `fr`'s variables; fails (E213) if the text
+/// would be longer than `max` bytes. A null value (a variable never bound, a missing field)
+/// interpolates as nothing, never as the word `null`; the name of the first such variable
+/// comes back too, for a warning.
+pub(in crate::machine) fn render(
+    fr: &Frame,
+    m: &Module,
+    tpl: TplId,
+    max: usize,
+) -> Result<(String, Option<String>), ErrorValue> {
+    let too_long = || Exceeded::Bytes(max).error("the text");
     let mut out = String::new();
     let mut null = None;
     for part in &m.templates[tpl].parts {
+        let room = max.saturating_sub(out.len());
         match part {
-            TplPart::Text(s) => out.push_str(&m.strings[*s]),
+            TplPart::Text(s) => {
+                let s = &m.strings[*s];
+                if s.len() > room {
+                    return Err(too_long());
+                }
+                out.push_str(s);
+            }
             TplPart::Var {
                 depth,
                 reg,
@@ -234,19 +313,25 @@ pub(in crate::machine) fn render(fr: &Frame, m: &Module, tpl: TplId) -> (String,
                             n
                         });
                     }
-                    v => out.push_str(&v.display()),
+                    v => out.push_str(&v.render(room).map_err(|_| too_long())?),
                 }
             }
         }
     }
-    (out, null)
+    Ok((out, null))
 }
 
 impl Machine {
-    /// Template `tpl` rendered with `fr`'s variables; a null value interpolated is empty text,
-    /// with warning W200 for the statement (once).
-    pub(in crate::machine) fn interpolate(&mut self, fr: &Frame, m: &Module, tpl: TplId) -> String {
-        let (text, null) = render(fr, m, tpl);
+    /// Template `tpl` rendered with `fr`'s variables, within the value size limit (E213
+    /// beyond); a null value interpolated is empty text, with warning W200 for the
+    /// statement (once).
+    pub(in crate::machine) fn interpolate(
+        &mut self,
+        fr: &Frame,
+        m: &Module,
+        tpl: TplId,
+    ) -> Result<String, ErrorValue> {
+        let (text, null) = render(fr, m, tpl, self.limits.values.bytes)?;
         if let Some(name) = null {
             self.warn(
                 Code::W200,
@@ -254,7 +339,7 @@ impl Machine {
                 format!("`{{{name}}}` is null here: it is left out of the text"),
             );
         }
-        text
+        Ok(text)
     }
 }
 
@@ -283,7 +368,7 @@ fn follow(v: Value, path: &[PathStep], m: &Module) -> Value {
     v
 }
 
-fn compare(op: BinOp, a: &Value, b: &Value) -> Result<bool, ErrorValue> {
+fn compare(op: BinOp, a: &Value, b: &Value, bounds: Bounds) -> Result<bool, ErrorValue> {
     use std::cmp::Ordering;
     let num = |v: &Value| match v {
         Value::Int(i) => Some(*i as f64),
@@ -298,7 +383,9 @@ fn compare(op: BinOp, a: &Value, b: &Value) -> Result<bool, ErrorValue> {
             }
             _ => match (a, b) {
                 (Value::Text(x), Value::Text(y)) => x.trim() == y.trim(),
-                _ => a == b,
+                _ => a
+                    .equals(b, bounds.bytes / ENTRY_BYTES)
+                    .ok_or_else(|| Exceeded::Bytes(bounds.bytes).error("comparing them"))?,
             },
         };
         return Ok(if op == BinOp::Eq { eq } else { !eq });
@@ -324,13 +411,41 @@ fn compare(op: BinOp, a: &Value, b: &Value) -> Result<bool, ErrorValue> {
     })
 }
 
-fn add(a: Value, b: &Value) -> Result<Value, ErrorValue> {
+/// `a + b`: numbers add, lists append (in place when `a` is not shared), text concatenates
+/// with the other side's text; the result stays within `bounds`.
+fn add(a: Value, b: &Value, bounds: Bounds) -> Result<Value, ErrorValue> {
+    let max = bounds.bytes;
+    let text = |t: &str, other: &Value, left: bool| -> Result<Value, ErrorValue> {
+        let too_long = || Exceeded::Bytes(max).error("the text");
+        let room = max.checked_sub(t.len()).ok_or_else(too_long)?;
+        let other = other.render(room).map_err(|_| too_long())?;
+        Ok(Value::text(if left {
+            format!("{t}{other}")
+        } else {
+            format!("{other}{t}")
+        }))
+    };
     Ok(match (a, b) {
         (Value::Int(x), Value::Int(y)) => Value::Int(x.checked_add(*y).ok_or_else(overflow)?),
         (Value::Int(x), Value::Float(y)) => Value::Float(x as f64 + y),
         (Value::Float(x), Value::Int(y)) => Value::Float(x + *y as f64),
         (Value::Float(x), Value::Float(y)) => Value::Float(x + y),
         (Value::List(mut l), other) => {
+            let added = match other {
+                Value::List(more) => more.len(),
+                x => {
+                    // The element nests one level down in the list.
+                    let inner = Bounds {
+                        depth: bounds.depth.saturating_sub(1),
+                        ..bounds
+                    };
+                    x.within(inner).map_err(|e| e.error("the list"))?;
+                    1
+                }
+            };
+            if (l.len() + added).saturating_mul(ENTRY_BYTES) > max {
+                return Err(Exceeded::Bytes(max).error("the list"));
+            }
             // In place when nothing else holds the list (appends in loops stay linear).
             let v = Arc::make_mut(&mut l);
             match other {
@@ -340,8 +455,8 @@ fn add(a: Value, b: &Value) -> Result<Value, ErrorValue> {
             Value::List(l)
         }
         (Value::Null, Value::List(l)) => Value::List(l.clone()),
-        (Value::Text(t), other) => Value::text(format!("{t}{}", other.display())),
-        (other, Value::Text(t)) => Value::text(format!("{}{t}", other.display())),
+        (Value::Text(t), other) => text(&t, other, true)?,
+        (other, Value::Text(t)) => text(t, &other, false)?,
         (a, b) => {
             return Err(type_error(format!(
                 "cannot add {} and {}",

@@ -2,7 +2,7 @@
 //! one per element of a list (`parallel for`, `pmap`), and `Join` waits for the group.
 
 use super::{ix, misrouted, type_error, At, Flow, OpResult};
-use crate::machine::fiber::{Frame, Ret, State, Wait};
+use crate::machine::fiber::{register_bytes, Frame, Ret, State, Wait};
 use crate::machine::join::Group;
 use crate::machine::Machine;
 use crate::trace::Event;
@@ -39,6 +39,26 @@ impl Machine {
                         ),
                     ));
                 }
+                // Every branch's frame must fit before any is made.
+                let funcs = &m.funcs;
+                let regs: usize = if matches!(op, Op::ForkEach { .. }) {
+                    let body = desc
+                        .branches
+                        .first()
+                        .map_or(0, |b| funcs[*b].nregs as usize);
+                    body.saturating_mul(items.len())
+                } else {
+                    desc.branches.iter().map(|b| funcs[*b].nregs as usize).sum()
+                };
+                self.frames_fit(register_bytes(regs))?;
+                // Room for the branches, and for the request each is likely to make, at once:
+                // growing by doubling would hold the old and the new buffers together at the
+                // peak of a large fan-out.
+                let n = items.len();
+                self.fibers.reserve(n);
+                self.ready.reserve(n);
+                self.new_requests.reserve(n);
+                self.pending.reserve(n);
                 let g = self.groups.len();
                 fr.regs[ix(*handle)] = Value::Group(g as u32);
                 let inst = fr.inst.clone();
@@ -73,7 +93,7 @@ impl Machine {
                         Some(at.frame.clone()),
                         Ret::Fiber,
                         exec,
-                    );
+                    )?;
                     if let Some((v, x)) = item {
                         let mut c = child.borrow_mut();
                         c.regs[0] = v;

@@ -78,7 +78,7 @@ impl Machine {
             | Op::Not { .. }
             | Op::Neg { .. }
             | Op::GetField { .. }
-            | Op::GetIndex { .. } => self.data(m, fr, op),
+            | Op::GetIndex { .. } => self.data(at, fr, op),
             Op::Jump { .. }
             | Op::JumpIf { .. }
             | Op::JumpIfNot { .. }

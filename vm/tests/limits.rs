@@ -1,0 +1,144 @@
+//! Resource limits, with real processes: values that grow past the value size limit (text
+//! doubling, lists sharing themselves, deep nesting, long templates) and a crafted artifact
+//! whose branches declare the most registers a function may have each end the run with a
+//! clear error naming the limit and the statement, the process exits normally, and the run
+//! can be resumed with a larger limit.
+
+mod support;
+use support::{output, run_ids};
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn vm() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_prosevm"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    support::scratch(&format!("limits-{name}"))
+}
+
+/// Runs `src` with `args`; returns the exit code, stdout and stderr.
+fn run(dir: &Path, src: &str, args: &[&str]) -> (i32, String, String) {
+    let prog = dir.join("prog.prose");
+    std::fs::write(&prog, src).expect("program");
+    output(
+        vm().args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+            .args(args)
+            .arg("--state-dir")
+            .arg(dir.join("state")),
+    )
+}
+
+#[test]
+fn a_doubling_text_stops_at_the_value_size_limit_and_resumes_with_a_larger_one() {
+    let dir = scratch("doubling");
+    let src = "let s = \"ab\"\nrepeat 20:\n  s = s + s\noutput size = \"doubled\"\n";
+    let (code, _, err) = run(&dir, src, &["--max-value-size", "1M"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("[E213]"), "{err}");
+    assert!(err.contains("prog.prose:3:"), "names the statement: {err}");
+    assert!(err.contains("s = s + s"), "{err}");
+    assert!(err.contains("larger than 1 MiB"), "names the limit: {err}");
+    let state = dir.join("state");
+    let id = run_ids(&state).remove(0);
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("runs").join(&id).join("run.json")).expect("record"),
+    )
+    .expect("json");
+    assert_eq!(record["status"], "failed");
+    assert_eq!(record["error"]["code"], "E213");
+    let (code, out, err) = output(
+        vm().args(["resume", &id, "--trace", "quiet", "--max-value-size", "4M"])
+            .arg("--state-dir")
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "size: doubled\n");
+}
+
+#[test]
+fn values_that_grow_without_memory_are_bounded_too() {
+    let cases = [
+        // A list holding itself twice, 40 times over: small in memory, huge written out.
+        (
+            "let l = [\"x\"]\nrepeat 40:\n  l = [l, l]\n",
+            "the list would be larger than 1 MiB",
+        ),
+        // A list appended to itself.
+        (
+            "let l = [\"x\"]\nrepeat 40:\n  l = l + [l]\n",
+            "the list would be larger than 1 MiB",
+        ),
+        // Nesting deep enough to overflow a recursive walk.
+        (
+            "let l = []\nrepeat 100000:\n  l = [l]\n",
+            "would nest lists and records more than 1000 deep",
+        ),
+        // Interpolation doubling a text.
+        (
+            "let s = \"ab\"\nrepeat 40:\n  s = \"{s}{s}\"\n",
+            "the text would be larger than 1 MiB",
+        ),
+        // A record of records.
+        (
+            "let r = { a: 1 }\nrepeat 100000:\n  r = { a: r }\n",
+            "would nest lists and records more than 1000 deep",
+        ),
+    ];
+    for (i, (src, says)) in cases.iter().enumerate() {
+        let dir = scratch(&format!("grow-{i}"));
+        let (code, _, err) = run(&dir, src, &["--max-value-size", "1M"]);
+        assert_eq!(code, 1, "case {i}: {err}");
+        assert!(err.contains("[E213]"), "case {i}: {err}");
+        assert!(err.contains(says), "case {i}: {err}");
+        assert!(err.contains("prog.prose:3:"), "case {i}: {err}");
+    }
+}
+
+#[test]
+fn branches_declaring_the_most_registers_stop_before_allocating() {
+    let dir = scratch("registers");
+    let src = "let items = []\nrepeat 100000 as i:\n  items = items + [i]\nparallel for x in items:\n  session \"Work on {x}\"\n";
+    let mut c = prosec::compile::Compilation::new(prosec::compile::Options::default());
+    let root = c.add_source(Path::new("wide.prose"), src);
+    assert_eq!(c.error_count(), 0, "{:?}", c.diagnostics);
+    let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("build");
+    let (header, mut artifact) = bytecode_spec::artifact::read(&bytes).expect("read");
+    // The fan-out's body now declares the most registers the verifier allows.
+    let m = &mut artifact.modules[0];
+    let body = m
+        .funcs
+        .values_mut()
+        .find(|f| f.kind == bytecode_spec::FuncKind::Branch)
+        .expect("a branch function");
+    body.nregs = bytecode_spec::verify::MAX_REGS;
+    let framed = bytecode_spec::artifact::write(&artifact, &header).expect("frames");
+    bytecode_spec::artifact::load(&framed).expect("the verifier accepts it");
+    let file = dir.join("wide.pbc");
+    std::fs::write(&file, framed).expect("write");
+    let (code, _, err) = output(
+        vm().args(["exec", file.to_str().expect("path"), "--trace", "quiet"])
+            .arg("--state-dir")
+            .arg(dir.join("state")),
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("[E218]"), "{err}");
+    assert!(err.contains("more than 512 MiB of registers"), "{err}");
+    assert!(err.contains("wide.prose:4:"), "names the statement: {err}");
+}
+
+#[test]
+fn sizes_are_read_with_their_units() {
+    let dir = scratch("sizes");
+    for bad in ["0", "12Q", "1.5M", "M"] {
+        let (code, _, err) = run(&dir, "output a = 1\n", &["--max-value-size", bad]);
+        assert_eq!(code, 2, "{bad}: {err}");
+        assert!(err.contains("is not a size"), "{err}");
+    }
+    let src = "let s = \"ab\"\nrepeat 12:\n  s = s + s\n";
+    for (limit, ok) in [("8K", true), ("8KiB", true), ("4095", false), ("1G", true)] {
+        let (code, _, err) = run(&dir, src, &["--max-value-size", limit]);
+        assert_eq!(code == 0, ok, "{limit}: {err}");
+    }
+}
