@@ -1,8 +1,9 @@
 //! `prosec`: the OpenProse compiler front end.
 //!
 //! Source text goes through [`lexer`] (tokens with layout), [`parser`] (a LALRPOP grammar
-//! building the [`ast`]), and [`sema`] (name resolution and the reference's validation
-//! rules). Every problem is a [`diagnostics::Diagnostic`] with a stable code.
+//! building the [`ast`]), [`sema`] (name resolution and the reference's validation rules,
+//! producing the [`resolved`] program) and [`codegen`] (bytecode). Every problem is a
+//! [`diagnostics::Diagnostic`] with a stable code.
 
 pub mod ast;
 pub mod codegen;
@@ -11,6 +12,7 @@ pub mod diagnostics;
 pub mod lexer;
 pub mod limits;
 pub mod parser;
+pub mod resolved;
 pub mod sema;
 pub mod source;
 pub mod span;

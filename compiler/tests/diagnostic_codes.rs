@@ -165,6 +165,13 @@ fn cases() -> Vec<Case> {
         // is only a warning.
         case(E104, "const a = 1\nlet a = 2\n", 2, 5).also(&[E019]),
         case(E105, "let a = b\n", 1, 9),
+        // A variable of a block (here a parallel branch's named result) read by the caller.
+        case(
+            E146,
+            "block sweep(t):\n  parallel:\n    docs = session \"Docs for {t}\"\ndo sweep(\"x\")\nsession \"Use\"\n  context: docs\n",
+            6,
+            12,
+        ),
         case(E106, "agent a:\n  model: sonnet\nlet a = 1\n", 3, 5),
         case(W117, "x = 1\n", 1, 1),
         // ---- blocks

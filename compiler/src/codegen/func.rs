@@ -1,8 +1,7 @@
-//! Building one function: its code, debug locations, registers and variable scopes.
+//! Building one function: its code, debug locations and registers.
 
 use bytecode_spec::{FuncKind, Loc, Op, Pc, Reg};
 use cranelift_entity::EntityRef;
-use rustc_hash::FxHashMap;
 
 /// Where a variable lives, seen from the function being built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +26,6 @@ pub struct FnBuilder {
     pub nregs: u32,
     free: Vec<Reg>,
     temps: Vec<Reg>,
-    /// Name scopes, innermost last. Scope 0 is the function's own namespace.
-    pub scopes: Vec<FxHashMap<String, Reg>>,
-    /// Error registers of the enclosing catch clauses (a bare `throw` rethrows the innermost).
-    pub catch_errs: Vec<Reg>,
     /// Every named variable's register (the function's debug table).
     pub names: Vec<(String, Reg)>,
 }
@@ -46,8 +41,6 @@ impl FnBuilder {
             nregs: params,
             free: Vec::new(),
             temps: Vec::new(),
-            scopes: vec![FxHashMap::default()],
-            catch_errs: Vec::new(),
             names: Vec::new(),
         }
     }
@@ -71,7 +64,7 @@ impl FnBuilder {
         r
     }
 
-    /// A temporary register, released by [`FnBuilder::release_temps`].
+    /// A temporary register, released by [`FnBuilder::release_to`].
     pub fn temp(&mut self) -> Reg {
         let r = self.free.pop().unwrap_or_else(|| {
             let r = Reg::new(self.nregs as usize);
@@ -104,43 +97,6 @@ impl FnBuilder {
                 self.free.push(r);
             }
         }
-    }
-
-    /// Declares `name` in the innermost scope (or finds it there).
-    pub fn declare(&mut self, name: &str) -> Reg {
-        if let Some(&r) = self.scopes.last().and_then(|s| s.get(name)) {
-            return r;
-        }
-        let r = self.var_reg();
-        if let Some(s) = self.scopes.last_mut() {
-            s.insert(name.to_string(), r);
-        }
-        self.names.push((name.to_string(), r));
-        r
-    }
-
-    /// Declares `name` in the function's own namespace (scope 0), or finds it there.
-    pub fn declare_flat(&mut self, name: &str) -> Reg {
-        if let Some(&r) = self.scopes[0].get(name) {
-            return r;
-        }
-        let r = self.var_reg();
-        self.scopes[0].insert(name.to_string(), r);
-        self.names.push((name.to_string(), r));
-        r
-    }
-
-    /// Binds `name` to an existing register in the innermost scope.
-    pub fn bind(&mut self, name: &str, r: Reg) {
-        if let Some(s) = self.scopes.last_mut() {
-            s.insert(name.to_string(), r);
-        }
-        self.names.push((name.to_string(), r));
-    }
-
-    /// Finds `name` in this function's scopes.
-    pub fn find(&self, name: &str) -> Option<Reg> {
-        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
     }
 
     /// Patches the jump target of the instruction at `pc`.

@@ -1,12 +1,19 @@
-//! Code generation: lowering checked programs to bytecode and linking every imported
-//! program into one self-contained [`Artifact`](bytecode_spec::Artifact).
+//! Code generation: lowering [resolved programs](crate::resolved) to bytecode and linking
+//! every imported program into one self-contained [`Artifact`](bytecode_spec::Artifact).
+//! Every name was bound by analysis: nothing here looks a name up.
 
+mod calls;
+mod control;
+mod exprs;
+mod forks;
 mod func;
-mod lower;
+mod module;
+mod sessions;
+mod stmts;
 
 use crate::compile::Compilation;
 use bytecode_spec::{artifact, Artifact};
-use lower::{ImportInfo, Lowerer};
+use module::Lowerer;
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
@@ -42,18 +49,12 @@ pub fn build(c: &Compilation, root: usize) -> (Artifact, BuildStats) {
     let mut modules = Vec::with_capacity(order.len());
     for &mi in &order {
         let module = &c.modules[mi];
-        let imports: FxHashMap<String, ImportInfo> = module
+        let program = &module.analysis.program;
+        // The artifact module of each import, by its `use` path.
+        let imports: Vec<u32> = program
             .imports
-            .iter()
-            .map(|(path, &dep)| {
-                (
-                    path.clone(),
-                    ImportInfo {
-                        module: index[&dep],
-                        params: c.modules[dep].analysis.contract.inputs.clone(),
-                    },
-                )
-            })
+            .values()
+            .map(|i| module.imports.get(&i.path).map_or(0, |dep| index[dep]))
             .collect();
         let src = c.sources.get(module.file);
         let name = module
@@ -72,14 +73,7 @@ pub fn build(c: &Compilation, root: usize) -> (Artifact, BuildStats) {
                 .map(|(p, _)| p.clone())
                 .unwrap_or_default()
         };
-        modules.push(Lowerer::lower(
-            &name,
-            &import_path,
-            &module.program,
-            src,
-            &module.analysis.resolutions,
-            &imports,
-        ));
+        modules.push(Lowerer::lower(&name, &import_path, program, src, &imports));
     }
     let mut stats = BuildStats::default();
     for m in &modules {

@@ -138,6 +138,7 @@ codes! {
     E143 => (Error, Static, "program invocation arguments must be named"),
     E144 => (Error, Static, "invalid property value"),
     E145 => (Error, Static, "program nests too deeply"),
+    E146 => (Error, Relaxed, "block variable read after the call"),
     W001 => (Warning, Static, "empty session prompt"),
     W002 => (Warning, Static, "whitespace-only session prompt"),
     W003 => (Warning, Static, "session prompt longer than 10,000 characters"),
