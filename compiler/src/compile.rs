@@ -149,6 +149,7 @@ impl Compilation {
             .iter()
             .map(|d| d.span)
             .filter(|s| s.start < s.end)
+            .chain(parsed.cascades.iter().copied())
             .collect();
         // Undecodable bytes became U+FFFD, which the lexer rejects: E135 already covers them.
         diags.extend(parsed.diagnostics.into_iter().filter(|d| {
@@ -225,10 +226,19 @@ impl Compilation {
                         .any(|m| m.start <= d.span.start && d.span.end <= m.end)
                 })
                 .filter(|d| {
-                    !matches!(d.code, Code::E007 | Code::E025 | Code::E105 | Code::E108)
-                        || !text
-                            .get(d.span.range())
-                            .is_some_and(|name| unparsed.iter().any(|u| mentions(u, name)))
+                    !matches!(
+                        d.code,
+                        Code::E007 | Code::E025 | Code::E105 | Code::E108 | Code::E140
+                    ) || !text
+                        .get(d.span.range())
+                        // `{name.path}` of E140: the variable is `name`.
+                        .map(|t| {
+                            t.trim_start_matches('{')
+                                .split(['.', '[', '}'])
+                                .next()
+                                .unwrap_or(t)
+                        })
+                        .is_some_and(|name| unparsed.iter().any(|u| mentions(u, name)))
                 })
                 .cloned(),
         );

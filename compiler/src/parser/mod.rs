@@ -2,6 +2,7 @@
 //! and turns every problem into a [`Diagnostic`].
 
 pub(crate) mod actions;
+mod cascade;
 
 use crate::ast::{PipeStage, Program, Property};
 use crate::diagnostics::{Code, Diagnostic};
@@ -56,6 +57,9 @@ pub struct Parsed {
     pub program: Program,
     /// Lexical and syntax diagnostics.
     pub diagnostics: Vec<Diagnostic>,
+    /// Text after each syntax error that is not code either (the rest of its statement):
+    /// problems found there are consequences of the error, not new ones.
+    pub cascades: Vec<Span>,
 }
 
 /// Parses `src` (file `file`), reporting every lexical and syntax problem found.
@@ -74,14 +78,10 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
                 .iter()
                 .map(|p| Diagnostic::new(p.code, file, p.span, p.message.clone()))
                 .collect(),
+            cascades: Vec::new(),
         };
     }
-    // Where logical lines end (a bracket left open continues the line).
-    let line_ends: Vec<usize> = tokens
-        .iter()
-        .filter(|(_, t, _)| *t == Tok::Newline)
-        .map(|(l, _, _)| *l)
-        .collect();
+    let regions = cascade::Regions::new(&tokens);
     let mut cx = ParseCx::default();
     let result = generated::ProgramParser::new().parse(&mut cx, tokens.into_iter().map(Ok));
     let mut diagnostics: Vec<Diagnostic> = lexer
@@ -98,41 +98,55 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     let lexical = diagnostics.len();
     let mut syntax = Vec::new();
     for e in cx.errors.drain(..) {
-        syntax.push(syntax_error(file, src, &lexer.triple_ends, e.error));
+        let layout = cascade::error_layout(&e.error);
+        syntax.push((syntax_error(file, src, &lexer.triple_ends, e.error), layout));
     }
     let program = match result {
         Ok(p) => p,
         Err(e) => {
-            syntax.push(syntax_error(file, src, &lexer.triple_ends, e));
+            let layout = cascade::error_layout(&e);
+            syntax.push((syntax_error(file, src, &lexer.triple_ends, e), layout));
             Program {
                 stmts: Vec::new(),
                 span: Span::new(0, src.len()),
             }
         }
     };
-    // One syntax error per logical line: later ones on the same line are cascades of the
-    // first, and an unexpected end of block after an earlier error is the recovery's leftover.
-    let mut last_line = None;
-    let mut seen_syntax_error = false;
-    for d in syntax {
-        let cascade = seen_syntax_error && d.message == "unexpected end of indented block";
-        seen_syntax_error = true;
-        if cascade {
-            continue;
+    // One syntax error per statement: later ones on the same logical line or in the
+    // indented block under it are cascades of the first, and so are further errors with
+    // nothing that looks like code in between or on their own line (lines of prose outside
+    // a string, say) and an unexpected end of block after an earlier error (the recovery's
+    // leftover).
+    let code = cascade::code_starts(&program);
+    let mut cascades: Vec<Span> = Vec::new();
+    for (d, layout) in syntax {
+        let at = d.span.start as usize;
+        let end = regions.end(at, layout).min(src.len()).max(at);
+        if let Some(last) = cascades.last_mut() {
+            let next_code = code.partition_point(|&c| c < last.end as usize);
+            let follows = at < last.end as usize
+                || (code.get(next_code).is_none_or(|&c| c >= at) && !regions.line_is_code(at));
+            if follows || d.message == "unexpected end of indented block" {
+                *last = last.to(Span::new(at, end));
+                continue;
+            }
         }
-        let line = line_ends.partition_point(|&end| end < d.span.start as usize);
-        if last_line == Some(line) {
-            continue;
-        }
+        cascades.push(Span::new(at, end));
         // A lexical problem already explains this.
-        if diagnostics[..lexical].iter().any(|l| explains(src, l, &d)) {
-            last_line = Some(line);
+        if !diagnostics[..lexical].iter().any(|l| explains(src, l, &d)) {
+            diagnostics.push(d);
+        }
+    }
+    // Problems in text that a syntax error made not code are not new problems.
+    let mut index = 0;
+    diagnostics.retain(|d| {
+        index += 1;
+        index > lexical || !cascade::inside(&cascades, d.span.start)
+    });
+    for p in cx.problems {
+        if cascade::inside(&cascades, p.span.start) {
             continue;
         }
-        last_line = Some(line);
-        diagnostics.push(d);
-    }
-    for p in cx.problems {
         let d = Diagnostic::new(p.code, file, p.span, p.message);
         diagnostics.push(match p.help {
             Some(h) => d.with_help(h),
@@ -143,6 +157,7 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     Parsed {
         program,
         diagnostics,
+        cascades,
     }
 }
 
