@@ -2,7 +2,8 @@
 //! and analyses them, and collects all diagnostics with `--strict` applied.
 
 use crate::ast::{Program, StmtKind};
-use crate::diagnostics::{self, Code, Diagnostic, Strictness};
+use crate::diagnostics::{self, Code, Diagnostic};
+use crate::lints::{self, Level, Levels};
 use crate::parser;
 use crate::sema::{self, Analysis, ImportStatus};
 use crate::source::{FileId, SourceMap};
@@ -13,8 +14,11 @@ use std::path::{Path, PathBuf};
 /// Options shared by `check` and `build`.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Relaxed rules are errors again.
+    /// Relaxed rules are errors again (unless a lint level says otherwise).
     pub strict: bool,
+    /// Lint levels from the command line, in the order given (later ones win); they
+    /// override `prose.toml`.
+    pub lints: Vec<(Code, Level)>,
     /// Directories searched for registry imports (`@handle/slug` -> `DIR/@handle/slug.prose`).
     pub lib_paths: Vec<PathBuf>,
     /// A registry import that cannot be found is an error (for `build`, which must link it)
@@ -49,6 +53,10 @@ pub struct Compilation {
     options: Options,
     by_path: HashMap<PathBuf, usize>,
     loading: Vec<PathBuf>,
+    /// The nearest `prose.toml` of each directory looked up.
+    configs: HashMap<PathBuf, Option<PathBuf>>,
+    /// The lint levels each `prose.toml` (or none) gives.
+    levels: HashMap<Option<PathBuf>, Levels>,
 }
 
 /// Why a root file could not be compiled at all.
@@ -101,16 +109,19 @@ impl Compilation {
     pub fn add_source(&mut self, path: &Path, text: &str) -> usize {
         // The canonical path only matters to a program that imports others (cycles, relative
         // paths); skip the file-system lookup for the rest.
-        let canonical = if text.contains("use") {
+        let canonical = if text.contains("use") || path.is_file() {
             std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
         } else {
             path.to_path_buf()
         };
+        // Only a source standing for a file on disk has a project whose `prose.toml` counts.
+        let project = path.is_file().then(|| canonical.clone());
         self.add_text(
             path.display().to_string(),
             canonical,
             text.to_string(),
             None,
+            project.as_deref(),
         )
     }
 
@@ -119,7 +130,45 @@ impl Compilation {
             Ok(t) => (t, None),
             Err((at, msg, lossy)) => (lossy, Some((at, msg))),
         };
-        self.add_text(display, canonical, text, utf8_error)
+        let project = canonical.clone();
+        self.add_text(display, canonical, text, utf8_error, Some(&project))
+    }
+
+    /// The lint levels for a file: the defaults, then the nearest `prose.toml` above
+    /// `file` (if given), then the command line. A `prose.toml` is read once, and its
+    /// problems are reported against it (E147).
+    fn levels_for(&mut self, file: Option<&Path>) -> Levels {
+        let config = file.and_then(Path::parent).and_then(|dir| {
+            self.configs
+                .entry(dir.to_path_buf())
+                .or_insert_with(|| lints::config::find(dir))
+                .clone()
+        });
+        if let Some(levels) = self.levels.get(&config) {
+            return levels.clone();
+        }
+        let mut levels = Levels::new(self.options.strict);
+        if let Some(path) = &config {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let parsed = lints::config::parse(&text);
+            let id = self.sources.add(path.display().to_string(), text);
+            for (span, why) in parsed.problems {
+                self.diagnostics.push(
+                    Diagnostic::new(Code::E147, id, span, format!("invalid lint setting: {why}"))
+                        .with_help(
+                            "write `CODE = \"allow\"`, `\"warn\"` or `\"deny\"` under `[lints]`",
+                        ),
+                );
+            }
+            for (code, level) in parsed.levels {
+                levels.set(code, level);
+            }
+        }
+        for &(code, level) in &self.options.lints {
+            levels.set(code, level);
+        }
+        self.levels.insert(config, levels.clone());
+        levels
     }
 
     fn add_text(
@@ -128,6 +177,7 @@ impl Compilation {
         canonical: PathBuf,
         text: String,
         utf8_error: Option<(usize, String)>,
+        project: Option<&Path>,
     ) -> usize {
         // Reserve the file's id; its text is stored once analysis no longer borrows it.
         let file = self.sources.add(display, String::new());
@@ -242,12 +292,31 @@ impl Compilation {
                 })
                 .cloned(),
         );
-        let strictness = Strictness {
-            strict: self.options.strict,
-        };
-        for d in &mut diags {
-            d.severity = strictness.severity(d.code);
+        let levels = self.levels_for(project);
+        let (allows, bad) = lints::inline::Allows::new(&text, &parsed.directives, &parsed.program);
+        for (span, why) in bad {
+            diags.push(
+                Diagnostic::new(
+                    Code::W120,
+                    file,
+                    span,
+                    "this lint comment is not understood",
+                )
+                .with_help(why),
+            );
         }
+        diags.retain_mut(|d| {
+            if d.code.is_lint() && allows.allows(d.code, d.span.start) {
+                return false;
+            }
+            match levels.severity(d.code) {
+                Some(severity) => {
+                    d.severity = severity;
+                    true
+                }
+                None => false,
+            }
+        });
         diagnostics::sort(&mut diags);
         self.diagnostics.extend(diags);
         let analysis = Analysis {

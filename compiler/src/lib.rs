@@ -11,6 +11,7 @@ pub mod compile;
 pub mod diagnostics;
 pub mod lexer;
 pub mod limits;
+pub mod lints;
 pub mod parser;
 pub mod resolved;
 pub mod sema;

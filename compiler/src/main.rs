@@ -3,9 +3,11 @@
 //! `prosec check <files or dirs>...` validates programs; exit status 0 means clean, 1 means
 //! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::Code;
+use prosec::lints::Level;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -59,6 +61,56 @@ struct CommonArgs {
     /// Directory holding registry programs as DIR/@handle/slug.prose (repeatable).
     #[arg(long = "lib-path", value_name = "DIR")]
     lib_paths: Vec<PathBuf>,
+    /// Do not report a warning or relaxed rule (a code, or a comma-separated list;
+    /// repeatable; later flags win).
+    #[arg(long, value_name = "CODE", value_delimiter = ',')]
+    allow: Vec<String>,
+    /// Report a warning or relaxed rule as a warning.
+    #[arg(long, value_name = "CODE", value_delimiter = ',')]
+    warn: Vec<String>,
+    /// Report a warning or relaxed rule as an error.
+    #[arg(long, value_name = "CODE", value_delimiter = ',')]
+    deny: Vec<String>,
+}
+
+impl CommonArgs {
+    fn options(&self, lints: Vec<(Code, Level)>, require_imports: bool) -> Options {
+        Options {
+            strict: self.strict,
+            lints,
+            lib_paths: self.lib_paths.clone(),
+            require_imports,
+        }
+    }
+}
+
+/// The `--allow`, `--warn` and `--deny` levels of a subcommand, in the order given.
+fn lint_levels(m: &ArgMatches) -> Result<Vec<(Code, Level)>, String> {
+    let mut given = Vec::new();
+    for (id, level) in [
+        ("allow", Level::Allow),
+        ("warn", Level::Warn),
+        ("deny", Level::Deny),
+    ] {
+        let (Ok(Some(values)), Some(indices)) = (m.try_get_many::<String>(id), m.indices_of(id))
+        else {
+            continue;
+        };
+        for (value, index) in values.zip(indices) {
+            given.push((index, id, value.trim().to_string(), level));
+        }
+    }
+    given.sort_by_key(|g| g.0);
+    given
+        .into_iter()
+        .map(|(_, flag, text, level)| match Code::parse(&text) {
+            None => Err(format!("--{flag} {text}: no such diagnostic code")),
+            Some(code) if !code.is_lint() => Err(format!(
+                "--{flag} {code}: not a lint (errors always stop compilation)"
+            )),
+            Some(code) => Ok((code, level)),
+        })
+        .collect()
 }
 
 #[derive(Args)]
@@ -140,7 +192,7 @@ fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
     }
 }
 
-fn check(args: CheckArgs) -> ExitCode {
+fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     let mut files = Vec::new();
     for p in &args.paths {
         if let Err(e) = collect_files(p, &mut files) {
@@ -148,11 +200,7 @@ fn check(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let mut c = Compilation::new(Options {
-        strict: args.common.strict,
-        lib_paths: args.common.lib_paths.clone(),
-        require_imports: false,
-    });
+    let mut c = Compilation::new(args.common.options(lints, false));
     for f in &files {
         if let Err(e) = c.add_file(f) {
             eprintln!("prosec: {e}");
@@ -162,12 +210,8 @@ fn check(args: CheckArgs) -> ExitCode {
     report(&c, &args.common, files.len())
 }
 
-fn build(args: BuildArgs) -> ExitCode {
-    let mut c = Compilation::new(Options {
-        strict: args.common.strict,
-        lib_paths: args.common.lib_paths.clone(),
-        require_imports: true,
-    });
+fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    let mut c = Compilation::new(args.common.options(lints, true));
     let root = match c.add_file(&args.file) {
         Ok(m) => m,
         Err(e) => {
@@ -236,8 +280,8 @@ fn dis(args: DisArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -247,9 +291,24 @@ fn main() -> ExitCode {
             };
         }
     };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
+    let lints = match matches.subcommand().map(|(_, m)| lint_levels(m)) {
+        Some(Ok(lints)) => lints,
+        Some(Err(e)) => {
+            eprintln!("prosec: {e}");
+            return ExitCode::from(2);
+        }
+        None => Vec::new(),
+    };
     match cli.command {
-        Command::Check(args) => check(args),
-        Command::Build(args) => build(args),
+        Command::Check(args) => check(args, lints),
+        Command::Build(args) => build(args, lints),
         Command::Dis(args) => dis(args),
     }
 }

@@ -8,7 +8,16 @@ fn codes_in(dir: &Path, files: &[(&str, &str)]) -> Vec<(String, u32)> {
     for (name, text) in files {
         std::fs::write(dir.join(name), text).expect("write fixture");
     }
-    let mut c = Compilation::new(Options::default());
+    // Every lint reported, including those allowed by default.
+    let lints = prosec::diagnostics::Code::ALL
+        .iter()
+        .filter(|c| c.is_lint())
+        .map(|&c| (c, prosec::lints::Level::Warn))
+        .collect();
+    let mut c = Compilation::new(Options {
+        lints,
+        ..Options::default()
+    });
     c.add_file(&dir.join(files[0].0)).expect("load root");
     c.diagnostics
         .iter()

@@ -86,23 +86,6 @@ impl Diagnostic {
     }
 }
 
-/// Options that change how codes map to severities.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Strictness {
-    /// Relaxed rules (see [`CodeKind::Relaxed`]) become errors again.
-    pub strict: bool,
-}
-
-impl Strictness {
-    /// The severity a code gets under these options.
-    pub fn severity(self, code: Code) -> Severity {
-        match code.kind() {
-            CodeKind::Relaxed if !self.strict => Severity::Warning,
-            _ => code.default_severity(),
-        }
-    }
-}
-
 /// Sorts diagnostics by file and position, keeping insertion order for ties.
 pub fn sort(diags: &mut [Diagnostic]) {
     diags.sort_by_key(|d| (d.file, d.span.start, d.span.end));

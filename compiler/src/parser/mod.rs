@@ -60,6 +60,8 @@ pub struct Parsed {
     /// Text after each syntax error that is not code either (the rest of its statement):
     /// problems found there are consequences of the error, not new ones.
     pub cascades: Vec<Span>,
+    /// Spans of `# prose: ...` comments (lint directives).
+    pub directives: Vec<Span>,
 }
 
 /// Parses `src` (file `file`), reporting every lexical and syntax problem found.
@@ -79,6 +81,7 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
                 .map(|p| Diagnostic::new(p.code, file, p.span, p.message.clone()))
                 .collect(),
             cascades: Vec::new(),
+            directives: std::mem::take(&mut lexer.directives),
         };
     }
     let regions = cascade::Regions::new(&tokens);
@@ -158,6 +161,7 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
         program,
         diagnostics,
         cascades,
+        directives: lexer.directives,
     }
 }
 
