@@ -14,6 +14,7 @@ mod constructs;
 mod exprs;
 mod modifiers;
 mod names;
+mod permissions;
 mod props;
 mod scope;
 mod stmts;

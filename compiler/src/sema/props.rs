@@ -2,6 +2,7 @@
 //! and session descriptor.
 
 use super::modifiers::word_of;
+use super::permissions::{check_permissions, scoped_permissions, table_permissions};
 use super::suggest::closest;
 use super::Analyzer;
 use crate::ast::*;
@@ -44,12 +45,13 @@ const SESSION_PROPS: [&str; 8] = [
     "skills",
     "description",
 ];
-const PERMISSION_KINDS: [&str; 5] = ["read", "write", "execute", "bash", "network"];
-const PERMISSION_WORDS: [&str; 3] = ["allow", "deny", "prompt"];
 const BACKOFFS: [&str; 3] = ["none", "linear", "exponential"];
 
 /// Reports duplicate keys and returns the first occurrence of each.
-fn unique_props<'p>(a: &mut Analyzer, props: &'p [Property]) -> HashMap<&'p str, &'p Property> {
+pub(super) fn unique_props<'p>(
+    a: &mut Analyzer,
+    props: &'p [Property],
+) -> HashMap<&'p str, &'p Property> {
     let mut seen: HashMap<&str, &Property> = HashMap::default();
     for p in props {
         if let Some(first) = seen.get(p.key.text.as_str()) {
@@ -87,7 +89,7 @@ fn prop_expr<'p>(props: &'p [Property], key: &str) -> Option<&'p Expr> {
 }
 
 /// A property value read as a word (a name, a string, a boolean).
-fn word(e: &Expr) -> Option<String> {
+pub(super) fn word(e: &Expr) -> Option<String> {
     match &e.kind {
         ExprKind::Name(n) => Some(n.text.clone()),
         ExprKind::Str(s) => Some(s.raw_text()),
@@ -298,149 +300,6 @@ fn skill_names(e: Option<&Expr>) -> Vec<String> {
             .collect(),
         _ => Vec::new(),
     }
-}
-
-/// Checks a `permissions:` block. An agent's (`late`) resolves names and interpolations when
-/// a session uses the agent, so they may name any variable of the program.
-fn check_permissions(a: &mut Analyzer, p: &Property, late: bool) {
-    let PropValue::Block(entries) = &p.value else {
-        a.diag(
-            Code::E015,
-            p.span,
-            "`permissions` must be an indented block",
-        )
-        .help = Some(
-            "write `permissions:` then lines such as `read: [\"*.md\"]` and `bash: deny`".into(),
-        );
-        return;
-    };
-    unique_props(a, entries);
-    for e in entries {
-        let key = e.key.text.as_str();
-        let value = match &e.value {
-            PropValue::Expr(v) => v,
-            PropValue::Block(_) => {
-                a.diag(
-                    Code::W009,
-                    e.span,
-                    format!("unknown value for permission `{key}`"),
-                );
-                continue;
-            }
-        };
-        if !PERMISSION_KINDS.contains(&key) {
-            let d = Diagnostic::new(
-                Code::W008,
-                a.file,
-                e.key.span,
-                format!("unknown permission type `{key}`"),
-            );
-            a.report(match closest(key, PERMISSION_KINDS) {
-                Some(s) => d.with_help(format!("did you mean `{s}`?")),
-                None => d.with_help("known types: read, write, execute, bash, network"),
-            });
-        }
-        match &value.kind {
-            ExprKind::Array(items) => {
-                if key == "bash" {
-                    a.diag(Code::W009, value.span, "`bash` takes allow, deny or prompt");
-                }
-                for item in items {
-                    match &item.kind {
-                        ExprKind::Str(s) if late => a.late_strlit(s),
-                        ExprKind::Str(s) => {
-                            a.template(s);
-                        }
-                        ExprKind::Name(n) if !late && a.lookup(&n.text).is_some() => {}
-                        ExprKind::Name(n) if late && a.declared_anywhere(&n.text) => {}
-                        _ => {
-                            a.diag(Code::E016, item.span, "permission patterns must be strings");
-                        }
-                    }
-                }
-            }
-            _ => match word_of(value) {
-                Some(w) if PERMISSION_WORDS.contains(&w.as_str()) => {}
-                // `read`, `write` and `execute` also take one pattern string.
-                Some(_)
-                    if matches!(key, "read" | "write" | "execute")
-                        && matches!(value.kind, ExprKind::Str(_)) => {}
-                word => {
-                    let d = Diagnostic::new(
-                        Code::W009,
-                        a.file,
-                        value.span,
-                        format!("unknown value for permission `{key}`"),
-                    );
-                    a.report(match word.and_then(|w| closest(&w, PERMISSION_WORDS)) {
-                        Some(s) => d.with_help(format!("did you mean `{s}`?")),
-                        None => d.with_help("use allow, deny, prompt, or a list of patterns"),
-                    });
-                }
-            },
-        }
-    }
-}
-
-/// The rules of a `permissions:` block as written (the agent table does not interpolate).
-fn table_permissions(p: Option<&Property>) -> Vec<r::Permission> {
-    permission_rules(p, |item| match &item.kind {
-        ExprKind::Str(l) => Some(r::Template::text(l.raw_text())),
-        ExprKind::Name(n) => Some(r::Template::text(format!("{{{}}}", n.text))),
-        _ => None,
-    })
-}
-
-/// The rules of a `permissions:` block with patterns interpolated in the current scope (a
-/// name stands for its variable, `{name}` groups for theirs).
-fn scoped_permissions(a: &mut Analyzer, p: Option<&Property>) -> Vec<r::Permission> {
-    permission_rules(p, |item| match &item.kind {
-        ExprKind::Str(l) => Some(a.quiet_template(l)),
-        ExprKind::Name(n) => Some(match a.lookup(&n.text).cloned() {
-            Some(var) => r::Template {
-                parts: vec![r::TplPart::Var {
-                    var: a.read_var(&var, n.span, false),
-                    path: Vec::new(),
-                    name: n.text.clone(),
-                }],
-            },
-            None => r::Template::text(format!("{{{}}}", n.text)),
-        }),
-        _ => None,
-    })
-}
-
-fn permission_rules(
-    p: Option<&Property>,
-    mut pattern: impl FnMut(&Expr) -> Option<r::Template>,
-) -> Vec<r::Permission> {
-    let Some(Property {
-        value: PropValue::Block(entries),
-        ..
-    }) = p
-    else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in entries {
-        let PropValue::Expr(v) = &e.value else {
-            continue;
-        };
-        let value = match &v.kind {
-            ExprKind::Array(items) => {
-                r::PermissionValue::Patterns(items.iter().filter_map(&mut pattern).collect())
-            }
-            _ => match word(v) {
-                Some(w) => r::PermissionValue::Word(w),
-                None => continue,
-            },
-        };
-        out.push(r::Permission {
-            kind: e.key.text.clone(),
-            value,
-        });
-    }
-    out
 }
 
 /// Checks a `context:` value and resolves it into labelled values: variable references,
