@@ -4,10 +4,12 @@
 //! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error.
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+use prosec::codegen::BuildError;
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::termcolor::{ColorChoice, StandardStream};
 use prosec::diagnostics::Code;
 use prosec::lints::Level;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -164,7 +166,13 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
     match args.format {
         Format::Text => {
-            let mut err = StandardStream::stderr(ColorChoice::Auto);
+            // Colours only on a terminal: a file or pipe gets plain text.
+            let color = if std::io::stderr().is_terminal() {
+                ColorChoice::Auto
+            } else {
+                ColorChoice::Never
+            };
+            let mut err = StandardStream::stderr(color);
             if let Err(e) = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics) {
                 eprintln!("prosec: cannot write diagnostics: {e}");
                 return ExitCode::from(2);
@@ -219,12 +227,19 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let status = report(&c, &args.common, 1);
-    if status != ExitCode::SUCCESS {
-        return status;
+    if c.error_count() > 0 || (args.common.deny_warnings && c.warning_count() > 0) {
+        return report(&c, &args.common, 1);
     }
-    let (bytes, stats) = match prosec::codegen::build_bytes(&c, root) {
-        Ok(x) => x,
+    let built = prosec::codegen::build_bytes(&c, root);
+    if let Err(BuildError::TooLarge(problems)) = &built {
+        // Reported with the check's diagnostics, located like them.
+        c.diagnostics
+            .extend(problems.iter().map(|(d, _)| d.clone()));
+    }
+    let status = report(&c, &args.common, 1);
+    let (bytes, stats) = match built {
+        Ok(x) if status == ExitCode::SUCCESS => x,
+        Ok(_) | Err(BuildError::TooLarge(_)) => return status,
         Err(e) => {
             eprintln!("prosec: {}: {e}", args.file.display());
             return ExitCode::from(1);

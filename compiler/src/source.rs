@@ -1,8 +1,6 @@
 //! Source files loaded for one compilation, addressed by [`FileId`].
 
 use crate::span::{LineCol, LineIndex};
-use codespan_reporting::files::{self, Files};
-use std::ops::Range;
 
 /// Index of a file in a [`SourceMap`].
 pub type FileId = usize;
@@ -32,6 +30,11 @@ impl SourceFile {
     /// The 1-based line and column of a byte offset.
     pub fn line_col(&self, offset: usize) -> LineCol {
         self.lines.line_col(&self.text, offset)
+    }
+
+    /// The file's line index.
+    pub fn lines(&self) -> &LineIndex {
+        &self.lines
     }
 }
 
@@ -73,47 +76,5 @@ impl SourceMap {
     /// True when no file was added.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()
-    }
-}
-
-impl<'a> Files<'a> for SourceMap {
-    type FileId = FileId;
-    type Name = &'a str;
-    type Source = &'a str;
-
-    fn name(&'a self, id: FileId) -> Result<&'a str, files::Error> {
-        self.files
-            .get(id)
-            .map(|f| f.path.as_str())
-            .ok_or(files::Error::FileMissing)
-    }
-
-    fn source(&'a self, id: FileId) -> Result<&'a str, files::Error> {
-        self.files
-            .get(id)
-            .map(|f| f.text.as_str())
-            .ok_or(files::Error::FileMissing)
-    }
-
-    fn line_index(&'a self, id: FileId, byte_index: usize) -> Result<usize, files::Error> {
-        let f = self.files.get(id).ok_or(files::Error::FileMissing)?;
-        Ok(f.lines.line_of(byte_index.min(f.text.len())))
-    }
-
-    fn line_range(&'a self, id: FileId, line_index: usize) -> Result<Range<usize>, files::Error> {
-        let f = self.files.get(id).ok_or(files::Error::FileMissing)?;
-        if line_index >= f.lines.len() {
-            return Err(files::Error::LineTooLarge {
-                given: line_index,
-                max: f.lines.len() - 1,
-            });
-        }
-        let start = f.lines.line_start(line_index);
-        let end = if line_index + 1 < f.lines.len() {
-            f.lines.line_start(line_index + 1)
-        } else {
-            f.text.len()
-        };
-        Ok(start..end)
     }
 }

@@ -3,8 +3,8 @@
 //! [`EXPECTED_BY_DEFAULT`] (the default lint levels), so a change to the checker that adds,
 //! drops or renames a warning on a shipped example is noticed.
 
-use codespan_reporting::term::termcolor::NoColor;
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::termcolor::NoColor;
 use prosec::diagnostics::Code;
 use prosec::lints::Level;
 use std::path::{Path, PathBuf};

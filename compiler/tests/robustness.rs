@@ -2,9 +2,9 @@
 //! checker and both diagnostic renderers, and every reported span lies inside the source on
 //! character boundaries.
 
-use codespan_reporting::term::termcolor::NoColor;
 use proptest::prelude::*;
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::termcolor::NoColor;
 use std::path::Path;
 
 /// Programs covering every construct; mutations start from these.

@@ -6,6 +6,9 @@ use bytecode_spec as bc;
 use bytecode_spec::{Op, Reg};
 use cranelift_entity::EntityRef;
 
+/// Most elements of a list literal made at once (see [`Lowerer::list`]).
+const LIST_CHUNK: usize = 1024;
+
 /// Whether an expression is a number literal.
 fn number(e: &r::Expr) -> bool {
     matches!(
@@ -88,15 +91,17 @@ impl<'a> Lowerer<'a> {
             }
             r::ExprKind::Str(t) => self.string(t),
             r::ExprKind::Discretion(_) => self.cond(e),
-            r::ExprKind::List(items) => {
-                let regs: Vec<Reg> = items.iter().map(|i| self.expr(i)).collect();
-                self.make_list(&regs)
-            }
+            r::ExprKind::List(items) => self.list(items),
             r::ExprKind::Record(entries) => {
-                let regs: Vec<Reg> = entries.iter().map(|(_, v)| self.expr(v)).collect();
+                let first = self.fb().temp_block(entries.len() as u32);
+                self.fill_slots(first, entries.iter().map(|(_, v)| v));
                 let names: Vec<&str> = entries.iter().map(|(k, _)| k.as_str()).collect();
                 let keys = self.keys(&names);
-                let first = self.consecutive(&regs);
+                let first = if entries.is_empty() {
+                    Reg::new(0)
+                } else {
+                    first
+                };
                 let dst = self.temp();
                 self.emit(Op::MakeRecord { dst, first, keys });
                 dst
@@ -184,6 +189,59 @@ impl<'a> Lowerer<'a> {
             r::ExprKind::If(i) => self.if_expr(i),
             r::ExprKind::Choice(c) => self.choice(c),
         }
+    }
+
+    /// Evaluates `values` straight into consecutive registers from `first` (each value's
+    /// temporaries are free again for the next).
+    fn fill_slots(&mut self, first: Reg, values: impl Iterator<Item = &'a r::Expr>) {
+        for (i, e) in values.enumerate() {
+            let mark = self.fb().temp_mark();
+            let src = self.expr(e);
+            self.emit(Op::Move {
+                dst: Reg::new(first.index() + i),
+                src,
+            });
+            self.fb().release_to(mark);
+        }
+    }
+
+    /// A list literal. Its elements go straight into a run of registers; a list longer than
+    /// [`LIST_CHUNK`] is made chunk by chunk (reusing the run) and the chunks appended in
+    /// place, so any length fits in a function's registers and costs time in proportion.
+    fn list(&mut self, items: &'a [r::Expr]) -> Reg {
+        if items.is_empty() {
+            return self.make_list(&[]);
+        }
+        let first = self.fb().temp_block(items.len().min(LIST_CHUNK) as u32);
+        let list = self.temp();
+        let chunk = if items.len() > LIST_CHUNK {
+            Some(self.temp())
+        } else {
+            None
+        };
+        for (n, part) in items.chunks(LIST_CHUNK).enumerate() {
+            self.fill_slots(first, part.iter());
+            let len = part.len() as u32;
+            match chunk {
+                Some(c) if n > 0 => {
+                    self.emit(Op::MakeList { dst: c, first, len });
+                    self.emit(Op::Binary {
+                        op: bc::BinOp::Add,
+                        dst: list,
+                        a: list,
+                        b: c,
+                    });
+                }
+                _ => {
+                    self.emit(Op::MakeList {
+                        dst: list,
+                        first,
+                        len,
+                    });
+                }
+            }
+        }
+        list
     }
 
     fn binary(&mut self, op: BinOp, l: &'a r::Expr, rhs: &'a r::Expr) -> Reg {

@@ -1,5 +1,7 @@
 //! Building one function: its code, debug locations and registers.
 
+use crate::span::Span;
+use bytecode_spec::verify::{MAX_CODE, MAX_REGS};
 use bytecode_spec::{FuncKind, Loc, Op, Pc, Reg};
 use cranelift_entity::EntityRef;
 
@@ -22,6 +24,11 @@ pub struct FnBuilder {
     pub locs: Vec<Loc>,
     /// The location given to new instructions.
     pub loc: Loc,
+    /// The source being lowered (for locating a function that grows too large).
+    pub span: Span,
+    /// Where the function first needed more registers or instructions than a function may
+    /// have.
+    pub too_large: Option<Span>,
     /// Registers used so far (variables never share a register; temporaries are reused).
     pub nregs: u32,
     free: Vec<Reg>,
@@ -38,6 +45,8 @@ impl FnBuilder {
             code: Vec::new(),
             locs: Vec::new(),
             loc: Loc::default(),
+            span: Span::default(),
+            too_large: (params > MAX_REGS).then_some(Span::default()),
             nregs: params,
             free: Vec::new(),
             temps: Vec::new(),
@@ -49,7 +58,20 @@ impl FnBuilder {
     pub fn emit(&mut self, op: Op) -> Pc {
         self.code.push(op);
         self.locs.push(self.loc);
+        if self.code.len() > MAX_CODE {
+            self.too_large.get_or_insert(self.span);
+        }
         (self.code.len() - 1) as Pc
+    }
+
+    /// `n` more registers.
+    fn grow(&mut self, n: u32) -> Reg {
+        let first = Reg::new(self.nregs as usize);
+        self.nregs = self.nregs.saturating_add(n);
+        if self.nregs > MAX_REGS {
+            self.too_large.get_or_insert(self.span);
+        }
+        first
     }
 
     /// The pc the next instruction will have.
@@ -59,26 +81,22 @@ impl FnBuilder {
 
     /// A register for a variable, never reused.
     pub fn var_reg(&mut self) -> Reg {
-        let r = Reg::new(self.nregs as usize);
-        self.nregs += 1;
-        r
+        self.grow(1)
     }
 
     /// A temporary register, released by [`FnBuilder::release_to`].
     pub fn temp(&mut self) -> Reg {
-        let r = self.free.pop().unwrap_or_else(|| {
-            let r = Reg::new(self.nregs as usize);
-            self.nregs += 1;
-            r
-        });
+        let r = match self.free.pop() {
+            Some(r) => r,
+            None => self.grow(1),
+        };
         self.temps.push(r);
         r
     }
 
     /// `n` consecutive temporaries.
     pub fn temp_block(&mut self, n: u32) -> Reg {
-        let first = Reg::new(self.nregs as usize);
-        self.nregs += n;
+        let first = self.grow(n);
         for i in 0..n {
             self.temps.push(Reg::new(first.index() + i as usize));
         }

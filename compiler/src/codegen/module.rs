@@ -25,6 +25,19 @@ enum ConstKey {
     Str(StrId),
 }
 
+/// Why a function cannot be written (it needs more registers or instructions than the
+/// verifier accepts).
+fn too_large_message(func: &str, nregs: u32) -> String {
+    use bytecode_spec::verify::{MAX_CODE, MAX_REGS};
+    if nregs > MAX_REGS {
+        format!(
+            "`{func}` needs more than {MAX_REGS} registers from here on (values this construct holds at once)"
+        )
+    } else {
+        format!("`{func}` needs more than {MAX_CODE} instructions from here on")
+    }
+}
+
 /// Lowers one module.
 pub struct Lowerer<'a> {
     pub(super) m: bc::Module,
@@ -42,18 +55,20 @@ pub struct Lowerer<'a> {
     pub(super) block: Option<r::BlockId>,
     /// The last offset turned into a location (consecutive instructions share spans).
     last_loc: (u32, Loc),
+    /// Functions that grew larger than a function may be: where, and what.
+    pub(super) too_large: Vec<(Span, String)>,
 }
 
 impl<'a> Lowerer<'a> {
     /// Lowers `program` into a module named `name`; `modules` gives the artifact module of
-    /// each of its imports.
+    /// each of its imports. Also returns the functions that grew too large to run, located.
     pub fn lower(
         name: &str,
         import_path: &str,
         program: &'a r::Program,
         src: &'a SourceFile,
         modules: &[u32],
-    ) -> bc::Module {
+    ) -> (bc::Module, Vec<(Span, String)>) {
         let m = bc::Module {
             name: name.to_string(),
             import_path: import_path.to_string(),
@@ -84,6 +99,7 @@ impl<'a> Lowerer<'a> {
             block_funcs: SecondaryMap::new(),
             block: None,
             last_loc: (u32::MAX, Loc::default()),
+            too_large: Vec::new(),
         };
         lw.strs.reserve(64);
         lw.consts.reserve(16);
@@ -100,7 +116,12 @@ impl<'a> Lowerer<'a> {
         for (id, block) in program.blocks.iter() {
             lw.block_body(id, block);
         }
-        lw.m
+        let main = &lw.m.funcs[entry];
+        if main.nregs > bytecode_spec::verify::MAX_REGS && lw.too_large.is_empty() {
+            lw.too_large
+                .push((Span::default(), too_large_message("main", main.nregs)));
+        }
+        (lw.m, lw.too_large)
     }
 
     fn block_body(&mut self, id: r::BlockId, block: &'a r::Block) {
@@ -208,6 +229,11 @@ impl<'a> Lowerer<'a> {
     }
 
     fn finish_func(&mut self, id: FuncId, mut fb: FnBuilder) {
+        if let Some(span) = fb.too_large {
+            let name = self.m.strings[self.m.funcs[id].name].clone();
+            self.too_large
+                .push((span, too_large_message(&name, fb.nregs)));
+        }
         fb.names.sort();
         fb.names.dedup();
         let f = &mut self.m.funcs[id];
@@ -323,7 +349,9 @@ impl<'a> Lowerer<'a> {
             );
         }
         let loc = self.last_loc.1;
-        self.fb().loc = loc;
+        let fb = self.fb();
+        fb.loc = loc;
+        fb.span = span;
     }
 
     /// The source line of a span, for descriptors.

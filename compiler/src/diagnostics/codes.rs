@@ -39,7 +39,8 @@ macro_rules! codes {
             }
 
             /// Whether the code is checked by the compiler, relaxed to a warning unless
-            /// `--strict`, or only detected at run time by the VM.
+            /// `--strict`, only found when compiling to bytecode, or only detected at run
+            /// time by the VM.
             pub fn kind(self) -> CodeKind {
                 match self { $( Code::$name => CodeKind::$kind, )* }
             }
@@ -68,6 +69,8 @@ pub enum CodeKind {
     Relaxed,
     /// Only knowable while a program runs: reported by the VM.
     Runtime,
+    /// Only found when the program is compiled to bytecode (`prosec build`).
+    Build,
 }
 
 codes! {
@@ -146,6 +149,7 @@ codes! {
     E145 => (Error, Static, "program nests too deeply"),
     E146 => (Error, Relaxed, "block variable read after the call"),
     E147 => (Error, Static, "invalid lint setting in prose.toml"),
+    E148 => (Error, Build, "program too large to compile"),
     W001 => (Warning, Static, "empty session prompt"),
     W002 => (Warning, Static, "whitespace-only session prompt"),
     W003 => (Warning, Static, "session prompt longer than 10,000 characters"),
@@ -184,8 +188,11 @@ impl Code {
     /// `prose.toml`, `# prose: allow(...)`): warnings and relaxed rules. Errors always
     /// stop compilation, and runtime codes are the VM's.
     pub fn is_lint(self) -> bool {
-        self.kind() != CodeKind::Runtime
-            && (self.kind() == CodeKind::Relaxed || self.default_severity() == Severity::Warning)
+        match self.kind() {
+            CodeKind::Relaxed => true,
+            CodeKind::Static => self.default_severity() == Severity::Warning,
+            CodeKind::Runtime | CodeKind::Build => false,
+        }
     }
 
     /// Whether the code is silent unless asked for: rules that published programs break on

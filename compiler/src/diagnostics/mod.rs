@@ -1,12 +1,15 @@
 //! Diagnostics: one value per problem found, with a stable code, a labelled span and an
-//! optional help line. Detection builds these values; `render` turns them into rustc-style
-//! text or JSON.
+//! optional help line. Detection builds these values; [`render_text`] and [`render_json`]
+//! turn them into rustc-style text or JSON.
 
 mod codes;
-mod render;
+mod json;
+mod text;
 
 pub use codes::{Code, CodeKind, Severity};
-pub use render::{render_json, render_text, JsonDiagnostic};
+pub use json::{render_json, JsonDiagnostic, JsonLabel};
+pub use termcolor;
+pub use text::render_text;
 
 use crate::source::FileId;
 use crate::span::Span;

@@ -140,11 +140,12 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
             diagnostics.push(d);
         }
     }
-    // Problems in text that a syntax error made not code are not new problems.
+    // Problems in text that a syntax error made not code are not new problems (a tab in
+    // the indentation is: it is about the layout, not the text).
     let mut index = 0;
     diagnostics.retain(|d| {
         index += 1;
-        index > lexical || !cascade::inside(&cascades, d.span.start)
+        index > lexical || d.code == Code::E132 || !cascade::inside(&cascades, d.span.start)
     });
     for p in cx.problems {
         if cascade::inside(&cascades, p.span.start) {
