@@ -181,16 +181,27 @@ impl Compilation {
     ) -> usize {
         // Reserve the file's id; its text is stored once analysis no longer borrows it.
         let file = self.sources.add(display, String::new());
-        let mut diags = Vec::new();
-        let decoded = utf8_error.is_none();
         if let Some((at, msg)) = utf8_error {
-            // The bad byte reads as one U+FFFD in the decoded text.
-            let end = at + '\u{FFFD}'.len_utf8();
-            diags.push(
-                Diagnostic::new(Code::E135, file, Span::new(at, end), msg)
-                    .with_help("save the file as UTF-8"),
+            // A file that is not text is not checked further: one error, at the first bad
+            // byte (the stored text has `?` for each bad byte, so offsets are the file's).
+            self.diagnostics.push(
+                Diagnostic::new(Code::E135, file, Span::new(at, at + 1), msg)
+                    .with_help("save the file as UTF-8; nothing else in it was checked"),
+            );
+            let span = Span::new(0, text.len());
+            self.sources.set_text(file, text);
+            return self.push_module(
+                file,
+                canonical,
+                Program {
+                    stmts: Vec::new(),
+                    span,
+                },
+                Analysis::default(),
+                HashMap::new(),
             );
         }
+        let mut diags = Vec::new();
         let parsed = parser::parse(file, &text);
         // Text already reported as malformed (an oversized number read as 0, an unterminated
         // string): semantic checks that look inside it only see the lexer's stand-in.
@@ -201,10 +212,7 @@ impl Compilation {
             .filter(|s| s.start < s.end)
             .chain(parsed.cascades.iter().copied())
             .collect();
-        // Undecodable bytes became U+FFFD, which the lexer rejects: E135 already covers them.
-        diags.extend(parsed.diagnostics.into_iter().filter(|d| {
-            decoded || d.code != Code::E134 || text.get(d.span.range()) != Some("\u{FFFD}")
-        }));
+        diags.extend(parsed.diagnostics);
         self.loading.push(canonical.clone());
         let mut statuses = HashMap::new();
         let mut imports = HashMap::new();
@@ -324,15 +332,26 @@ impl Compilation {
             ..analysis
         };
         self.sources.set_text(file, text);
+        self.push_module(file, canonical, parsed.program, analysis, imports)
+    }
+
+    fn push_module(
+        &mut self,
+        file: FileId,
+        path: PathBuf,
+        program: Program,
+        analysis: Analysis,
+        imports: HashMap<String, usize>,
+    ) -> usize {
         self.modules.push(Module {
             file,
-            path: canonical.clone(),
-            program: parsed.program,
+            path: path.clone(),
+            program,
             analysis,
             imports,
         });
         let index = self.modules.len() - 1;
-        self.by_path.insert(canonical, index);
+        self.by_path.insert(path, index);
         index
     }
 

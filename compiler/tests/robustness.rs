@@ -322,3 +322,30 @@ fn every_pass_handles_the_deepest_program_on_a_small_stack() {
         .expect("spawn");
     handle.join().expect("no stack overflow");
 }
+
+#[test]
+fn a_file_that_is_not_utf8_is_one_located_error() {
+    // Multi-byte text before the bad byte, syntax errors around it, and more bad bytes up to
+    // the very end: one diagnostic, at the first bad byte, inside the file.
+    let mut bytes = "let é = = 1\nsession \"ü\"\nlet x = ".as_bytes().to_vec();
+    let at = bytes.len();
+    bytes.extend_from_slice(b"\xff\xfe\nlet y = = 2\n\xc3");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("not-utf8.prose");
+    std::fs::write(&path, &bytes).expect("write");
+    let mut c = Compilation::new(Options::default());
+    c.add_file(&path).expect("readable");
+    let json = prosec::diagnostics::render_json(&c.sources, &c.diagnostics);
+    assert_eq!(json.len(), 1, "{json:?}");
+    let d = &json[0];
+    assert_eq!(d.code, "E135");
+    assert_eq!(d.span, [at as u32, at as u32 + 1]);
+    assert!(d.span[1] as usize <= bytes.len());
+    assert_eq!((d.line, d.column, d.end_line, d.end_column), (3, 9, 3, 10));
+    assert!(
+        d.message.contains(&format!("at byte {at}")),
+        "{}",
+        d.message
+    );
+    let mut out = NoColor::new(Vec::new());
+    prosec::diagnostics::render_text(&mut out, &c.sources, &c.diagnostics).expect("render");
+}
