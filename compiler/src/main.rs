@@ -76,12 +76,14 @@ struct CommonArgs {
 }
 
 impl CommonArgs {
-    fn options(&self, lints: Vec<(Code, Level)>, require_imports: bool) -> Options {
+    /// The compilation options: `build` must link every import and lowers the programs.
+    fn options(&self, lints: Vec<(Code, Level)>, build: bool) -> Options {
         Options {
             strict: self.strict,
             lints,
             lib_paths: self.lib_paths.clone(),
-            require_imports,
+            require_imports: build,
+            check_only: !build,
         }
     }
 }
@@ -140,12 +142,22 @@ struct BuildArgs {
 
 fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
+        // The entry's type comes with the directory listing (no `stat` per file); a link is
+        // looked through.
+        let mut entries: Vec<(PathBuf, bool)> = std::fs::read_dir(path)?
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let dir = match e.file_type() {
+                    Ok(t) if t.is_symlink() => e.path().is_dir(),
+                    Ok(t) => t.is_dir(),
+                    Err(_) => false,
+                };
+                Some((e.path(), dir))
+            })
             .collect();
         entries.sort();
-        for e in entries {
-            if e.is_dir() {
+        for (e, dir) in entries {
+            if dir {
                 collect_files(&e, out)?;
             } else if e.extension().is_some_and(|x| x == "prose") {
                 out.push(e);
@@ -209,11 +221,9 @@ fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         }
     }
     let mut c = Compilation::new(args.common.options(lints, false));
-    for f in &files {
-        if let Err(e) = c.add_file(f) {
-            eprintln!("prosec: {e}");
-            return ExitCode::from(2);
-        }
+    if let Err(e) = c.add_files(&files) {
+        eprintln!("prosec: {e}");
+        return ExitCode::from(2);
     }
     report(&c, &args.common, files.len())
 }

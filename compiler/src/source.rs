@@ -52,15 +52,13 @@ impl SourceMap {
 
     /// Adds a file and returns its id.
     pub fn add(&mut self, path: impl Into<String>, text: impl Into<String>) -> FileId {
-        self.files.push(SourceFile::new(path, text));
-        self.files.len() - 1
+        self.push(SourceFile::new(path, text))
     }
 
-    /// Replaces the text of file `id` (used when a file's id is reserved before its text is
-    /// stored).
-    pub(crate) fn set_text(&mut self, id: FileId, text: String) {
-        let path = std::mem::take(&mut self.files[id].path);
-        self.files[id] = SourceFile::new(path, text);
+    /// Adds a file already indexed and returns its id.
+    pub fn push(&mut self, file: SourceFile) -> FileId {
+        self.files.push(file);
+        self.files.len() - 1
     }
 
     /// The file with id `id`.
