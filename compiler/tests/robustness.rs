@@ -349,3 +349,22 @@ fn a_file_that_is_not_utf8_is_one_located_error() {
     let mut out = NoColor::new(Vec::new());
     prosec::diagnostics::render_text(&mut out, &c.sources, &c.diagnostics).expect("render");
 }
+
+#[test]
+fn many_syntax_errors_cost_time_in_proportion() {
+    // Each misplaced `else` used to re-lex the whole file, and each syntax error after an
+    // unterminated discretion marker counted lines from the top: quadratic on files like
+    // these. 10,000 lines of either take about a second in a debug build.
+    let elses = "else:\n  session \"x\"\n".repeat(10_000);
+    let markers = "if **open:\n  x y z\n".repeat(10_000);
+    for src in [elses, markers] {
+        let started = std::time::Instant::now();
+        let found = codes(&src);
+        assert!(!found.is_empty());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

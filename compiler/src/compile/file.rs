@@ -122,13 +122,15 @@ pub fn finish(
     // Text already reported as malformed (an oversized number read as 0, an unterminated
     // string), or made not code by a syntax error: semantic checks that look inside it only
     // see the lexer's stand-in or the parser's guess.
-    let malformed: Vec<Span> = parsed
-        .diagnostics
-        .iter()
-        .map(|d| d.span)
-        .filter(|s| s.start < s.end)
-        .chain(parsed.cascades.iter().copied())
-        .collect();
+    let malformed = Covered::new(
+        parsed
+            .diagnostics
+            .iter()
+            .map(|d| d.span)
+            .filter(|s| s.start < s.end)
+            .chain(parsed.cascades.iter().copied())
+            .collect(),
+    );
     diags.extend(parsed.diagnostics);
     let program: Program = parsed.program;
     let mut analysis = sema::analyze(PENDING, &program, statuses);
@@ -140,11 +142,7 @@ pub fn finish(
     diags.extend(
         std::mem::take(&mut analysis.diagnostics)
             .into_iter()
-            .filter(|d| {
-                !malformed
-                    .iter()
-                    .any(|m| m.start <= d.span.start && d.span.end <= m.end)
-            })
+            .filter(|d| !malformed.covers(d.span))
             .filter(|d| {
                 !matches!(
                     d.code,
@@ -194,6 +192,35 @@ pub fn finish(
         source: SourceFile::new(display, text),
         analysis,
         diagnostics: diags,
+    }
+}
+
+/// Spans of text, asked whether one of them covers a span: a binary search, however many.
+struct Covered {
+    /// The spans, by start.
+    spans: Vec<Span>,
+    /// The furthest end among the spans up to each one.
+    reach: Vec<u32>,
+}
+
+impl Covered {
+    fn new(mut spans: Vec<Span>) -> Covered {
+        spans.sort_unstable_by_key(|s| s.start);
+        let mut far = 0;
+        let reach = spans
+            .iter()
+            .map(|s| {
+                far = far.max(s.end);
+                far
+            })
+            .collect();
+        Covered { spans, reach }
+    }
+
+    /// Whether one span starts at or before `span` and ends at or after it.
+    fn covers(&self, span: Span) -> bool {
+        let upto = self.spans.partition_point(|s| s.start <= span.start);
+        upto > 0 && self.reach[upto - 1] >= span.end
     }
 }
 

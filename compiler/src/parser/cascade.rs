@@ -51,6 +51,8 @@ pub struct Regions {
     layout: Vec<Layout>,
     /// Whether the token is a keyword that starts a statement.
     keyword: Vec<bool>,
+    /// Whether the token is `else`.
+    is_else: Vec<bool>,
 }
 
 /// Keywords that start a statement: a line starting with one is code, even broken.
@@ -86,16 +88,46 @@ impl Regions {
         let mut starts = Vec::with_capacity(tokens.len());
         let mut layout = Vec::with_capacity(tokens.len());
         let mut keyword = Vec::with_capacity(tokens.len());
+        let mut is_else = Vec::with_capacity(tokens.len());
         for (l, t, _) in tokens {
             starts.push(*l);
             layout.push(self::layout(t));
             keyword.push(starts_statement(t));
+            is_else.push(*t == Tok::Else);
         }
         Regions {
             starts,
             layout,
             keyword,
+            is_else,
         }
+    }
+
+    /// Whether the logical line starting with the token at `at` follows, in the same block,
+    /// a line that starts with `else` (lines of blocks nested under it are skipped).
+    pub fn follows_else(&self, at: usize) -> bool {
+        let is_layout = |i: usize| self.layout[i] != Layout::Other;
+        let mut idx = self.starts.partition_point(|&s| s < at);
+        while idx < self.starts.len() && self.starts[idx] == at && is_layout(idx) {
+            idx += 1;
+        }
+        if idx >= self.starts.len() || self.starts[idx] != at || (idx > 0 && !is_layout(idx - 1)) {
+            return false;
+        }
+        let mut depth = 0usize;
+        let mut first = None;
+        for i in (0..idx).rev() {
+            match self.layout[i] {
+                Layout::Dedent => depth += 1,
+                Layout::Indent if depth == 0 => break,
+                Layout::Indent => depth -= 1,
+                Layout::Newline if depth == 0 && first.is_some() => break,
+                Layout::Newline => {}
+                Layout::Other if depth == 0 => first = Some(i),
+                Layout::Other => {}
+            }
+        }
+        first.is_some_and(|i| self.is_else[i])
     }
 
     /// Whether the logical line holding offset `at` starts with a statement keyword (a
