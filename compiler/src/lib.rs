@@ -17,6 +17,7 @@ pub mod resolved;
 pub mod sema;
 pub mod source;
 pub mod span;
+pub mod threads;
 
 /// Decodes a source file's bytes. On invalid UTF-8, returns the offset of the first bad
 /// byte, a message, and the text with every undecodable byte replaced by `?`: the same

@@ -1,6 +1,7 @@
 //! Source files loaded for one compilation, addressed by [`FileId`].
 
 use crate::span::{LineCol, LineIndex};
+use std::sync::OnceLock;
 
 /// Index of a file in a [`SourceMap`].
 pub type FileId = usize;
@@ -12,29 +13,29 @@ pub struct SourceFile {
     pub path: String,
     /// The text (valid UTF-8; see [`crate::decode_source`]).
     pub text: String,
-    lines: LineIndex,
+    /// The line index, built the first time a position is asked for (most files checked
+    /// have nothing to report).
+    lines: OnceLock<LineIndex>,
 }
 
 impl SourceFile {
     /// A file from its path and text.
     pub fn new(path: impl Into<String>, text: impl Into<String>) -> SourceFile {
-        let text = text.into();
-        let lines = LineIndex::new(&text);
         SourceFile {
             path: path.into(),
-            text,
-            lines,
+            text: text.into(),
+            lines: OnceLock::new(),
         }
     }
 
     /// The 1-based line and column of a byte offset.
     pub fn line_col(&self, offset: usize) -> LineCol {
-        self.lines.line_col(&self.text, offset)
+        self.lines().line_col(&self.text, offset)
     }
 
     /// The file's line index.
     pub fn lines(&self) -> &LineIndex {
-        &self.lines
+        self.lines.get_or_init(|| LineIndex::new(&self.text))
     }
 }
 

@@ -187,9 +187,14 @@ pub fn finish(
     if check_only {
         analysis.program = Default::default();
     }
+    let source = SourceFile::new(display, text);
+    if !diags.is_empty() {
+        // Index the lines here, on this thread, for reporting.
+        source.lines();
+    }
     Finished {
         canonical,
-        source: SourceFile::new(display, text),
+        source,
         analysis,
         diagnostics: diags,
     }

@@ -19,7 +19,6 @@ use file::{Finished, Front, PENDING};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 /// Options shared by `check` and `build`.
 #[derive(Clone, Debug, Default)]
@@ -105,24 +104,6 @@ impl std::fmt::Display for LoadError {
     }
 }
 
-/// Threads for checking files side by side, with stacks deep enough for the deepest program
-/// the nesting limits allow.
-fn pool() -> &'static rayon::ThreadPool {
-    static POOL: OnceLock<rayon::ThreadPool> = OnceLock::new();
-    POOL.get_or_init(|| {
-        rayon::ThreadPoolBuilder::new()
-            .stack_size(16 << 20)
-            .thread_name(|i| format!("prosec-{i}"))
-            .build()
-            .unwrap_or_else(|_| {
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .build()
-                    .expect("a thread pool of one thread")
-            })
-    })
-}
-
 impl Compilation {
     /// A new, empty compilation.
     pub fn new(options: Options) -> Compilation {
@@ -196,7 +177,7 @@ impl Compilation {
         // Read and parse every file, and analyse those that import nothing, side by side.
         let check_only = self.options.check_only;
         let none = HashMap::new();
-        let ready: Vec<Result<Ready, LoadError>> = pool().install(|| {
+        let ready: Vec<Result<Ready, LoadError>> = crate::threads::pool().install(|| {
             jobs.into_par_iter()
                 .map(|(path, canonical, project, levels)| {
                     let bytes =

@@ -17,6 +17,7 @@
 use super::{Diagnostic, Severity};
 use crate::source::{SourceFile, SourceMap};
 use crate::span::Span;
+use rayon::prelude::*;
 use std::io;
 use termcolor::{Buffer, Color, ColorSpec, WriteColor};
 use unicode_width::UnicodeWidthChar;
@@ -35,22 +36,38 @@ const MIDDLE_LINES: usize = 4;
 /// with the labels underlined, and the help line.
 /// The text is rendered into memory and written at once: `out` may be an unbuffered
 /// terminal stream, where every small write would be a system call.
+///
+/// Many diagnostics are rendered side by side, in runs of [`RUN`], and written in order.
 pub fn render_text(
     out: &mut dyn WriteColor,
     sources: &SourceMap,
     diags: &[Diagnostic],
 ) -> io::Result<()> {
-    let mut buf = if out.supports_color() {
-        Buffer::ansi()
-    } else {
-        Buffer::no_color()
+    let color = out.supports_color();
+    let render = |run: &[Diagnostic]| -> io::Result<Buffer> {
+        let mut buf = if color {
+            Buffer::ansi()
+        } else {
+            Buffer::no_color()
+        };
+        for d in run {
+            render_one(&mut buf, sources, d)?;
+        }
+        Ok(buf)
     };
-    for d in diags {
-        render_one(&mut buf, sources, d)?;
+    let runs: Vec<io::Result<Buffer>> = if diags.len() > RUN {
+        crate::threads::pool().install(|| diags.par_chunks(RUN).map(render).collect())
+    } else {
+        vec![render(diags)]
+    };
+    for buf in runs {
+        out.write_all(buf?.as_slice())?;
     }
-    out.write_all(buf.as_slice())?;
     out.flush()
 }
+
+/// Diagnostics rendered by one thread at a time.
+const RUN: usize = 256;
 
 /// A label resolved against its file.
 struct Mark<'a> {
@@ -567,6 +584,24 @@ mod tests {
         );
         let caret = underline.find('^').expect("caret");
         assert_eq!(&source[caret..caret + 1], &text[at..at + 1]);
+    }
+
+    #[test]
+    fn many_diagnostics_come_out_in_order() {
+        let text = "session \"x\"\n".repeat(1000);
+        let make = |f: usize| -> Vec<Diagnostic> {
+            (0..1000)
+                .map(|i| {
+                    let at = i * 12;
+                    Diagnostic::new(Code::W116, f, Span::new(at, at + 7), format!("number {i}"))
+                })
+                .collect()
+        };
+        let together = render(&text, make);
+        let one_by_one: String = (0..1000)
+            .map(|i| render(&text, |f| vec![make(f).swap_remove(i)]))
+            .collect();
+        assert_eq!(together, one_by_one);
     }
 
     #[test]

@@ -49,10 +49,20 @@ pub fn error_layout<E>(e: &ParseError<usize, Tok, E>) -> Layout {
 pub struct Regions {
     starts: Vec<usize>,
     layout: Vec<Layout>,
-    /// Whether the token is a keyword that starts a statement.
-    keyword: Vec<bool>,
-    /// Whether the token is `else`.
-    is_else: Vec<bool>,
+    /// For tokens that are not layout: whether they are `else`, or a keyword that starts
+    /// a statement.
+    word: Vec<Word>,
+}
+
+/// What matters about a token that is not layout.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Word {
+    /// `else`.
+    Else,
+    /// A keyword that starts a statement.
+    Keyword,
+    /// Anything else (and layout tokens).
+    Other,
 }
 
 /// Keywords that start a statement: a line starting with one is code, even broken.
@@ -87,19 +97,22 @@ impl Regions {
     pub fn new(tokens: &[Spanned]) -> Regions {
         let mut starts = Vec::with_capacity(tokens.len());
         let mut layout = Vec::with_capacity(tokens.len());
-        let mut keyword = Vec::with_capacity(tokens.len());
-        let mut is_else = Vec::with_capacity(tokens.len());
+        let mut word = Vec::with_capacity(tokens.len());
         for (l, t, _) in tokens {
             starts.push(*l);
             layout.push(self::layout(t));
-            keyword.push(starts_statement(t));
-            is_else.push(*t == Tok::Else);
+            word.push(if *t == Tok::Else {
+                Word::Else
+            } else if starts_statement(t) {
+                Word::Keyword
+            } else {
+                Word::Other
+            });
         }
         Regions {
             starts,
             layout,
-            keyword,
-            is_else,
+            word,
         }
     }
 
@@ -127,7 +140,7 @@ impl Regions {
                 Layout::Other => {}
             }
         }
-        first.is_some_and(|i| self.is_else[i])
+        first.is_some_and(|i| self.word[i] == Word::Else)
     }
 
     /// Whether the logical line holding offset `at` starts with a statement keyword (a
@@ -143,7 +156,7 @@ impl Regions {
         while self.layout.get(i).is_some_and(|&l| l != Layout::Other) {
             i += 1;
         }
-        self.keyword.get(i).copied().unwrap_or(false)
+        self.word.get(i) == Some(&Word::Keyword)
     }
 
     /// The offset where the consequences of a syntax error at `at`, at a token of kind

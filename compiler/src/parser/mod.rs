@@ -116,7 +116,7 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     // nothing that looks like code in between or on their own line (lines of prose outside
     // a string, say) and an unexpected end of block after an earlier error (the recovery's
     // leftover).
-    let code = cascade::code_starts(&program);
+    let mut code = None;
     let mut cascades: Vec<Span> = Vec::new();
     let mut explained = None;
     for e in syntax {
@@ -124,6 +124,8 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
         let at = error_offset(&e).min(src.len());
         let end = regions.end(at, layout).min(src.len()).max(at);
         if let Some(last) = cascades.last_mut() {
+            // Where statements that look like code start (only needed after a first error).
+            let code = code.get_or_insert_with(|| cascade::code_starts(&program));
             let next_code = code.partition_point(|&c| c < last.end as usize);
             let follows = at < last.end as usize
                 || (code.get(next_code).is_none_or(|&c| c >= at) && !regions.line_is_code(at));
