@@ -322,3 +322,40 @@ fn a_record_too_large_for_a_function_is_a_located_error() {
     assert_eq!(found[0].code, prosec::diagnostics::Code::E148);
     assert_eq!(found[0].span.start as usize, src.find('{').expect("record"));
 }
+
+#[test]
+fn a_prompt_given_as_a_field_of_a_variable_reads_that_field() {
+    let a = build_src("let brief = { task: \"Write the summary\", notes: [\"n\"] }\nsession \"Summary\"\n  prompt: brief.task\nsession \"First note\"\n  prompt: brief.notes[0]\n");
+    let m = &a.modules[0];
+    let paths: Vec<Vec<bytecode_spec::PathStep>> = m
+        .sessions
+        .values()
+        .map(|s| {
+            let tpl = &m.templates[s.prompt.expect("a prompt")];
+            match &tpl.parts[..] {
+                [bytecode_spec::TplPart::Var { path, .. }] => path.clone(),
+                other => panic!("not a variable: {other:?}"),
+            }
+        })
+        .collect();
+    let task = m
+        .strings
+        .iter()
+        .find(|(_, s)| *s == "task")
+        .map(|(id, _)| id);
+    let notes = m
+        .strings
+        .iter()
+        .find(|(_, s)| *s == "notes")
+        .map(|(id, _)| id);
+    assert_eq!(
+        paths,
+        [
+            vec![bytecode_spec::PathStep::Field(task.expect("interned"))],
+            vec![
+                bytecode_spec::PathStep::Field(notes.expect("interned")),
+                bytecode_spec::PathStep::Index(0)
+            ],
+        ]
+    );
+}

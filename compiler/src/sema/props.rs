@@ -392,20 +392,29 @@ pub(super) fn session<'a>(a: &mut Analyzer<'a>, s: &'a SessionExpr, span: Span) 
             prompt_text(a, t);
             tpl
         }
-        Some(e) => match a.expr(e).kind {
-            // A prompt given as a value: the whole value.
-            r::ExprKind::Var(var) => r::Template {
-                parts: vec![r::TplPart::Var {
-                    var,
-                    path: Vec::new(),
-                    name: match &e.kind {
-                        ExprKind::Name(n) => n.text.clone(),
-                        _ => String::new(),
-                    },
-                }],
-            },
-            _ => r::Template::text(""),
-        },
+        Some(e) => {
+            // A prompt given as a value: a variable, or a member path of one.
+            let value = a.expr(e);
+            match value_path(&value) {
+                Some((var, path)) => r::Template {
+                    parts: vec![r::TplPart::Var {
+                        var,
+                        path,
+                        name: root_name(e),
+                    }],
+                },
+                None => {
+                    a.diag(
+                        Code::E144,
+                        p.span,
+                        "`prompt` must be a string, a variable, or a field or element of one",
+                    )
+                    .help =
+                        Some("bind the value first: `let task = ...`, then `prompt: task`".into());
+                    r::Template::text("")
+                }
+            }
+        }
         None => {
             a.diag(Code::E144, p.span, "`prompt` must be a string or a value");
             r::Template::text("")
@@ -516,6 +525,37 @@ pub(super) fn session<'a>(a: &mut Analyzer<'a>, s: &'a SessionExpr, span: Span) 
         skills: prop_expr(&s.props, "skills").map(|e| skill_names(Some(e))),
         retry,
         backoff,
+    }
+}
+
+/// A variable and the member path read from it, for a value written as `name`,
+/// `name.field` or `name[0]` (chained).
+fn value_path(e: &r::Expr) -> Option<(r::VarId, Vec<PathSeg>)> {
+    match &e.kind {
+        r::ExprKind::Var(v) => Some((*v, Vec::new())),
+        r::ExprKind::Member(base, field) => {
+            let (v, mut path) = value_path(base)?;
+            path.push(PathSeg::Field(field.clone()));
+            Some((v, path))
+        }
+        r::ExprKind::Index(base, index) => match index.kind {
+            r::ExprKind::Lit(r::Literal::Int(i)) => {
+                let (v, mut path) = value_path(base)?;
+                path.push(PathSeg::Index(u32::try_from(i).ok()?));
+                Some((v, path))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The name a member path starts from.
+fn root_name(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Name(n) => n.text.clone(),
+        ExprKind::Member(base, _) | ExprKind::Index(base, _) => root_name(base),
+        _ => String::new(),
     }
 }
 
