@@ -1,7 +1,9 @@
-//! Nesting limits. The parser itself uses an explicit stack, but the tree it builds is
-//! walked (and dropped) recursively, so a hostile file of ten thousand `[` could exhaust the
-//! thread's stack. These limits, far above anything a real program needs, are checked on the
-//! token stream before parsing so such input gets a clear error instead.
+//! Nesting limits. The parser itself uses an explicit stack, but the trees it builds are
+//! walked (and dropped) recursively by every later pass: analysis, code generation, the
+//! resolved program. A hostile file of ten thousand `[` or `[0]` could exhaust the thread's
+//! stack. These limits, far above anything a real program needs, are checked on the token
+//! stream before parsing, so such input gets a clear error instead, and they bound the depth
+//! of every tree and so of every recursive pass.
 
 use crate::diagnostics::Code;
 use crate::lexer::{LexProblem, Spanned, Tok};
@@ -11,12 +13,40 @@ use crate::span::Span;
 pub const MAX_INDENT_DEPTH: usize = 64;
 /// Most brackets open at once.
 pub const MAX_BRACKET_DEPTH: usize = 64;
-/// Most operators in one logical line (each nests the expression tree one level deeper).
+/// Most operators, calls, indexes and member accesses on the way from the top of an
+/// expression to any part of it (each nests the tree one level deeper).
 pub const MAX_OPERATORS_PER_LINE: usize = 256;
+
+/// Whether a token ends an operand, so that a `(` or `[` right after it is a call or an
+/// index (nesting the tree one level deeper) rather than a new parenthesis or list.
+fn ends_operand(tok: &Tok) -> bool {
+    matches!(
+        tok,
+        Tok::Ident(_)
+            | Tok::Int(_)
+            | Tok::Float(_)
+            | Tok::Str(_)
+            | Tok::Discretion(_)
+            | Tok::True
+            | Tok::False
+            | Tok::Null
+            | Tok::From
+            | Tok::Option
+            | Tok::RParen
+            | Tok::RBracket
+            | Tok::RBrace
+    )
+}
 
 /// Returns the first limit the tokens exceed, as a problem to report.
 pub fn check(tokens: &[Spanned]) -> Option<LexProblem> {
-    let (mut indent, mut bracket, mut ops) = (0usize, 0usize, 0usize);
+    let mut indent = 0usize;
+    // Operators on the path from the top of the line's expression to the current token. The
+    // elements of a bracket are siblings: a comma goes back to the count where the bracket
+    // opened, and so does its closing.
+    let mut ops = 0usize;
+    let mut open: Vec<usize> = Vec::new();
+    let mut after_operand = false;
     for (l, tok, r) in tokens {
         let exceeded = match tok {
             Tok::Indent => {
@@ -29,16 +59,29 @@ pub fn check(tokens: &[Spanned]) -> Option<LexProblem> {
                 None
             }
             Tok::LParen | Tok::LBracket | Tok::LBrace => {
-                bracket += 1;
-                (bracket > MAX_BRACKET_DEPTH)
-                    .then(|| format!("more than {MAX_BRACKET_DEPTH} nested brackets"))
+                if after_operand && *tok != Tok::LBrace {
+                    ops += 1;
+                }
+                open.push(ops);
+                if open.len() > MAX_BRACKET_DEPTH {
+                    Some(format!("more than {MAX_BRACKET_DEPTH} nested brackets"))
+                } else {
+                    too_deep(ops)
+                }
             }
             Tok::RParen | Tok::RBracket | Tok::RBrace => {
-                bracket = bracket.saturating_sub(1);
+                ops = open.pop().unwrap_or(0);
+                None
+            }
+            Tok::Comma => {
+                if let Some(&at) = open.last() {
+                    ops = at;
+                }
                 None
             }
             Tok::Newline => {
                 ops = 0;
+                open.clear();
                 None
             }
             Tok::Plus
@@ -57,12 +100,11 @@ pub fn check(tokens: &[Spanned]) -> Option<LexProblem> {
             | Tok::Dot
             | Tok::Pipe => {
                 ops += 1;
-                (ops > MAX_OPERATORS_PER_LINE).then(|| {
-                    format!("more than {MAX_OPERATORS_PER_LINE} operators in one statement line")
-                })
+                too_deep(ops)
             }
             _ => None,
         };
+        after_operand = ends_operand(tok);
         if let Some(message) = exceeded {
             return Some(LexProblem {
                 code: Code::E145,
@@ -73,4 +115,12 @@ pub fn check(tokens: &[Spanned]) -> Option<LexProblem> {
         }
     }
     None
+}
+
+fn too_deep(ops: usize) -> Option<String> {
+    (ops > MAX_OPERATORS_PER_LINE).then(|| {
+        format!(
+            "an expression nests more than {MAX_OPERATORS_PER_LINE} operators, calls, indexes or member accesses deep"
+        )
+    })
 }

@@ -3,9 +3,13 @@
 //! `prosec check <files or dirs>...` validates programs; exit status 0 means clean, 1 means
 //! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use prosec::codegen::BuildError;
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::termcolor::{ColorChoice, StandardStream};
+use prosec::diagnostics::Code;
+use prosec::lints::Level;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -59,6 +63,58 @@ struct CommonArgs {
     /// Directory holding registry programs as DIR/@handle/slug.prose (repeatable).
     #[arg(long = "lib-path", value_name = "DIR")]
     lib_paths: Vec<PathBuf>,
+    /// Do not report a warning or relaxed rule (a code, or a comma-separated list;
+    /// repeatable; later flags win).
+    #[arg(long, value_name = "CODE", value_delimiter = ',')]
+    allow: Vec<String>,
+    /// Report a warning or relaxed rule as a warning.
+    #[arg(long, value_name = "CODE", value_delimiter = ',')]
+    warn: Vec<String>,
+    /// Report a warning or relaxed rule as an error.
+    #[arg(long, value_name = "CODE", value_delimiter = ',')]
+    deny: Vec<String>,
+}
+
+impl CommonArgs {
+    /// The compilation options: `build` must link every import and lowers the programs.
+    fn options(&self, lints: Vec<(Code, Level)>, build: bool) -> Options {
+        Options {
+            strict: self.strict,
+            lints,
+            lib_paths: self.lib_paths.clone(),
+            require_imports: build,
+            check_only: !build,
+        }
+    }
+}
+
+/// The `--allow`, `--warn` and `--deny` levels of a subcommand, in the order given.
+fn lint_levels(m: &ArgMatches) -> Result<Vec<(Code, Level)>, String> {
+    let mut given = Vec::new();
+    for (id, level) in [
+        ("allow", Level::Allow),
+        ("warn", Level::Warn),
+        ("deny", Level::Deny),
+    ] {
+        let (Ok(Some(values)), Some(indices)) = (m.try_get_many::<String>(id), m.indices_of(id))
+        else {
+            continue;
+        };
+        for (value, index) in values.zip(indices) {
+            given.push((index, id, value.trim().to_string(), level));
+        }
+    }
+    given.sort_by_key(|g| g.0);
+    given
+        .into_iter()
+        .map(|(_, flag, text, level)| match Code::parse(&text) {
+            None => Err(format!("--{flag} {text}: no such diagnostic code")),
+            Some(code) if !code.is_lint() => Err(format!(
+                "--{flag} {code}: not a lint (errors always stop compilation)"
+            )),
+            Some(code) => Ok((code, level)),
+        })
+        .collect()
 }
 
 #[derive(Args)]
@@ -86,12 +142,22 @@ struct BuildArgs {
 
 fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     if path.is_dir() {
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
+        // The entry's type comes with the directory listing (no `stat` per file); a link is
+        // looked through.
+        let mut entries: Vec<(PathBuf, bool)> = std::fs::read_dir(path)?
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let dir = match e.file_type() {
+                    Ok(t) if t.is_symlink() => e.path().is_dir(),
+                    Ok(t) => t.is_dir(),
+                    Err(_) => false,
+                };
+                Some((e.path(), dir))
+            })
             .collect();
         entries.sort();
-        for e in entries {
-            if e.is_dir() {
+        for (e, dir) in entries {
+            if dir {
                 collect_files(&e, out)?;
             } else if e.extension().is_some_and(|x| x == "prose") {
                 out.push(e);
@@ -112,7 +178,13 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
     match args.format {
         Format::Text => {
-            let mut err = StandardStream::stderr(ColorChoice::Auto);
+            // Colours only on a terminal: a file or pipe gets plain text.
+            let color = if std::io::stderr().is_terminal() {
+                ColorChoice::Auto
+            } else {
+                ColorChoice::Never
+            };
+            let mut err = StandardStream::stderr(color);
             if let Err(e) = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics) {
                 eprintln!("prosec: cannot write diagnostics: {e}");
                 return ExitCode::from(2);
@@ -140,7 +212,7 @@ fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
     }
 }
 
-fn check(args: CheckArgs) -> ExitCode {
+fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     let mut files = Vec::new();
     for p in &args.paths {
         if let Err(e) = collect_files(p, &mut files) {
@@ -148,26 +220,16 @@ fn check(args: CheckArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let mut c = Compilation::new(Options {
-        strict: args.common.strict,
-        lib_paths: args.common.lib_paths.clone(),
-        require_imports: false,
-    });
-    for f in &files {
-        if let Err(e) = c.add_file(f) {
-            eprintln!("prosec: {e}");
-            return ExitCode::from(2);
-        }
+    let mut c = Compilation::new(args.common.options(lints, false));
+    if let Err(e) = c.add_files(&files) {
+        eprintln!("prosec: {e}");
+        return ExitCode::from(2);
     }
     report(&c, &args.common, files.len())
 }
 
-fn build(args: BuildArgs) -> ExitCode {
-    let mut c = Compilation::new(Options {
-        strict: args.common.strict,
-        lib_paths: args.common.lib_paths.clone(),
-        require_imports: true,
-    });
+fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    let mut c = Compilation::new(args.common.options(lints, true));
     let root = match c.add_file(&args.file) {
         Ok(m) => m,
         Err(e) => {
@@ -175,12 +237,19 @@ fn build(args: BuildArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let status = report(&c, &args.common, 1);
-    if status != ExitCode::SUCCESS {
-        return status;
+    if c.error_count() > 0 || (args.common.deny_warnings && c.warning_count() > 0) {
+        return report(&c, &args.common, 1);
     }
-    let (bytes, stats) = match prosec::codegen::build_bytes(&c, root) {
-        Ok(x) => x,
+    let built = prosec::codegen::build_bytes(&c, root);
+    if let Err(BuildError::TooLarge(problems)) = &built {
+        // Reported with the check's diagnostics, located like them.
+        c.diagnostics
+            .extend(problems.iter().map(|(d, _)| d.clone()));
+    }
+    let status = report(&c, &args.common, 1);
+    let (bytes, stats) = match built {
+        Ok(x) if status == ExitCode::SUCCESS => x,
+        Ok(_) | Err(BuildError::TooLarge(_)) => return status,
         Err(e) => {
             eprintln!("prosec: {}: {e}", args.file.display());
             return ExitCode::from(1);
@@ -236,8 +305,8 @@ fn dis(args: DisArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
@@ -247,9 +316,24 @@ fn main() -> ExitCode {
             };
         }
     };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
+    };
+    let lints = match matches.subcommand().map(|(_, m)| lint_levels(m)) {
+        Some(Ok(lints)) => lints,
+        Some(Err(e)) => {
+            eprintln!("prosec: {e}");
+            return ExitCode::from(2);
+        }
+        None => Vec::new(),
+    };
     match cli.command {
-        Command::Check(args) => check(args),
-        Command::Build(args) => build(args),
+        Command::Check(args) => check(args, lints),
+        Command::Build(args) => build(args, lints),
         Command::Dis(args) => dis(args),
     }
 }

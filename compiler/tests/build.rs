@@ -286,3 +286,76 @@ fn random_mutations_of_compiled_artifacts_never_panic() {
         })
         .expect("no mutation is accepted or panics");
 }
+
+/// Builds `src` through `build_bytes`, which verifies what it writes.
+fn try_build(src: &str) -> Result<Vec<u8>, prosec::codegen::BuildError> {
+    let mut c = Compilation::new(Options::default());
+    let root = c.add_source(Path::new("big.prose"), src);
+    assert_eq!(c.error_count(), 0, "errors: {:?}", c.diagnostics);
+    prosec::codegen::build_bytes(&c, root).map(|(bytes, _)| bytes)
+}
+
+#[test]
+fn a_list_literal_of_any_size_builds_to_an_artifact_that_loads() {
+    // More elements than a function has registers: built in chunks.
+    let items: Vec<String> = (0..100_000).map(|i| i.to_string()).collect();
+    let src = format!("let xs = [{}]\noutput n = xs\n", items.join(", "));
+    let bytes = try_build(&src).expect("builds");
+    let (_, a) = artifact::load(&bytes).expect("the artifact build wrote loads and verifies");
+    let main = &a.modules[0].funcs[a.modules[0].entry];
+    assert!(main.nregs <= bytecode_spec::verify::MAX_REGS);
+    let makes = main
+        .code
+        .iter()
+        .filter(|op| matches!(op, Op::MakeList { .. }))
+        .count();
+    assert!(makes > 1, "expected the list to be built in chunks");
+}
+
+#[test]
+fn a_record_too_large_for_a_function_is_a_located_error() {
+    let entries: Vec<String> = (0..70_000).map(|i| format!("k{i}: 1")).collect();
+    let src = format!("let a = 1\nlet r = {{{}}}\n", entries.join(", "));
+    let err = try_build(&src).expect_err("too many registers");
+    let found = err.diagnostics();
+    assert_eq!(found.len(), 1, "{err}");
+    assert_eq!(found[0].code, prosec::diagnostics::Code::E148);
+    assert_eq!(found[0].span.start as usize, src.find('{').expect("record"));
+}
+
+#[test]
+fn a_prompt_given_as_a_field_of_a_variable_reads_that_field() {
+    let a = build_src("let brief = { task: \"Write the summary\", notes: [\"n\"] }\nsession \"Summary\"\n  prompt: brief.task\nsession \"First note\"\n  prompt: brief.notes[0]\n");
+    let m = &a.modules[0];
+    let paths: Vec<Vec<bytecode_spec::PathStep>> = m
+        .sessions
+        .values()
+        .map(|s| {
+            let tpl = &m.templates[s.prompt.expect("a prompt")];
+            match &tpl.parts[..] {
+                [bytecode_spec::TplPart::Var { path, .. }] => path.clone(),
+                other => panic!("not a variable: {other:?}"),
+            }
+        })
+        .collect();
+    let task = m
+        .strings
+        .iter()
+        .find(|(_, s)| *s == "task")
+        .map(|(id, _)| id);
+    let notes = m
+        .strings
+        .iter()
+        .find(|(_, s)| *s == "notes")
+        .map(|(id, _)| id);
+    assert_eq!(
+        paths,
+        [
+            vec![bytecode_spec::PathStep::Field(task.expect("interned"))],
+            vec![
+                bytecode_spec::PathStep::Field(notes.expect("interned")),
+                bytecode_spec::PathStep::Index(0)
+            ],
+        ]
+    );
+}

@@ -5,6 +5,7 @@
 
 use prosec::compile::{Compilation, Options};
 use prosec::diagnostics::{Code, CodeKind, Diagnostic, Severity};
+use prosec::lints::Level;
 use std::path::{Path, PathBuf};
 
 /// A program that triggers `code` at `line`:`column` (1-based, in the root file).
@@ -17,6 +18,8 @@ struct Case {
     also: &'static [Code],
     /// Other files next to the root (`t.prose`), for imports.
     files: &'static [(&'static str, &'static str)],
+    /// The file the diagnostic is in, when it is not the root.
+    located_in: Option<&'static str>,
 }
 
 fn case(code: Code, source: &str, line: u32, column: u32) -> Case {
@@ -27,6 +30,7 @@ fn case(code: Code, source: &str, line: u32, column: u32) -> Case {
         column,
         also: &[],
         files: &[],
+        located_in: None,
     }
 }
 
@@ -38,6 +42,11 @@ impl Case {
 
     fn files(mut self, files: &'static [(&'static str, &'static str)]) -> Case {
         self.files = files;
+        self
+    }
+
+    fn located_in(mut self, file: &'static str) -> Case {
+        self.located_in = Some(file);
         self
     }
 }
@@ -165,6 +174,19 @@ fn cases() -> Vec<Case> {
         // is only a warning.
         case(E104, "const a = 1\nlet a = 2\n", 2, 5).also(&[E019]),
         case(E105, "let a = b\n", 1, 9),
+        // A lint setting in `prose.toml` that names no code (located in that file).
+        case(E147, "session \"x\"\n", 2, 1)
+            .files(&[("prose.toml", "[lints]\nE999 = \"allow\"\n")])
+            .located_in("prose.toml"),
+        // An allow comment the checker cannot read.
+        case(W120, "# prose: alow(E140)\nsession \"x\"\n", 1, 1),
+        // A variable of a block (here a parallel branch's named result) read by the caller.
+        case(
+            E146,
+            "block sweep(t):\n  parallel:\n    docs = session \"Docs for {t}\"\ndo sweep(\"x\")\nsession \"Use\"\n  context: docs\n",
+            6,
+            12,
+        ),
         case(E106, "agent a:\n  model: sonnet\nlet a = 1\n", 3, 5),
         case(W117, "x = 1\n", 1, 1),
         // ---- blocks
@@ -239,8 +261,19 @@ fn compile(c: &Case, index: usize, strict: bool, test: &str) -> (Compilation, us
     }
     let root = dir.join("t.prose");
     std::fs::write(&root, &c.source).expect("write root file");
+    // Codes allowed by default are reported here too: as warnings, or (relaxed ones) as
+    // the errors `--strict` makes them.
+    let lints = Code::ALL
+        .iter()
+        .filter(|c| c.allowed_by_default())
+        .map(|&c| match (strict, c.kind()) {
+            (true, CodeKind::Relaxed) => (c, Level::Deny),
+            _ => (c, Level::Warn),
+        })
+        .collect();
     let mut comp = Compilation::new(Options {
         strict,
+        lints,
         ..Default::default()
     });
     let module = match std::str::from_utf8(&c.source) {
@@ -291,7 +324,11 @@ fn check(c: &Case, index: usize, strict: bool, test: &str) -> Result<Severity, S
         return Err(format!("expected one {}, got:\n  {all}", c.code));
     };
     let at = comp.sources.get(d.file).line_col(d.span.start as usize);
-    if d.file != file || (at.line, at.column) != (c.line, c.column) {
+    let in_expected_file = match c.located_in {
+        Some(name) => comp.sources.get(d.file).path.ends_with(name),
+        None => d.file == file,
+    };
+    if !in_expected_file || (at.line, at.column) != (c.line, c.column) {
         return Err(format!(
             "expected {} at {}:{}, got:\n  {all}",
             c.code, c.line, c.column
@@ -330,7 +367,8 @@ fn every_compiler_code_has_a_case() {
     let missing: Vec<Code> = Code::ALL
         .iter()
         .copied()
-        .filter(|&code| code.kind() != CodeKind::Runtime)
+        // Runtime codes are the VM's; build codes are tested by `build.rs`.
+        .filter(|&code| !matches!(code.kind(), CodeKind::Runtime | CodeKind::Build))
         .filter(|&code| !cases.iter().any(|c| c.code == code))
         .collect();
     assert!(missing.is_empty(), "no case for {missing:?}");

@@ -1,22 +1,28 @@
 //! Every program under the workspace's `examples/` directory checks without errors, and
-//! reports exactly the warnings listed in [`EXPECTED_WARNINGS`], so a change to the checker
-//! that adds, drops or renames a warning on a shipped example is noticed.
+//! reports exactly the warnings listed in [`EXPECTED_WARNINGS`] (every lint reported) and
+//! [`EXPECTED_BY_DEFAULT`] (the default lint levels), so a change to the checker that adds,
+//! drops or renames a warning on a shipped example is noticed.
 
-use codespan_reporting::term::termcolor::NoColor;
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::termcolor::NoColor;
+use prosec::diagnostics::Code;
+use prosec::lints::Level;
 use std::path::{Path, PathBuf};
 
-/// The warning codes each example reports, one entry per diagnostic, sorted. Files not
-/// listed must report none. Keys are paths relative to `examples/`, with `/` separators.
+/// The warning codes each example reports with every lint warned, one entry per
+/// diagnostic, sorted. Files not listed must report none. Keys are paths relative to
+/// `examples/`, with `/` separators.
 const EXPECTED_WARNINGS: &[(&str, &[&str])] = &[
     // A loop without `(max: N)` is allowed with the reference's warning.
     ("bug-hunt.prose", &["W108"]),
     // `{N}` is a placeholder for the model to fill: literal text, with a relaxed warning.
     ("changelog-writer.prose", &["E140"]),
-    // Two mid-program inputs (relaxed E022) and an output bound in both branches of an
-    // `if` (relaxed E024).
-    ("trip-planner.prose", &["E022", "E022", "E024"]),
+    // Two mid-program inputs (relaxed E022).
+    ("trip-planner.prose", &["E022", "E022"]),
 ];
+
+/// The same with the default lint levels (E140 and E022 are allowed by default).
+const EXPECTED_BY_DEFAULT: &[(&str, &[&str])] = &[("bug-hunt.prose", &["W108"])];
 
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -60,10 +66,19 @@ fn examples() -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// Compiles one example (and the programs it imports) and returns its rendered diagnostics
-/// and the warning codes reported in the example itself, sorted.
-fn check(path: &Path) -> (String, Vec<String>, usize) {
-    let mut c = Compilation::new(Options::default());
+/// Compiles one example (and the programs it imports), with every lint warned or with the
+/// default levels, and returns its rendered diagnostics and the warning codes reported in
+/// the example itself, sorted.
+fn check(path: &Path, every_lint: bool) -> (String, Vec<String>, usize) {
+    let lints = Code::ALL
+        .iter()
+        .filter(|c| every_lint && c.is_lint())
+        .map(|&c| (c, Level::Warn))
+        .collect();
+    let mut c = Compilation::new(Options {
+        lints,
+        ..Options::default()
+    });
     let module = c
         .add_file(path)
         .unwrap_or_else(|e| panic!("cannot load {}: {e}", path.display()));
@@ -99,7 +114,7 @@ fn there_are_examples() {
 fn examples_check_without_errors() {
     let mut failures = Vec::new();
     for (rel, path) in examples() {
-        let (text, _, errors) = check(&path);
+        let (text, _, errors) = check(&path, false);
         if errors > 0 {
             failures.push(format!("{rel}: {errors} error(s)\n{text}"));
         }
@@ -110,25 +125,27 @@ fn examples_check_without_errors() {
 #[test]
 fn examples_report_exactly_the_expected_warnings() {
     let found = examples();
-    for (name, _) in EXPECTED_WARNINGS {
-        assert!(
-            found.iter().any(|(rel, _)| rel == name),
-            "EXPECTED_WARNINGS lists {name}, which is not in examples/"
-        );
-    }
-    let mut failures = Vec::new();
-    for (rel, path) in found {
-        let (text, warnings, _) = check(&path);
-        let expected: Vec<String> = EXPECTED_WARNINGS
-            .iter()
-            .find(|(name, _)| *name == rel)
-            .map(|(_, codes)| codes.iter().map(|c| c.to_string()).collect())
-            .unwrap_or_default();
-        if warnings != expected {
-            failures.push(format!(
-                "{rel}: expected warnings {expected:?}, found {warnings:?}\n{text}"
-            ));
+    for (table, every_lint) in [(EXPECTED_WARNINGS, true), (EXPECTED_BY_DEFAULT, false)] {
+        for (name, _) in table {
+            assert!(
+                found.iter().any(|(rel, _)| rel == name),
+                "{name} is listed, but it is not in examples/"
+            );
         }
+        let mut failures = Vec::new();
+        for (rel, path) in &found {
+            let (text, warnings, _) = check(path, every_lint);
+            let expected: Vec<String> = table
+                .iter()
+                .find(|(name, _)| name == rel)
+                .map(|(_, codes)| codes.iter().map(|c| c.to_string()).collect())
+                .unwrap_or_default();
+            if warnings != expected {
+                failures.push(format!(
+                    "{rel} (every lint: {every_lint}): expected warnings {expected:?}, found {warnings:?}\n{text}"
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

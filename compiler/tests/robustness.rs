@@ -2,9 +2,9 @@
 //! checker and both diagnostic renderers, and every reported span lies inside the source on
 //! character boundaries.
 
-use codespan_reporting::term::termcolor::NoColor;
 use proptest::prelude::*;
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::termcolor::NoColor;
 use std::path::Path;
 
 /// Programs covering every construct; mutations start from these.
@@ -256,4 +256,115 @@ fn nesting_beyond_the_limits_is_a_clean_error() {
         ["E145"]
     );
     check(&format!("session \"{}\"\n", "x".repeat(200_000)));
+}
+
+#[test]
+fn postfix_chains_beyond_the_limit_are_a_clean_error() {
+    // Each `[0]`, `(...)` or `.x` nests the tree one level deeper, even though no bracket
+    // stays open.
+    let index = format!("let x = [1]\nlet y = x{}\n", "[0]".repeat(10_000));
+    assert_eq!(codes(&index), ["E145"]);
+    let calls = format!("use \"@a/f\"\nlet y = f{}\n", "(a: 1)".repeat(10_000));
+    assert!(codes(&calls).contains(&"E145"));
+    let mixed = format!("let x = [1]\nlet y = x{}\n", "[0].a(b: 1)".repeat(5_000));
+    assert!(codes(&mixed).contains(&"E145"));
+}
+
+#[test]
+fn long_lists_are_not_deep() {
+    // Elements of a list are siblings: a long list of calls or negative numbers on one
+    // logical line nests no deeper than one element.
+    let negatives = format!("let x = [{}]\n", vec!["-1"; 5_000].join(", "));
+    assert!(codes(&negatives).is_empty());
+    let records = format!(
+        "let x = [{}]\n",
+        vec!["{a: -1, b: [2]}"; 2_000].join(",\n  ")
+    );
+    assert!(codes(&records).is_empty());
+}
+
+/// The deepest program the limits allow: every indentation level, and at the bottom an
+/// expression with every bracket and operator the line may hold.
+fn deepest() -> String {
+    use prosec::limits::*;
+    let depth = MAX_INDENT_DEPTH;
+    let mut src = String::from("let a = 1\n");
+    for d in 0..depth {
+        src.push_str(&" ".repeat(d * 2));
+        src.push_str("do:\n");
+    }
+    let ops = MAX_OPERATORS_PER_LINE - MAX_BRACKET_DEPTH / 2;
+    src.push_str(&" ".repeat(depth * 2));
+    src.push_str(&format!(
+        "let x = {}a{}{}\n",
+        "[(a + ".repeat(MAX_BRACKET_DEPTH / 2),
+        " + a".repeat(ops),
+        ")]".repeat(MAX_BRACKET_DEPTH / 2)
+    ));
+    src
+}
+
+#[test]
+fn every_pass_handles_the_deepest_program_on_a_small_stack() {
+    // Parsing, analysis, code generation, verification and dropping the trees all recurse;
+    // the limits bound how deep, with room to spare on a 1 MiB stack (threads get 2 MiB by
+    // default, the main thread 8 MiB).
+    let src = deepest();
+    let handle = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || {
+            let mut c = Compilation::new(Options::default());
+            let root = c.add_source(Path::new("deep.prose"), &src);
+            assert_eq!(c.error_count(), 0, "{:?}", c.diagnostics);
+            let bytes = prosec::codegen::build_bytes(&c, root).expect("builds").0;
+            bytecode_spec::artifact::load(&bytes).expect("verifies");
+        })
+        .expect("spawn");
+    handle.join().expect("no stack overflow");
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_one_located_error() {
+    // Multi-byte text before the bad byte, syntax errors around it, and more bad bytes up to
+    // the very end: one diagnostic, at the first bad byte, inside the file.
+    let mut bytes = "let é = = 1\nsession \"ü\"\nlet x = ".as_bytes().to_vec();
+    let at = bytes.len();
+    bytes.extend_from_slice(b"\xff\xfe\nlet y = = 2\n\xc3");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("not-utf8.prose");
+    std::fs::write(&path, &bytes).expect("write");
+    let mut c = Compilation::new(Options::default());
+    c.add_file(&path).expect("readable");
+    let json = prosec::diagnostics::render_json(&c.sources, &c.diagnostics);
+    assert_eq!(json.len(), 1, "{json:?}");
+    let d = &json[0];
+    assert_eq!(d.code, "E135");
+    assert_eq!(d.span, [at as u32, at as u32 + 1]);
+    assert!(d.span[1] as usize <= bytes.len());
+    assert_eq!((d.line, d.column, d.end_line, d.end_column), (3, 9, 3, 10));
+    assert!(
+        d.message.contains(&format!("at byte {at}")),
+        "{}",
+        d.message
+    );
+    let mut out = NoColor::new(Vec::new());
+    prosec::diagnostics::render_text(&mut out, &c.sources, &c.diagnostics).expect("render");
+}
+
+#[test]
+fn many_syntax_errors_cost_time_in_proportion() {
+    // Each misplaced `else` used to re-lex the whole file, and each syntax error after an
+    // unterminated discretion marker counted lines from the top: quadratic on files like
+    // these. 10,000 lines of either take about a second in a debug build.
+    let elses = "else:\n  session \"x\"\n".repeat(10_000);
+    let markers = "if **open:\n  x y z\n".repeat(10_000);
+    for src in [elses, markers] {
+        let started = std::time::Instant::now();
+        let found = codes(&src);
+        assert!(!found.is_empty());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }

@@ -8,7 +8,16 @@ fn codes_in(dir: &Path, files: &[(&str, &str)]) -> Vec<(String, u32)> {
     for (name, text) in files {
         std::fs::write(dir.join(name), text).expect("write fixture");
     }
-    let mut c = Compilation::new(Options::default());
+    // Every lint reported, including those allowed by default.
+    let lints = prosec::diagnostics::Code::ALL
+        .iter()
+        .filter(|c| c.is_lint())
+        .map(|&c| (c, prosec::lints::Level::Warn))
+        .collect();
+    let mut c = Compilation::new(Options {
+        lints,
+        ..Options::default()
+    });
     c.add_file(&dir.join(files[0].0)).expect("load root");
     c.diagnostics
         .iter()
@@ -84,9 +93,26 @@ fn loop_variables_are_scoped_to_their_loop() {
 
 #[test]
 fn variables_declared_in_branches_stay_visible_afterwards() {
+    // Declared in both arms of an `if`: one variable, and no conflict (only one arm runs).
     let src = "if **cheap**:\n  let plan = session \"quick\"\nelse:\n  let plan = session \"thorough\"\nsession \"run\"\n  context: plan\n";
-    // The second `let` is a relaxed re-declaration, treated as an assignment.
-    assert_eq!(codes(src), [("E019".to_string(), 4)]);
+    assert_eq!(codes(src), []);
+}
+
+#[test]
+fn bindings_in_exclusive_arms_are_not_conflicts() {
+    // `if`/`elif`/`else` arms, nested arms, and `choice` options each run alone.
+    let src = "if **quick one**:\n  let x = session \"1\"\n  output r = x\nelif **slow one**:\n  if **any time**:\n    let x = session \"2\"\n    output r = x\n  else:\n    let x = session \"3\"\n    output r = x\nelse:\n  const x = \"4\"\n  output r = x\nchoice **which**:\n  option \"A\":\n    output s = session \"a\"\n  option \"B\":\n    output s = session \"b\"\n";
+    assert_eq!(codes(src), []);
+}
+
+#[test]
+fn bindings_that_can_both_run_are_still_conflicts() {
+    // Two `if`s in a row can both run; so can an arm and the code after it.
+    let src = "if **quick one**:\n  output r = session \"1\"\nif **slow one**:\n  output r = session \"2\"\nif **any time**:\n  let x = session \"3\"\nlet x = session \"4\"\n";
+    assert_eq!(
+        codes(src),
+        [("E024".to_string(), 4), ("E019".to_string(), 7)]
+    );
 }
 
 #[test]
@@ -97,4 +123,26 @@ fn names_declared_inside_a_parallel_branch_stay_in_the_branch() {
         codes(src),
         [("E105".to_string(), 12), ("E105".to_string(), 12)]
     );
+}
+
+#[test]
+fn a_blocks_variables_read_by_the_caller_warn_once_each() {
+    let src = "block sweep(t):\n  parallel:\n    docs = session \"Docs {t}\"\n    code = session \"Code {t}\"\ndo sweep(\"x\")\nsession \"Use {docs}\"\n  context: [docs, code]\n";
+    assert_eq!(
+        codes(src),
+        [("E146".to_string(), 6), ("E146".to_string(), 7)]
+    );
+}
+
+#[test]
+fn a_declaration_after_the_call_takes_the_name_without_a_warning() {
+    // `user` declares its own `docs` after calling `sweep`: its reads are of its own.
+    let src = "block sweep(t):\n  let docs = session \"Docs {t}\"\nblock user():\n  do sweep(\"x\")\n  let docs = session \"Mine\"\n  session \"Use {docs}\"\ndo user()\n";
+    assert_eq!(codes(src), []);
+}
+
+#[test]
+fn binding_a_call_to_the_name_of_its_output_is_one_declaration() {
+    let src = "block analyze(x):\n  output analysis = session \"Analyze {x}\"\nlet analysis = do analyze(\"it\")\nsession \"Use {analysis}\"\n";
+    assert_eq!(codes(src), []);
 }

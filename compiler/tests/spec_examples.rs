@@ -18,8 +18,8 @@
 //! `PROSEC_BLESS_SPEC_EXAMPLES=1 cargo test -p prosec --test spec_examples corpus_matches`;
 //! the manifest is kept by hand.
 
-use codespan_reporting::term::termcolor::NoColor;
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::termcolor::NoColor;
 use std::path::{Path, PathBuf};
 
 /// How a manifest line classifies its block.

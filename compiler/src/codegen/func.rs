@@ -1,8 +1,9 @@
-//! Building one function: its code, debug locations, registers and variable scopes.
+//! Building one function: its code, debug locations and registers.
 
+use crate::span::Span;
+use bytecode_spec::verify::{MAX_CODE, MAX_REGS};
 use bytecode_spec::{FuncKind, Loc, Op, Pc, Reg};
 use cranelift_entity::EntityRef;
-use rustc_hash::FxHashMap;
 
 /// Where a variable lives, seen from the function being built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,14 +24,15 @@ pub struct FnBuilder {
     pub locs: Vec<Loc>,
     /// The location given to new instructions.
     pub loc: Loc,
+    /// The source being lowered (for locating a function that grows too large).
+    pub span: Span,
+    /// Where the function first needed more registers or instructions than a function may
+    /// have.
+    pub too_large: Option<Span>,
     /// Registers used so far (variables never share a register; temporaries are reused).
     pub nregs: u32,
     free: Vec<Reg>,
     temps: Vec<Reg>,
-    /// Name scopes, innermost last. Scope 0 is the function's own namespace.
-    pub scopes: Vec<FxHashMap<String, Reg>>,
-    /// Error registers of the enclosing catch clauses (a bare `throw` rethrows the innermost).
-    pub catch_errs: Vec<Reg>,
     /// Every named variable's register (the function's debug table).
     pub names: Vec<(String, Reg)>,
 }
@@ -43,11 +45,11 @@ impl FnBuilder {
             code: Vec::new(),
             locs: Vec::new(),
             loc: Loc::default(),
+            span: Span::default(),
+            too_large: (params > MAX_REGS).then_some(Span::default()),
             nregs: params,
             free: Vec::new(),
             temps: Vec::new(),
-            scopes: vec![FxHashMap::default()],
-            catch_errs: Vec::new(),
             names: Vec::new(),
         }
     }
@@ -56,7 +58,20 @@ impl FnBuilder {
     pub fn emit(&mut self, op: Op) -> Pc {
         self.code.push(op);
         self.locs.push(self.loc);
+        if self.code.len() > MAX_CODE {
+            self.too_large.get_or_insert(self.span);
+        }
         (self.code.len() - 1) as Pc
+    }
+
+    /// `n` more registers.
+    fn grow(&mut self, n: u32) -> Reg {
+        let first = Reg::new(self.nregs as usize);
+        self.nregs = self.nregs.saturating_add(n);
+        if self.nregs > MAX_REGS {
+            self.too_large.get_or_insert(self.span);
+        }
+        first
     }
 
     /// The pc the next instruction will have.
@@ -66,26 +81,22 @@ impl FnBuilder {
 
     /// A register for a variable, never reused.
     pub fn var_reg(&mut self) -> Reg {
-        let r = Reg::new(self.nregs as usize);
-        self.nregs += 1;
-        r
+        self.grow(1)
     }
 
-    /// A temporary register, released by [`FnBuilder::release_temps`].
+    /// A temporary register, released by [`FnBuilder::release_to`].
     pub fn temp(&mut self) -> Reg {
-        let r = self.free.pop().unwrap_or_else(|| {
-            let r = Reg::new(self.nregs as usize);
-            self.nregs += 1;
-            r
-        });
+        let r = match self.free.pop() {
+            Some(r) => r,
+            None => self.grow(1),
+        };
         self.temps.push(r);
         r
     }
 
     /// `n` consecutive temporaries.
     pub fn temp_block(&mut self, n: u32) -> Reg {
-        let first = Reg::new(self.nregs as usize);
-        self.nregs += n;
+        let first = self.grow(n);
         for i in 0..n {
             self.temps.push(Reg::new(first.index() + i as usize));
         }
@@ -104,43 +115,6 @@ impl FnBuilder {
                 self.free.push(r);
             }
         }
-    }
-
-    /// Declares `name` in the innermost scope (or finds it there).
-    pub fn declare(&mut self, name: &str) -> Reg {
-        if let Some(&r) = self.scopes.last().and_then(|s| s.get(name)) {
-            return r;
-        }
-        let r = self.var_reg();
-        if let Some(s) = self.scopes.last_mut() {
-            s.insert(name.to_string(), r);
-        }
-        self.names.push((name.to_string(), r));
-        r
-    }
-
-    /// Declares `name` in the function's own namespace (scope 0), or finds it there.
-    pub fn declare_flat(&mut self, name: &str) -> Reg {
-        if let Some(&r) = self.scopes[0].get(name) {
-            return r;
-        }
-        let r = self.var_reg();
-        self.scopes[0].insert(name.to_string(), r);
-        self.names.push((name.to_string(), r));
-        r
-    }
-
-    /// Binds `name` to an existing register in the innermost scope.
-    pub fn bind(&mut self, name: &str, r: Reg) {
-        if let Some(s) = self.scopes.last_mut() {
-            s.insert(name.to_string(), r);
-        }
-        self.names.push((name.to_string(), r));
-    }
-
-    /// Finds `name` in this function's scopes.
-    pub fn find(&self, name: &str) -> Option<Reg> {
-        self.scopes.iter().rev().find_map(|s| s.get(name).copied())
     }
 
     /// Patches the jump target of the instruction at `pc`.

@@ -39,7 +39,8 @@ macro_rules! codes {
             }
 
             /// Whether the code is checked by the compiler, relaxed to a warning unless
-            /// `--strict`, or only detected at run time by the VM.
+            /// `--strict`, only found when compiling to bytecode, or only detected at run
+            /// time by the VM.
             pub fn kind(self) -> CodeKind {
                 match self { $( Code::$name => CodeKind::$kind, )* }
             }
@@ -47,6 +48,12 @@ macro_rules! codes {
             /// A one-line description of the rule.
             pub fn title(self) -> &'static str {
                 match self { $( Code::$name => $title, )* }
+            }
+
+            /// The code written as `text` (`"E007"`, or `"e007"`).
+            pub fn parse(text: &str) -> Option<Code> {
+                $( if text.eq_ignore_ascii_case(stringify!($name)) { return Some(Code::$name); } )*
+                None
             }
         }
     };
@@ -62,6 +69,8 @@ pub enum CodeKind {
     Relaxed,
     /// Only knowable while a program runs: reported by the VM.
     Runtime,
+    /// Only found when the program is compiled to bytecode (`prosec build`).
+    Build,
 }
 
 codes! {
@@ -138,6 +147,9 @@ codes! {
     E143 => (Error, Static, "program invocation arguments must be named"),
     E144 => (Error, Static, "invalid property value"),
     E145 => (Error, Static, "program nests too deeply"),
+    E146 => (Error, Relaxed, "block variable read after the call"),
+    E147 => (Error, Static, "invalid lint setting in prose.toml"),
+    E148 => (Error, Build, "program too large to compile"),
     E200 => (Error, Runtime, "missing input"),
     E201 => (Error, Runtime, "unknown input name"),
     E202 => (Error, Runtime, "error thrown by the program"),
@@ -188,6 +200,29 @@ codes! {
     W117 => (Warning, Static, "assignment declares a new variable"),
     W118 => (Warning, Static, "provider-specific model name"),
     W119 => (Warning, Static, "registry import not resolved"),
+    W120 => (Warning, Static, "invalid lint comment"),
+}
+
+impl Code {
+    /// Whether the code's level can be chosen (`--allow`, `--warn`, `--deny`, `[lints]` in
+    /// `prose.toml`, `# prose: allow(...)`): warnings and relaxed rules. Errors always
+    /// stop compilation, and runtime codes are the VM's.
+    pub fn is_lint(self) -> bool {
+        match self.kind() {
+            CodeKind::Relaxed => true,
+            CodeKind::Static => self.default_severity() == Severity::Warning,
+            CodeKind::Runtime | CodeKind::Build => false,
+        }
+    }
+
+    /// Whether the code is silent unless asked for: rules that published programs break on
+    /// purpose so often that reporting them would bury the warnings worth acting on.
+    /// `{placeholder}` text meant for the model (E140), questions asked mid-program (E022)
+    /// and block parameters named like program variables (W104). `--strict` reports E140
+    /// and E022 again, as errors.
+    pub fn allowed_by_default(self) -> bool {
+        matches!(self, Code::E022 | Code::E140 | Code::W104)
+    }
 }
 
 impl std::fmt::Display for Code {
@@ -205,6 +240,20 @@ impl Serialize for Code {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codes_parse_back() {
+        for &code in Code::ALL {
+            assert_eq!(Code::parse(code.as_str()), Some(code));
+            assert_eq!(Code::parse(&code.as_str().to_lowercase()), Some(code));
+        }
+        assert_eq!(Code::parse("E999"), None);
+        assert!(Code::E140.is_lint() && Code::W104.is_lint());
+        assert!(!Code::E007.is_lint() && !Code::W011.is_lint());
+        assert!(Code::ALL
+            .iter()
+            .all(|c| !c.allowed_by_default() || c.is_lint()));
+    }
 
     #[test]
     fn codes_are_unique_and_prefixed_by_severity() {

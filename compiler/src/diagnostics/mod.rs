@@ -1,14 +1,17 @@
 //! Diagnostics: one value per problem found, with a stable code, a labelled span and an
-//! optional help line. Detection builds these values; `render` turns them into rustc-style
-//! text or JSON.
+//! optional help line. Detection builds these values; [`render_text`] and [`render_json`]
+//! turn them into rustc-style text or JSON.
 
 mod codes;
-mod render;
-mod suggest;
+mod json;
+pub mod suggest;
+mod text;
 
 pub use codes::{Code, CodeKind, Severity};
-pub use render::{render_json, render_text, JsonDiagnostic};
+pub use json::{render_json, JsonDiagnostic, JsonLabel};
 pub use suggest::closest;
+pub use termcolor;
+pub use text::render_text;
 
 use crate::source::FileId;
 use crate::span::Span;
@@ -85,23 +88,6 @@ impl Diagnostic {
     /// True for errors.
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
-    }
-}
-
-/// Options that change how codes map to severities.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Strictness {
-    /// Relaxed rules (see [`CodeKind::Relaxed`]) become errors again.
-    pub strict: bool,
-}
-
-impl Strictness {
-    /// The severity a code gets under these options.
-    pub fn severity(self, code: Code) -> Severity {
-        match code.kind() {
-            CodeKind::Relaxed if !self.strict => Severity::Warning,
-            _ => code.default_severity(),
-        }
     }
 }
 

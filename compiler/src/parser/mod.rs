@@ -2,12 +2,13 @@
 //! and turns every problem into a [`Diagnostic`].
 
 pub(crate) mod actions;
+mod cascade;
 
 use crate::ast::{PipeStage, Program, Property};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::lexer::{Lexer, Spanned, Tok};
+use crate::lexer::{Lexer, Tok};
 use crate::source::FileId;
-use crate::span::Span;
+use crate::span::{LineIndex, Span};
 use lalrpop_util::{ErrorRecovery, ParseError};
 
 #[allow(clippy::all, missing_docs, unused_parens, dead_code)]
@@ -56,6 +57,11 @@ pub struct Parsed {
     pub program: Program,
     /// Lexical and syntax diagnostics.
     pub diagnostics: Vec<Diagnostic>,
+    /// Text after each syntax error that is not code either (the rest of its statement):
+    /// problems found there are consequences of the error, not new ones.
+    pub cascades: Vec<Span>,
+    /// Spans of `# prose: ...` comments (lint directives).
+    pub directives: Vec<Span>,
 }
 
 /// Parses `src` (file `file`), reporting every lexical and syntax problem found.
@@ -74,14 +80,11 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
                 .iter()
                 .map(|p| Diagnostic::new(p.code, file, p.span, p.message.clone()))
                 .collect(),
+            cascades: Vec::new(),
+            directives: std::mem::take(&mut lexer.directives),
         };
     }
-    // Where logical lines end (a bracket left open continues the line).
-    let line_ends: Vec<usize> = tokens
-        .iter()
-        .filter(|(_, t, _)| *t == Tok::Newline)
-        .map(|(l, _, _)| *l)
-        .collect();
+    let regions = cascade::Regions::new(&tokens);
     let mut cx = ParseCx::default();
     let result = generated::ProgramParser::new().parse(&mut cx, tokens.into_iter().map(Ok));
     let mut diagnostics: Vec<Diagnostic> = lexer
@@ -96,43 +99,63 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
         })
         .collect();
     let lexical = diagnostics.len();
-    let mut syntax = Vec::new();
-    for e in cx.errors.drain(..) {
-        syntax.push(syntax_error(file, src, &lexer.triple_ends, e.error));
-    }
+    let mut syntax: Vec<ParseError<usize, Tok, NoLexError>> =
+        cx.errors.drain(..).map(|e| e.error).collect();
     let program = match result {
         Ok(p) => p,
         Err(e) => {
-            syntax.push(syntax_error(file, src, &lexer.triple_ends, e));
+            syntax.push(e);
             Program {
                 stmts: Vec::new(),
                 span: Span::new(0, src.len()),
             }
         }
     };
-    // One syntax error per logical line: later ones on the same line are cascades of the
-    // first, and an unexpected end of block after an earlier error is the recovery's leftover.
-    let mut last_line = None;
-    let mut seen_syntax_error = false;
-    for d in syntax {
-        let cascade = seen_syntax_error && d.message == "unexpected end of indented block";
-        seen_syntax_error = true;
-        if cascade {
-            continue;
+    // One syntax error per statement: later ones on the same logical line or in the
+    // indented block under it are cascades of the first, and so are further errors with
+    // nothing that looks like code in between or on their own line (lines of prose outside
+    // a string, say) and an unexpected end of block after an earlier error (the recovery's
+    // leftover).
+    let mut code = None;
+    let mut cascades: Vec<Span> = Vec::new();
+    let mut explained = None;
+    for e in syntax {
+        let layout = cascade::error_layout(&e);
+        let at = error_offset(&e).min(src.len());
+        let end = regions.end(at, layout).min(src.len()).max(at);
+        if let Some(last) = cascades.last_mut() {
+            // Where statements that look like code start (only needed after a first error).
+            let code = code.get_or_insert_with(|| cascade::code_starts(&program));
+            let next_code = code.partition_point(|&c| c < last.end as usize);
+            let follows = at < last.end as usize
+                || (code.get(next_code).is_none_or(|&c| c >= at) && !regions.line_is_code(at));
+            if follows || layout == cascade::Layout::Dedent {
+                *last = last.to(Span::new(at, end));
+                continue;
+            }
         }
-        let line = line_ends.partition_point(|&end| end < d.span.start as usize);
-        if last_line == Some(line) {
-            continue;
-        }
+        cascades.push(Span::new(at, end));
+        // Only the errors reported are described (a file of errors has many cascades).
+        let d = syntax_error(file, src, &lexer.triple_ends, &regions, e);
         // A lexical problem already explains this.
-        if diagnostics[..lexical].iter().any(|l| explains(src, l, &d)) {
-            last_line = Some(line);
+        let explained = explained
+            .get_or_insert_with(|| Explained::new(src, &diagnostics[..lexical]))
+            .explains(&d);
+        if !explained {
+            diagnostics.push(d);
+        }
+    }
+    // Problems in text that a syntax error made not code are not new problems (a tab in
+    // the indentation is: it is about the layout, not the text).
+    let mut index = 0;
+    diagnostics.retain(|d| {
+        index += 1;
+        index > lexical || d.code == Code::E132 || !cascade::inside(&cascades, d.span.start)
+    });
+    for p in cx.problems {
+        if cascade::inside(&cascades, p.span.start) {
             continue;
         }
-        last_line = Some(line);
-        diagnostics.push(d);
-    }
-    for p in cx.problems {
         let d = Diagnostic::new(p.code, file, p.span, p.message);
         diagnostics.push(match p.help {
             Some(h) => d.with_help(h),
@@ -143,63 +166,98 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     Parsed {
         program,
         diagnostics,
+        cascades,
+        directives: lexer.directives,
     }
 }
 
-/// Whether lexical problem `lexical` already explains syntax error `syntax`: the error sits
-/// inside the malformed text, or after text the lexer swallowed or dropped on the same line
-/// (an unterminated literal, an invalid character), or at the end of a file that an
-/// unterminated multi-line literal ran into.
-fn explains(src: &str, lexical: &Diagnostic, syntax: &Diagnostic) -> bool {
-    let (l, s) = (lexical.span, syntax.span);
-    if s.start < l.start {
-        return false;
-    }
-    if s.start <= l.end {
-        return true;
-    }
-    let line_of = |at: u32| src[..(at as usize).min(src.len())].matches('\n').count();
-    match lexical.code {
-        Code::E001 | Code::E133 => {
-            line_of(s.start) == line_of(l.start) || s.start as usize >= src.len()
+/// Which syntax errors the lexical problems already explain: an error inside malformed
+/// text, or after text the lexer swallowed or dropped on the same line (an unterminated
+/// literal, an invalid character), or at the end of a file that an unterminated multi-line
+/// literal ran into. Each question costs a few binary searches, however many problems.
+struct Explained {
+    lines: LineIndex,
+    /// The problems' starts, sorted.
+    starts: Vec<u32>,
+    /// The furthest end among the problems up to each one.
+    reach: Vec<u32>,
+    /// How many of the problems up to each one explain errors later on their line.
+    same_line: Vec<u32>,
+    /// Whether an unterminated literal runs to the end of the file.
+    to_end: bool,
+    len: usize,
+}
+
+impl Explained {
+    fn new(src: &str, lexical: &[Diagnostic]) -> Explained {
+        let mut problems: Vec<(u32, u32, Code)> = lexical
+            .iter()
+            .map(|d| (d.span.start, d.span.end, d.code))
+            .collect();
+        problems.sort_unstable_by_key(|p| p.0);
+        let mut reach = Vec::with_capacity(problems.len());
+        let mut same_line = Vec::with_capacity(problems.len());
+        let (mut far, mut count) = (0u32, 0u32);
+        for &(_, end, code) in &problems {
+            far = far.max(end);
+            count += u32::from(matches!(code, Code::E001 | Code::E133 | Code::E134));
+            reach.push(far);
+            same_line.push(count);
         }
-        Code::E134 => line_of(s.start) == line_of(l.start),
-        _ => false,
+        Explained {
+            lines: LineIndex::new(src),
+            starts: problems.iter().map(|p| p.0).collect(),
+            reach,
+            same_line,
+            to_end: problems
+                .iter()
+                .any(|p| matches!(p.2, Code::E001 | Code::E133)),
+            len: src.len(),
+        }
+    }
+
+    fn explains(&self, syntax: &Diagnostic) -> bool {
+        let at = syntax.span.start;
+        // The problems starting at or before the error.
+        let upto = self.starts.partition_point(|&s| s <= at);
+        if upto == 0 {
+            return false;
+        }
+        if self.reach[upto - 1] >= at || (at as usize >= self.len && self.to_end) {
+            return true;
+        }
+        // The problems on the error's line, before it.
+        let line_start = self.lines.line_start(self.lines.line_of(at as usize)) as u32;
+        let from = self.starts.partition_point(|&s| s < line_start);
+        let before = if from == 0 {
+            0
+        } else {
+            self.same_line[from - 1]
+        };
+        self.same_line[upto - 1] > before
     }
 }
 
-/// The first token of the logical line before the one starting at byte `at` within the same
-/// block (lines of blocks nested under it are skipped), or `None` when the line at `at` opens
-/// its block or does not start with a token.
-fn previous_sibling(tokens: &[Spanned], at: usize) -> Option<&Tok> {
-    let is_layout = |t: &Tok| matches!(t, Tok::Newline | Tok::Indent | Tok::Dedent);
-    let idx = tokens
-        .iter()
-        .position(|(l, t, _)| *l == at && !is_layout(t))?;
-    if idx > 0 && !is_layout(&tokens[idx - 1].1) {
-        return None;
-    }
-    let mut depth = 0usize;
-    let mut first = None;
-    for (_, tok, _) in tokens[..idx].iter().rev() {
-        match tok {
-            Tok::Dedent => depth += 1,
-            Tok::Indent if depth == 0 => break,
-            Tok::Indent => depth -= 1,
-            Tok::Newline if depth == 0 && first.is_some() => break,
-            Tok::Newline => {}
-            other if depth == 0 => first = Some(other),
-            _ => {}
+/// Where a parse error is, as its diagnostic will say.
+fn error_offset(e: &ParseError<usize, Tok, NoLexError>) -> usize {
+    match e {
+        ParseError::UnrecognizedToken { token: (l, ..), .. }
+        | ParseError::ExtraToken { token: (l, ..) } => *l,
+        ParseError::UnrecognizedEof { location, .. } | ParseError::InvalidToken { location } => {
+            *location
         }
+        ParseError::User { error } => match *error {},
     }
-    first
 }
 
 /// Code, message and help for an `elif` or `else` the grammar could not attach to an `if`:
 /// it follows an `else` (E131 for a second `else`), or no `if` at all.
-fn misplaced_clause(src: &str, tok: &Tok, at: usize) -> (Code, &'static str, &'static str) {
-    let (tokens, _) = crate::lexer::tokenize(src);
-    let after_else = matches!(previous_sibling(&tokens, at), Some(Tok::Else));
+fn misplaced_clause(
+    regions: &cascade::Regions,
+    tok: &Tok,
+    at: usize,
+) -> (Code, &'static str, &'static str) {
+    let after_else = regions.follows_else(at);
     let continues = "`elif` and `else` continue an `if` at its indentation, right after its body";
     match (tok, after_else) {
         (Tok::Elif, true) => (
@@ -253,6 +311,7 @@ fn syntax_error(
     file: FileId,
     src: &str,
     triple_ends: &[usize],
+    regions: &cascade::Regions,
     e: ParseError<usize, Tok, NoLexError>,
 ) -> Diagnostic {
     match e {
@@ -263,7 +322,7 @@ fn syntax_error(
             let expected = expected_list(&expected);
             let (code, message, help) = match &tok {
                 Tok::Elif | Tok::Else => {
-                    let (code, message, help) = misplaced_clause(src, &tok, l);
+                    let (code, message, help) = misplaced_clause(regions, &tok, l);
                     (code, message.to_string(), Some(help.to_string()))
                 }
                 Tok::Indent => (
@@ -288,7 +347,8 @@ fn syntax_error(
             if let Some(h) = help {
                 d = d.with_help(h);
             }
-            if let Some(&end) = triple_ends.iter().rev().find(|&&end| end <= l) {
+            let before = triple_ends.partition_point(|&end| end <= l);
+            if let Some(&end) = before.checked_sub(1).and_then(|i| triple_ends.get(i)) {
                 let between = &src[end..l.min(src.len())];
                 if !between.contains('\n') {
                     d = d.with_help(

@@ -1,15 +1,15 @@
-//! Checks of property blocks (agents, sessions) and of construct modifiers.
+//! Property blocks of agents and sessions: their checks, and the resolved agent table entry
+//! and session descriptor.
 
+use super::modifiers::word_of;
+use super::permissions::{check_permissions, scoped_permissions, table_permissions};
 use super::Analyzer;
 use crate::ast::*;
+use crate::diagnostics::closest;
 use crate::diagnostics::{Code, Diagnostic};
+use crate::resolved::{self as r, Backoff};
 use crate::span::Span;
 use rustc_hash::FxHashMap as HashMap;
-
-/// `permissions` of an agent definition (bound late).
-const AGENT: bool = true;
-/// `permissions` of a session (bound where it stands).
-const SESSION: bool = false;
 
 const MODELS: [&str; 3] = ["sonnet", "opus", "haiku"];
 const AGENT_PROPS: [&str; 9] = [
@@ -23,6 +23,18 @@ const AGENT_PROPS: [&str; 9] = [
     "backoff",
     "description",
 ];
+/// Agent properties the agent table keeps in fields of their own (the others are passed
+/// to the driver as they are).
+const AGENT_FIELDS: [&str; 8] = [
+    "model",
+    "prompt",
+    "persist",
+    "skills",
+    "permissions",
+    "context",
+    "retry",
+    "backoff",
+];
 const SESSION_PROPS: [&str; 8] = [
     "prompt",
     "model",
@@ -33,9 +45,13 @@ const SESSION_PROPS: [&str; 8] = [
     "skills",
     "description",
 ];
+const BACKOFFS: [&str; 3] = ["none", "linear", "exponential"];
 
 /// Reports duplicate keys and returns the first occurrence of each.
-fn unique_props<'p>(a: &mut Analyzer, props: &'p [Property]) -> HashMap<&'p str, &'p Property> {
+pub(super) fn unique_props<'p>(
+    a: &mut Analyzer,
+    props: &'p [Property],
+) -> HashMap<&'p str, &'p Property> {
     let mut seen: HashMap<&str, &Property> = HashMap::default();
     for p in props {
         if let Some(first) = seen.get(p.key.text.as_str()) {
@@ -63,29 +79,49 @@ fn expr_of(p: &Property) -> Option<&Expr> {
     }
 }
 
-fn word_of(e: &Expr) -> Option<String> {
+/// The first property named `key`.
+fn prop<'p>(props: &'p [Property], key: &str) -> Option<&'p Property> {
+    props.iter().find(|p| p.key.text == key)
+}
+
+fn prop_expr<'p>(props: &'p [Property], key: &str) -> Option<&'p Expr> {
+    prop(props, key).and_then(expr_of)
+}
+
+/// A property value read as a word (a name, a string, a boolean).
+pub(super) fn word(e: &Expr) -> Option<String> {
     match &e.kind {
         ExprKind::Name(n) => Some(n.text.clone()),
-        ExprKind::Str(s) => s.as_plain(),
+        ExprKind::Str(s) => Some(s.raw_text()),
+        ExprKind::Bool(b) => Some(b.to_string()),
         _ => None,
     }
 }
 
+/// Reports an unknown property, suggesting the closest known one.
+fn unknown_prop(a: &mut Analyzer, p: &Property, what: &str, known: &[&str]) {
+    let key = p.key.text.as_str();
+    let d = Diagnostic::new(
+        Code::W005,
+        a.file,
+        p.key.span,
+        format!("unknown {what} property `{key}`"),
+    );
+    a.report(match closest(key, known.iter().copied()) {
+        Some(s) => d.with_help(format!("did you mean `{s}`?")),
+        None => d.with_help(format!(
+            "known properties: {}; unknown ones are kept and passed to the driver",
+            known.join(", ")
+        )),
+    });
+}
+
 /// Checks an `agent` definition.
-pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
+pub(super) fn agent<'a>(a: &mut Analyzer<'a>, def: &'a AgentDef) {
     let props = unique_props(a, &def.props);
     for p in &def.props {
-        let key = p.key.text.as_str();
-        if !AGENT_PROPS.contains(&key) {
-            a.diag(
-                Code::W005,
-                p.key.span,
-                format!("unknown agent property `{key}`"),
-            )
-            .help = Some(format!(
-                "known properties: {}; unknown ones are kept and passed to the driver",
-                AGENT_PROPS.join(", ")
-            ));
+        if !AGENT_PROPS.contains(&p.key.text.as_str()) {
+            unknown_prop(a, p, "agent", &AGENT_PROPS);
         }
     }
     if let Some(p) = props.get("model") {
@@ -124,7 +160,7 @@ pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
         skills(a, p);
     }
     if let Some(p) = props.get("permissions") {
-        permissions(a, p, AGENT);
+        check_permissions(a, p, true);
     }
     for key in ["retry", "backoff"] {
         if let Some(p) = props.get(key) {
@@ -138,6 +174,43 @@ pub(super) fn agent(a: &mut Analyzer, def: &AgentDef) {
     }
     if let Some(p) = props.get("context") {
         context(a, p);
+    }
+}
+
+/// The agent table's entry for a definition: its properties as written.
+pub(super) fn agent_entry(def: &AgentDef) -> r::Agent {
+    let props = &def.props;
+    let persist = match prop_expr(props, "persist").map(|e| &e.kind) {
+        Some(ExprKind::Bool(true)) => r::Persist::Run,
+        Some(ExprKind::Name(n)) if n.text == "project" => r::Persist::Project,
+        Some(ExprKind::Name(n)) if n.text == "user" => r::Persist::User,
+        Some(ExprKind::Str(s)) => r::Persist::Path(s.raw_text()),
+        _ => r::Persist::None,
+    };
+    let extra = props
+        .iter()
+        .filter(|p| !AGENT_FIELDS.contains(&p.key.text.as_str()))
+        .filter_map(|p| {
+            let e = expr_of(p)?;
+            let value = match &e.kind {
+                ExprKind::Int(i) => r::Literal::Int(*i),
+                ExprKind::Bool(b) => r::Literal::Bool(*b),
+                _ => r::Literal::Str(word(e)?),
+            };
+            Some((p.key.text.clone(), value))
+        })
+        .collect();
+    r::Agent {
+        name: def.name.text.clone(),
+        model: prop_expr(props, "model").and_then(word),
+        prompt: match prop_expr(props, "prompt").map(|e| &e.kind) {
+            Some(ExprKind::Str(s)) => Some(s.raw_text()),
+            _ => None,
+        },
+        persist,
+        skills: skill_names(prop_expr(props, "skills")),
+        permissions: table_permissions(prop(props, "permissions")),
+        extra,
     }
 }
 
@@ -157,9 +230,16 @@ fn model(a: &mut Analyzer, p: &Property) {
                 );
             }
         }
-        _ => {
-            a.diag(Code::E008, p.span, "invalid model").help =
-                Some("use sonnet, opus or haiku (or a quoted provider model id)".into());
+        value => {
+            let d = Diagnostic::new(Code::E008, a.file, p.span, "invalid model");
+            let written = match value {
+                Some(ExprKind::Name(n)) => Some(n.text.as_str()),
+                _ => None,
+            };
+            a.report(match written.and_then(|w| closest(w, MODELS)) {
+                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                None => d.with_help("use sonnet, opus or haiku (or a quoted provider model id)"),
+            });
         }
     }
 }
@@ -186,14 +266,19 @@ fn skills(a: &mut Analyzer, p: &Property) {
             ExprKind::Str(s) => {
                 let name = s.raw_text();
                 if !a.skills.contains(&name) {
-                    a.diag(
+                    let d = Diagnostic::new(
                         Code::W007,
+                        a.file,
                         item.span,
                         format!("skill {name:?} is not imported"),
-                    )
-                    .help = Some(format!(
-                        "import it: `import \"{name}\" from \"github:...\"`"
-                    ));
+                    );
+                    let known: Vec<&str> = a.skills.iter().map(String::as_str).collect();
+                    a.report(match closest(&name, known) {
+                        Some(s) => d.with_help(format!("did you mean {s:?}?")),
+                        None => d.with_help(format!(
+                            "import it: `import \"{name}\" from \"github:...\"`"
+                        )),
+                    });
                 }
             }
             _ => {
@@ -203,110 +288,70 @@ fn skills(a: &mut Analyzer, p: &Property) {
     }
 }
 
-/// Checks a `permissions:` block. An agent's (`late`) resolves names and interpolations when
-/// a session uses the agent, so they may name any variable of the program.
-fn permissions(a: &mut Analyzer, p: &Property, late: bool) {
-    let PropValue::Block(entries) = &p.value else {
-        a.diag(
-            Code::E015,
-            p.span,
-            "`permissions` must be an indented block",
-        )
-        .help = Some(
-            "write `permissions:` then lines such as `read: [\"*.md\"]` and `bash: deny`".into(),
-        );
-        return;
-    };
-    unique_props(a, entries);
-    for e in entries {
-        let key = e.key.text.as_str();
-        let value = match &e.value {
-            PropValue::Expr(v) => v,
-            PropValue::Block(_) => {
-                a.diag(
-                    Code::W009,
-                    e.span,
-                    format!("unknown value for permission `{key}`"),
-                );
-                continue;
-            }
-        };
-        match key {
-            "read" | "write" | "execute" | "network" | "bash" => {}
-            _ => {
-                a.diag(
-                    Code::W008,
-                    e.key.span,
-                    format!("unknown permission type `{key}`"),
-                )
-                .help = Some("known types: read, write, execute, bash, network".into());
-            }
-        }
-        match &value.kind {
-            ExprKind::Array(items) => {
-                if key == "bash" {
-                    a.diag(Code::W009, value.span, "`bash` takes allow, deny or prompt");
-                }
-                for item in items {
-                    match &item.kind {
-                        ExprKind::Str(s) if late => a.late_strlit(s),
-                        ExprKind::Str(s) => a.strlit(s),
-                        ExprKind::Name(n) if !late && a.lookup(&n.text).is_some() => {}
-                        ExprKind::Name(n) if late && a.declared_anywhere(&n.text) => {}
-                        _ => {
-                            a.diag(Code::E016, item.span, "permission patterns must be strings");
-                        }
-                    }
-                }
-            }
-            _ => match word_of(value) {
-                Some(w) if matches!(w.as_str(), "allow" | "deny" | "prompt") => {}
-                // `read`, `write` and `execute` also take one pattern string.
-                Some(_)
-                    if matches!(key, "read" | "write" | "execute")
-                        && matches!(value.kind, ExprKind::Str(_)) => {}
-                _ => {
-                    a.diag(
-                        Code::W009,
-                        value.span,
-                        format!("unknown value for permission `{key}`"),
-                    )
-                    .help = Some("use allow, deny, prompt, or a list of patterns".into());
-                }
-            },
-        }
+/// The skill names of a `skills:` value (nothing when it is not a list).
+fn skill_names(e: Option<&Expr>) -> Vec<String> {
+    match e.map(|e| &e.kind) {
+        Some(ExprKind::Array(items)) => items
+            .iter()
+            .filter_map(|i| match &i.kind {
+                ExprKind::Str(s) => Some(s.raw_text()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
-/// Checks a `context:` value: variable references, member paths, lists and objects of them,
-/// a string note, or a block of `file:` entries.
-fn context(a: &mut Analyzer, p: &Property) {
+/// Checks a `context:` value and resolves it into labelled values: variable references,
+/// member paths, lists and objects of them, a string note, a block of `file:` entries, or
+/// an agent (its prompt).
+fn context<'a>(a: &mut Analyzer<'a>, p: &'a Property) -> Vec<(String, r::ContextValue)> {
+    let mut out = Vec::new();
     match &p.value {
         PropValue::Block(entries) => {
             for e in entries {
                 if let PropValue::Expr(v) = &e.value {
-                    a.expr(v);
+                    out.push((e.key.text.clone(), r::ContextValue::Expr(a.expr(v))));
                 }
             }
         }
-        PropValue::Expr(e) => context_value(a, e, true),
+        PropValue::Expr(e) => context_value(a, e, true, &mut out),
     }
+    out
 }
 
-fn context_value(a: &mut Analyzer, e: &Expr, top: bool) {
+fn context_value<'a>(
+    a: &mut Analyzer<'a>,
+    e: &'a Expr,
+    top: bool,
+    out: &mut Vec<(String, r::ContextValue)>,
+) {
+    let label = match &e.kind {
+        ExprKind::Name(n) => n.text.clone(),
+        ExprKind::Member(_, f) => f.text.clone(),
+        ExprKind::Str(_) => "note".into(),
+        _ => "context".into(),
+    };
     match &e.kind {
-        ExprKind::Name(n) if a.agents.contains_key(&n.text) && a.lookup(&n.text).is_none() => {}
+        ExprKind::Name(n) if a.lookup(&n.text).is_none() && a.agents.contains_key(&n.text) => {
+            // An agent named as context: its description.
+            let id = a.agents[&n.text].id;
+            out.push((label, r::ContextValue::Agent(id)));
+        }
         ExprKind::Name(_) | ExprKind::Member(..) | ExprKind::Index(..) | ExprKind::Str(_) => {
-            a.expr(e)
+            out.push((label, r::ContextValue::Expr(a.expr(e))));
         }
         ExprKind::Array(items) if top => {
             for i in items {
-                context_value(a, i, false);
+                context_value(a, i, false, out);
             }
         }
         ExprKind::Object(entries) if top => {
             for en in entries {
-                a.expr(&en.value);
+                out.push((
+                    en.key.text.clone(),
+                    r::ContextValue::Expr(a.expr(&en.value)),
+                ));
             }
         }
         _ => {
@@ -316,91 +361,65 @@ fn context_value(a: &mut Analyzer, e: &Expr, top: bool) {
                 "context entries must be variable references",
             )
             .help = Some("bind the value first (`let x = ...`) and pass `context: x`".into());
-            a.expr(e);
+            out.push((label, r::ContextValue::Expr(a.expr(e))));
         }
     }
 }
 
-/// Checks a session or `resume:` with its properties.
-pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
+/// Checks a session or `resume:` with its properties and resolves it.
+pub(super) fn session<'a>(a: &mut Analyzer<'a>, s: &'a SessionExpr, span: Span) -> r::Session {
     let props = unique_props(a, &s.props);
     for p in &s.props {
-        let key = p.key.text.as_str();
-        if !SESSION_PROPS.contains(&key) {
-            a.diag(
-                Code::W005,
-                p.key.span,
-                format!("unknown session property `{key}`"),
-            )
-            .help = Some(format!(
-                "known properties: {}; unknown ones are kept and passed to the driver",
-                SESSION_PROPS.join(", ")
-            ));
+        if !SESSION_PROPS.contains(&p.key.text.as_str()) {
+            unknown_prop(a, p, "session", &SESSION_PROPS);
         }
     }
-    if let Some(agent) = &s.agent {
-        match a.agents.get(&agent.text) {
-            None => {
-                let mut d = Diagnostic::new(
-                    Code::E007,
-                    a.file,
-                    agent.span,
-                    format!("undefined agent `{}`", agent.text),
-                );
-                if a.lookup(&agent.text).is_some() {
-                    d = d.with_help(format!(
-                        "`{}` is a variable; pass it with `context: {}`",
-                        agent.text, agent.text
-                    ));
-                } else {
-                    d = d.with_help(format!(
-                        "define it: `agent {}:` with a `model:` and a `prompt:`",
-                        agent.text
-                    ));
-                }
-                a.report(d);
-            }
-            Some(info) if s.kind == SessionKind::Resume && !info.persistent => {
-                let prev = info.span;
-                a.report(
-                    Diagnostic::new(
-                        Code::E017,
-                        a.file,
-                        agent.span,
-                        format!(
-                            "`resume:` needs a persistent agent, and `{}` has no `persist:`",
-                            agent.text
-                        ),
-                    )
-                    .with_secondary(prev, "agent defined here")
-                    .with_help("add `persist: true` to the agent, or use `session:`"),
-                );
-            }
-            Some(_) => {}
-        }
-    }
+    let agent = s.agent.as_ref().and_then(|name| session_agent(a, s, name));
     let prompt_prop = props.get("prompt").copied();
-    if let Some(text) = &s.text {
-        a.strlit(text);
+    let text = s.text.as_ref().map(|text| {
+        let t = a.template(text);
         if prompt_prop.is_none() {
             prompt_text(a, text);
         }
-    }
-    if let Some(p) = prompt_prop {
-        match expr_of(p) {
-            Some(Expr {
-                kind: ExprKind::Str(t),
-                ..
-            }) => {
-                a.strlit(t);
-                prompt_text(a, t);
-            }
-            Some(e) => a.expr(e),
-            None => {
-                a.diag(Code::E144, p.span, "`prompt` must be a string or a value");
+        t
+    });
+    let prompt = prompt_prop.map(|p| match expr_of(p) {
+        Some(Expr {
+            kind: ExprKind::Str(t),
+            ..
+        }) => {
+            let tpl = a.template(t);
+            prompt_text(a, t);
+            tpl
+        }
+        Some(e) => {
+            // A prompt given as a value: a variable, or a member path of one.
+            let value = a.expr(e);
+            match value_path(&value) {
+                Some((var, path)) => r::Template {
+                    parts: vec![r::TplPart::Var {
+                        var,
+                        path,
+                        name: root_name(e),
+                    }],
+                },
+                None => {
+                    a.diag(
+                        Code::E144,
+                        p.span,
+                        "`prompt` must be a string, a variable, or a field or element of one",
+                    )
+                    .help =
+                        Some("bind the value first: `let task = ...`, then `prompt: task`".into());
+                    r::Template::text("")
+                }
             }
         }
-    }
+        None => {
+            a.diag(Code::E144, p.span, "`prompt` must be a string or a value");
+            r::Template::text("")
+        }
+    });
     if s.text.is_none() && s.agent.is_none() && prompt_prop.is_none() {
         a.diag(
             Code::E003,
@@ -410,12 +429,20 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
         .help =
             Some("write `session \"task\"`, `session: agent`, or add a `prompt:` property".into());
     }
+    // `session "label"` with a `prompt:` property: the string is the label.
+    let (label, prompt) = match (text, prompt) {
+        (Some(_), Some(p)) => (s.text.as_ref().map(StrLit::raw_text), Some(p)),
+        (t, p) => (None, p.or(t)),
+    };
+    let label = label.or_else(|| s.name.as_ref().map(|n| n.text.clone()));
     if let Some(p) = props.get("model") {
         model(a, p);
     }
-    if let Some(p) = props.get("context") {
-        context(a, p);
-    }
+    let context = props
+        .get("context")
+        .map(|p| context(a, p))
+        .unwrap_or_default();
+    let mut retry = 0;
     if let Some(p) = props.get("retry") {
         match expr_of(p).map(|e| &e.kind) {
             Some(ExprKind::Int(n)) if *n < 1 => {
@@ -425,14 +452,16 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
                     format!("retry count must be positive, not {n}"),
                 );
             }
-            Some(ExprKind::Int(n)) if *n > 10 => {
-                a.diag(
-                    Code::W113,
-                    p.span,
-                    format!("retry count {n} is unusually high"),
-                );
+            Some(ExprKind::Int(n)) => {
+                if *n > 10 {
+                    a.diag(
+                        Code::W113,
+                        p.span,
+                        format!("retry count {n} is unusually high"),
+                    );
+                }
+                retry = u32::try_from(*n).unwrap_or(u32::MAX);
             }
-            Some(ExprKind::Int(_)) => {}
             Some(ExprKind::Unary(UnOp::Neg, _)) => {
                 a.diag(Code::E125, p.span, "retry count must be positive");
             }
@@ -441,21 +470,137 @@ pub(super) fn session(a: &mut Analyzer, s: &SessionExpr, span: Span) {
             }
         }
     }
+    let mut backoff = Backoff::None;
     if let Some(p) = props.get("backoff") {
-        let ok = expr_of(p)
-            .and_then(word_of)
-            .is_some_and(|w| matches!(w.as_str(), "none" | "linear" | "exponential"));
-        if !ok {
-            a.diag(Code::E127, p.span, "invalid backoff strategy").help =
-                Some("use none, linear or exponential".into());
+        let w = expr_of(p).and_then(word_of);
+        match w.as_deref() {
+            Some("none") => {}
+            Some("linear") => backoff = Backoff::Linear,
+            Some("exponential") => backoff = Backoff::Exponential,
+            _ => {
+                let d = Diagnostic::new(Code::E127, a.file, p.span, "invalid backoff strategy");
+                a.report(match w.and_then(|w| closest(&w, BACKOFFS)) {
+                    Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                    None => d.with_help("use none, linear or exponential"),
+                });
+            }
         }
     }
     if let Some(p) = props.get("permissions") {
-        permissions(a, p, SESSION);
+        check_permissions(a, p, false);
     }
     if let Some(p) = props.get("skills") {
         skills(a, p);
     }
+    // The agent's prompt and permission patterns interpolate in this session's scope.
+    let agent_def = s
+        .agent
+        .as_ref()
+        .filter(|_| agent.is_some())
+        .and_then(|name| a.agents.get(&name.text))
+        .map(|info| info.def);
+    let system = agent_def.and_then(
+        |def| match prop_expr(&def.props, "prompt").map(|e| &e.kind) {
+            Some(ExprKind::Str(lit)) => Some(a.quiet_template(lit)),
+            _ => None,
+        },
+    );
+    let mut permissions = match agent_def {
+        Some(def) => scoped_permissions(a, prop(&def.props, "permissions")),
+        None => Vec::new(),
+    };
+    for p in scoped_permissions(a, prop(&s.props, "permissions")) {
+        permissions.retain(|q| q.kind != p.kind);
+        permissions.push(p);
+    }
+    r::Session {
+        kind: s.kind,
+        context,
+        agent,
+        label,
+        prompt,
+        system,
+        model: prop_expr(&s.props, "model").and_then(word),
+        permissions,
+        skills: prop_expr(&s.props, "skills").map(|e| skill_names(Some(e))),
+        retry,
+        backoff,
+    }
+}
+
+/// A variable and the member path read from it, for a value written as `name`,
+/// `name.field` or `name[0]` (chained).
+fn value_path(e: &r::Expr) -> Option<(r::VarId, Vec<PathSeg>)> {
+    match &e.kind {
+        r::ExprKind::Var(v) => Some((*v, Vec::new())),
+        r::ExprKind::Member(base, field) => {
+            let (v, mut path) = value_path(base)?;
+            path.push(PathSeg::Field(field.clone()));
+            Some((v, path))
+        }
+        r::ExprKind::Index(base, index) => match index.kind {
+            r::ExprKind::Lit(r::Literal::Int(i)) => {
+                let (v, mut path) = value_path(base)?;
+                path.push(PathSeg::Index(u32::try_from(i).ok()?));
+                Some((v, path))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The name a member path starts from.
+fn root_name(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Name(n) => n.text.clone(),
+        ExprKind::Member(base, _) | ExprKind::Index(base, _) => root_name(base),
+        _ => String::new(),
+    }
+}
+
+/// Checks the agent a session names (E007, E017) and returns it.
+fn session_agent(a: &mut Analyzer, s: &SessionExpr, agent: &Name) -> Option<r::AgentId> {
+    let Some(info) = a.agents.get(&agent.text) else {
+        let mut d = Diagnostic::new(
+            Code::E007,
+            a.file,
+            agent.span,
+            format!("undefined agent `{}`", agent.text),
+        );
+        if a.lookup(&agent.text).is_some() {
+            d = d.with_help(format!(
+                "`{}` is a variable; pass it with `context: {}`",
+                agent.text, agent.text
+            ));
+        } else if let Some(s) = closest(&agent.text, a.agents.keys().map(String::as_str)) {
+            d = d.with_help(format!("did you mean `{s}`?"));
+        } else {
+            d = d.with_help(format!(
+                "define it: `agent {}:` with a `model:` and a `prompt:`",
+                agent.text
+            ));
+        }
+        a.report(d);
+        return None;
+    };
+    let (id, persistent, prev) = (info.id, info.persistent, info.span);
+    if s.kind == SessionKind::Resume && !persistent {
+        a.report(
+            Diagnostic::new(
+                Code::E017,
+                a.file,
+                agent.span,
+                format!(
+                    "`resume:` needs a persistent agent, and `{}` has no `persist:`",
+                    agent.text
+                ),
+            )
+            .with_secondary(prev, "agent defined here")
+            .with_help("add `persist: true` to the agent, or use `session:`"),
+        );
+    }
+    Some(id)
 }
 
 fn prompt_text(a: &mut Analyzer, s: &StrLit) {
@@ -476,111 +621,4 @@ fn prompt_text(a: &mut Analyzer, s: &StrLit) {
         )
         .help = Some("consider breaking the task into smaller sessions".into());
     }
-}
-
-/// Checks `parallel (...)` modifiers; `branches` is the branch count when known statically.
-pub(super) fn parallel_mods(a: &mut Analyzer, mods: &[Arg], branches: Option<usize>) {
-    let mut strategy: Option<(String, Span)> = None;
-    let mut count: Option<(i64, Span)> = None;
-    for m in mods {
-        match &m.name {
-            None => match word_of(&m.value) {
-                Some(w) if matches!(w.as_str(), "all" | "first" | "any") => {
-                    strategy = Some((w, m.value.span))
-                }
-                _ => {
-                    a.diag(Code::E112, m.value.span, "invalid join strategy")
-                        .help = Some("use \"all\", \"first\" or \"any\"".into());
-                }
-            },
-            Some(n) if n.text == "on-fail" => match word_of(&m.value) {
-                Some(w) if matches!(w.as_str(), "fail-fast" | "continue" | "ignore") => {}
-                _ => {
-                    a.diag(Code::E113, m.value.span, "invalid on-fail policy")
-                        .help = Some("use \"fail-fast\", \"continue\" or \"ignore\"".into());
-                }
-            },
-            Some(n) if n.text == "count" => match &m.value.kind {
-                ExprKind::Int(c) if *c >= 1 => count = Some((*c, m.value.span)),
-                ExprKind::Int(_) | ExprKind::Unary(UnOp::Neg, _) => {
-                    a.diag(Code::E115, m.value.span, "count must be at least 1");
-                }
-                _ => {
-                    a.diag(
-                        Code::E115,
-                        m.value.span,
-                        "count must be an integer of at least 1",
-                    );
-                }
-            },
-            Some(n) => {
-                a.diag(Code::E116, n.span, format!("unknown parallel modifier `{}`", n.text))
-                    .help = Some("modifiers: a strategy (\"all\", \"first\", \"any\"), count: N, on-fail: \"...\"".into());
-            }
-        }
-    }
-    if let Some((c, cspan)) = count {
-        if strategy.as_ref().map(|s| s.0.as_str()) != Some("any") {
-            a.diag(
-                Code::E114,
-                cspan,
-                "`count` is only valid with the \"any\" strategy",
-            );
-        } else if let Some(b) = branches {
-            if c as usize > b {
-                a.diag(
-                    Code::W105,
-                    cspan,
-                    format!("count {c} exceeds the {b} branch(es)"),
-                )
-                .help = Some("the block can never collect that many results".into());
-            }
-        }
-    }
-}
-
-/// Checks `loop (max: n)` modifiers; returns whether a max was given.
-pub(super) fn loop_mods(a: &mut Analyzer, mods: &[Arg]) -> bool {
-    let mut has_max = false;
-    for m in mods {
-        match &m.name {
-            Some(n) if n.text == "max" => {
-                has_max = true;
-                match &m.value.kind {
-                    ExprKind::Int(v) if *v >= 1 => {}
-                    ExprKind::Int(v) => {
-                        a.diag(
-                            Code::E119,
-                            m.value.span,
-                            format!("max iterations must be positive, not {v}"),
-                        );
-                    }
-                    ExprKind::Unary(UnOp::Neg, _) => {
-                        a.diag(Code::E119, m.value.span, "max iterations must be positive");
-                    }
-                    ExprKind::Name(_) | ExprKind::Member(..) => a.expr(&m.value),
-                    _ => {
-                        a.diag(
-                            Code::E120,
-                            m.value.span,
-                            "max iterations must be an integer",
-                        );
-                    }
-                }
-            }
-            Some(n) => {
-                a.diag(
-                    Code::E116,
-                    n.span,
-                    format!("unknown loop modifier `{}`", n.text),
-                )
-                .help = Some("loops take `(max: N)`".into());
-            }
-            None => {
-                a.diag(Code::E116, m.value.span, "loop modifiers must be named")
-                    .help = Some("write `(max: N)`".into());
-            }
-        }
-    }
-    has_max
 }

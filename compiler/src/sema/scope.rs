@@ -3,8 +3,10 @@
 //! Each function (the program body, and each block definition) has one flat namespace for
 //! `let`, `const`, `output`, `input` and assigned names: the reference forbids shadowing, and
 //! the run directory stores bindings by name. Loop variables, block parameters, `catch as`
-//! names and pipeline variables live in nested frames that close with their construct.
+//! names and pipeline variables live in nested frames that close with their construct. A
+//! parallel branch (and each iteration of a fan-out) has a namespace of its own.
 
+use crate::resolved::VarId;
 use crate::span::Span;
 use rustc_hash::FxHashMap as HashMap;
 
@@ -29,12 +31,18 @@ pub enum VarKind {
     Pipe,
     /// A named output of a block, visible to the caller after `do block(...)`.
     BlockOutput,
+    /// A variable of a block that is not one of its outputs, visible to the caller after
+    /// `do block(...)` (relaxed: E146).
+    BlockVar,
 }
 
 impl VarKind {
     /// Whether assignment to the name is allowed.
     pub fn is_mutable(self) -> bool {
-        matches!(self, VarKind::Let | VarKind::Output | VarKind::BlockOutput)
+        matches!(
+            self,
+            VarKind::Let | VarKind::Output | VarKind::BlockOutput | VarKind::BlockVar
+        )
     }
 
     /// How the kind is described in messages.
@@ -49,11 +57,26 @@ impl VarKind {
             VarKind::Error => "error variable",
             VarKind::Pipe => "pipeline variable",
             VarKind::BlockOutput => "block output",
+            VarKind::BlockVar => "block variable",
         }
     }
 }
 
-/// What is known about a variable.
+/// Which arm of which mutually exclusive construct (`if`/`elif`/`else`, `choice`) a
+/// declaration sits in, outermost first. Two declarations whose paths first differ in the
+/// arm of the same construct can never both run.
+pub type ArmPath = Vec<(u32, u32)>;
+
+/// Whether statements at paths `a` and `b` are in different arms of one exclusive
+/// construct.
+pub fn exclusive(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
+    a.iter()
+        .zip(b)
+        .find(|(x, y)| x != y)
+        .is_some_and(|(x, y)| x.0 == y.0)
+}
+
+/// What is known about a visible name.
 #[derive(Clone, Debug)]
 pub struct Var {
     /// How it was declared.
@@ -62,15 +85,22 @@ pub struct Var {
     pub span: Span,
     /// For results of program invocations: the import alias, to check member access.
     pub program: Option<String>,
+    /// The variable it names.
+    pub id: VarId,
+    /// The exclusive arms its declaration sits in.
+    pub arms: ArmPath,
 }
+
+/// One namespace: names to variables.
+pub type Namespace = HashMap<String, Var>;
 
 /// The scopes of one function being analysed.
 #[derive(Default)]
 pub struct Scopes {
     /// The function's flat namespace.
-    pub flat: HashMap<String, Var>,
+    pub flat: Namespace,
     /// Nested frames (innermost last).
-    pub frames: Vec<HashMap<String, Var>>,
+    pub frames: Vec<Namespace>,
     /// Indices of the frames that are parallel branches: each branch has a namespace of its
     /// own for the names it declares (every child fiber gets its own copy at run time).
     branches: Vec<usize>,
@@ -84,6 +114,15 @@ impl Scopes {
             .rev()
             .find_map(|f| f.get(name))
             .or_else(|| self.flat.get(name))
+    }
+
+    /// Every visible name, for suggestions.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.frames
+            .iter()
+            .flat_map(|f| f.keys())
+            .chain(self.flat.keys())
+            .map(String::as_str)
     }
 
     /// Opens a frame.
@@ -110,7 +149,7 @@ impl Scopes {
 
     /// The namespace `let` and friends declare into: the innermost branch, else the
     /// function's flat namespace.
-    pub fn ns(&mut self) -> &mut HashMap<String, Var> {
+    pub fn ns(&mut self) -> &mut Namespace {
         match self.branches.last() {
             Some(&i) => &mut self.frames[i],
             None => &mut self.flat,
@@ -118,7 +157,7 @@ impl Scopes {
     }
 
     /// The namespace enclosing the innermost branch (where a branch's named result goes).
-    pub fn outer_ns(&mut self) -> &mut HashMap<String, Var> {
+    pub fn outer_ns(&mut self) -> &mut Namespace {
         match self.branches.len() {
             0 | 1 => &mut self.flat,
             n => {
@@ -133,5 +172,20 @@ impl Scopes {
         if let Some(f) = self.frames.last_mut() {
             f.insert(name.to_string(), var);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::exclusive;
+
+    #[test]
+    fn only_different_arms_of_one_construct_are_exclusive() {
+        assert!(exclusive(&[(1, 0)], &[(1, 1)]));
+        assert!(exclusive(&[(1, 0), (2, 0)], &[(1, 1)]));
+        assert!(!exclusive(&[(1, 0)], &[(1, 0)]));
+        assert!(!exclusive(&[(1, 0)], &[(1, 0), (2, 1)]));
+        assert!(!exclusive(&[], &[(1, 0)]));
+        assert!(!exclusive(&[(1, 0)], &[(2, 0)]));
     }
 }

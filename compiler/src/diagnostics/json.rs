@@ -1,46 +1,8 @@
-//! Rendering diagnostics as rustc-style text (through codespan-reporting) or as JSON.
-
-use codespan_reporting::diagnostic as cs;
-use codespan_reporting::term::{self, termcolor::WriteColor, Config};
-use serde::Serialize;
+//! Diagnostics as JSON (`--format json`).
 
 use super::{Diagnostic, Severity};
 use crate::source::SourceMap;
-
-/// Writes `diags` as rustc-style snippets: code, message, `file:line:col`, the source line,
-/// an underline and a help line.
-pub fn render_text(
-    out: &mut dyn WriteColor,
-    sources: &SourceMap,
-    diags: &[Diagnostic],
-) -> std::io::Result<()> {
-    let config = Config {
-        chars: term::Chars::ascii(),
-        ..Config::default()
-    };
-    for d in diags {
-        let severity = match d.severity {
-            Severity::Error => cs::Severity::Error,
-            Severity::Warning => cs::Severity::Warning,
-        };
-        let mut labels = vec![cs::Label::primary(d.file, d.span.range()).with_message(&d.label)];
-        labels.extend(
-            d.secondary
-                .iter()
-                .map(|l| cs::Label::secondary(l.file, l.span.range()).with_message(&l.message)),
-        );
-        let mut diag = cs::Diagnostic::new(severity)
-            .with_code(d.code.as_str())
-            .with_message(&d.message)
-            .with_labels(labels);
-        if let Some(help) = &d.help {
-            diag = diag.with_notes(vec![format!("help: {help}")]);
-        }
-        term::emit_to_write_style(out, &config, sources, &diag)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-    }
-    Ok(())
-}
+use serde::Serialize;
 
 /// The JSON shape of one diagnostic (`--format json`).
 #[derive(Debug, Serialize)]

@@ -1,0 +1,144 @@
+//! Statements: inputs, outputs, bindings, `throw` and `assert`.
+
+use super::module::Lowerer;
+use crate::resolved as r;
+use bytecode_spec as bc;
+use bytecode_spec::{Op, Reg};
+use cranelift_entity::EntityRef;
+
+impl<'a> Lowerer<'a> {
+    /// Lowers statements; returns the register holding the last statement's value.
+    pub(super) fn stmts_value(&mut self, stmts: &'a [r::Stmt]) -> Reg {
+        let result = self.fb().var_reg();
+        let c = self.const_null();
+        self.emit(Op::LoadConst { dst: result, c });
+        for (i, s) in stmts.iter().enumerate() {
+            let mark = self.fb().temp_mark();
+            let v = self.stmt(s);
+            if let Some(v) = v.filter(|&v| v != result && i + 1 == stmts.len()) {
+                self.emit(Op::Move {
+                    dst: result,
+                    src: v,
+                });
+            }
+            self.fb().release_to(mark);
+        }
+        result
+    }
+
+    /// Lowers a loop body, whose value nobody reads (keeping it would hold a second
+    /// reference to a list the body appends to, forcing a copy per append).
+    pub(super) fn stmts(&mut self, stmts: &'a [r::Stmt]) {
+        for s in stmts {
+            let mark = self.fb().temp_mark();
+            self.stmt(s);
+            self.fb().release_to(mark);
+        }
+    }
+
+    fn stmt(&mut self, s: &'a r::Stmt) -> Option<Reg> {
+        self.set_loc(s.span);
+        match &s.kind {
+            r::StmtKind::Nop => None,
+            r::StmtKind::Input { var, input, source } => {
+                let id = bc::InputId::new(input.index());
+                self.slot(*var);
+                let dst = self.temp();
+                match source {
+                    r::InputSource::Parameter => {
+                        self.emit(Op::LoadInput { dst, input: id });
+                    }
+                    r::InputSource::Ask(question) => {
+                        // A mid-program question may interpolate the variables in scope here.
+                        if let Some(q) = question {
+                            let t = self.template(q);
+                            self.m.inputs[id].description = Some(t);
+                        }
+                        self.emit(Op::Ask { dst, input: id });
+                    }
+                }
+                self.write(*var, dst);
+                Some(dst)
+            }
+            r::StmtKind::Output { value, var, sink } => Some(self.output(value, *var, sink)),
+            r::StmtKind::Bind { target, value } => {
+                let v = self.expr(value);
+                match target {
+                    r::BindTarget::Var(var) => self.write(*var, v),
+                    r::BindTarget::Destructure(vars) => {
+                        for (name, var) in vars {
+                            let key = self.s(name);
+                            let t = self.temp();
+                            self.emit(Op::GetField {
+                                dst: t,
+                                src: v,
+                                name: key,
+                            });
+                            self.write(*var, t);
+                        }
+                    }
+                }
+                Some(v)
+            }
+            r::StmtKind::Append { var, item, span } => {
+                // `x = x + e`: one `binary x, x + e`, so the VM can extend a list in place.
+                let loc = self.slot(*var);
+                let b = self.expr(item);
+                self.set_loc(*span);
+                self.emit(Op::Binary {
+                    op: bc::BinOp::Add,
+                    dst: loc.reg,
+                    a: loc.reg,
+                    b,
+                });
+                Some(loc.reg)
+            }
+            r::StmtKind::Throw(message) => {
+                let msg = match message {
+                    Some(e) => self.expr(e),
+                    None => self.null(),
+                };
+                self.emit(Op::Throw { msg });
+                None
+            }
+            r::StmtKind::Rethrow(err) => {
+                let err = self.read(*err);
+                self.emit(Op::Rethrow { err });
+                None
+            }
+            r::StmtKind::Assert { cond, message } => {
+                let cond = self.cond(cond);
+                let msg = message.as_ref().map(|m| self.expr(m));
+                self.emit(Op::Assert { cond, msg });
+                None
+            }
+            r::StmtKind::Expr(e) => Some(self.expr(e)),
+        }
+    }
+
+    fn output(&mut self, value: &'a r::Expr, var: Option<r::VarId>, sink: &r::OutputSink) -> Reg {
+        let v = self.expr(value);
+        if let Some(var) = var {
+            self.write(var, v);
+        }
+        match sink {
+            r::OutputSink::Block { name, returns } => {
+                if let Some(n) = name {
+                    let name = self.s(n);
+                    self.emit(Op::SetBlockOutput { name, src: v });
+                }
+                if *returns {
+                    // `output` inside a block returns from it.
+                    self.block_exports();
+                    self.emit(Op::Return { src: v });
+                }
+            }
+            r::OutputSink::Program(Some(id)) => {
+                let output = bc::OutputId::new(id.index());
+                self.emit(Op::SetOutput { output, src: v });
+            }
+            r::OutputSink::Program(None) => {}
+        }
+        v
+    }
+}

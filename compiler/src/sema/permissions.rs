@@ -1,0 +1,156 @@
+//! `permissions:` blocks: their checks, and their rules as the agent table keeps them or as
+//! a session resolves them in its scope.
+
+use super::modifiers::word_of;
+use super::props::{unique_props, word};
+use super::Analyzer;
+use crate::ast::*;
+use crate::diagnostics::closest;
+use crate::diagnostics::{Code, Diagnostic};
+use crate::resolved as r;
+
+const PERMISSION_KINDS: [&str; 5] = ["read", "write", "execute", "bash", "network"];
+const PERMISSION_WORDS: [&str; 3] = ["allow", "deny", "prompt"];
+
+/// Checks a `permissions:` block. An agent's (`late`) resolves names and interpolations when
+/// a session uses the agent, so they may name any variable of the program.
+pub(super) fn check_permissions(a: &mut Analyzer, p: &Property, late: bool) {
+    let PropValue::Block(entries) = &p.value else {
+        a.diag(
+            Code::E015,
+            p.span,
+            "`permissions` must be an indented block",
+        )
+        .help = Some(
+            "write `permissions:` then lines such as `read: [\"*.md\"]` and `bash: deny`".into(),
+        );
+        return;
+    };
+    unique_props(a, entries);
+    for e in entries {
+        let key = e.key.text.as_str();
+        let value = match &e.value {
+            PropValue::Expr(v) => v,
+            PropValue::Block(_) => {
+                a.diag(
+                    Code::W009,
+                    e.span,
+                    format!("unknown value for permission `{key}`"),
+                );
+                continue;
+            }
+        };
+        if !PERMISSION_KINDS.contains(&key) {
+            let d = Diagnostic::new(
+                Code::W008,
+                a.file,
+                e.key.span,
+                format!("unknown permission type `{key}`"),
+            );
+            a.report(match closest(key, PERMISSION_KINDS) {
+                Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                None => d.with_help("known types: read, write, execute, bash, network"),
+            });
+        }
+        match &value.kind {
+            ExprKind::Array(items) => {
+                if key == "bash" {
+                    a.diag(Code::W009, value.span, "`bash` takes allow, deny or prompt");
+                }
+                for item in items {
+                    match &item.kind {
+                        ExprKind::Str(s) if late => a.late_strlit(s),
+                        ExprKind::Str(s) => {
+                            a.template(s);
+                        }
+                        ExprKind::Name(n) if !late && a.lookup(&n.text).is_some() => {}
+                        ExprKind::Name(n) if late && a.declared_anywhere(&n.text) => {}
+                        _ => {
+                            a.diag(Code::E016, item.span, "permission patterns must be strings");
+                        }
+                    }
+                }
+            }
+            _ => match word_of(value) {
+                Some(w) if PERMISSION_WORDS.contains(&w.as_str()) => {}
+                // `read`, `write` and `execute` also take one pattern string.
+                Some(_)
+                    if matches!(key, "read" | "write" | "execute")
+                        && matches!(value.kind, ExprKind::Str(_)) => {}
+                word => {
+                    let d = Diagnostic::new(
+                        Code::W009,
+                        a.file,
+                        value.span,
+                        format!("unknown value for permission `{key}`"),
+                    );
+                    a.report(match word.and_then(|w| closest(&w, PERMISSION_WORDS)) {
+                        Some(s) => d.with_help(format!("did you mean `{s}`?")),
+                        None => d.with_help("use allow, deny, prompt, or a list of patterns"),
+                    });
+                }
+            },
+        }
+    }
+}
+
+/// The rules of a `permissions:` block as written (the agent table does not interpolate).
+pub(super) fn table_permissions(p: Option<&Property>) -> Vec<r::Permission> {
+    permission_rules(p, |item| match &item.kind {
+        ExprKind::Str(l) => Some(r::Template::text(l.raw_text())),
+        ExprKind::Name(n) => Some(r::Template::text(format!("{{{}}}", n.text))),
+        _ => None,
+    })
+}
+
+/// The rules of a `permissions:` block with patterns interpolated in the current scope (a
+/// name stands for its variable, `{name}` groups for theirs).
+pub(super) fn scoped_permissions(a: &mut Analyzer, p: Option<&Property>) -> Vec<r::Permission> {
+    permission_rules(p, |item| match &item.kind {
+        ExprKind::Str(l) => Some(a.quiet_template(l)),
+        ExprKind::Name(n) => Some(match a.lookup(&n.text).cloned() {
+            Some(var) => r::Template {
+                parts: vec![r::TplPart::Var {
+                    var: a.read_var(&var, n.span, false),
+                    path: Vec::new(),
+                    name: n.text.clone(),
+                }],
+            },
+            None => r::Template::text(format!("{{{}}}", n.text)),
+        }),
+        _ => None,
+    })
+}
+
+fn permission_rules(
+    p: Option<&Property>,
+    mut pattern: impl FnMut(&Expr) -> Option<r::Template>,
+) -> Vec<r::Permission> {
+    let Some(Property {
+        value: PropValue::Block(entries),
+        ..
+    }) = p
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let PropValue::Expr(v) = &e.value else {
+            continue;
+        };
+        let value = match &v.kind {
+            ExprKind::Array(items) => {
+                r::PermissionValue::Patterns(items.iter().filter_map(&mut pattern).collect())
+            }
+            _ => match word(v) {
+                Some(w) => r::PermissionValue::Word(w),
+                None => continue,
+            },
+        };
+        out.push(r::Permission {
+            kind: e.key.text.clone(),
+            value,
+        });
+    }
+    out
+}

@@ -1,0 +1,202 @@
+//! Lint levels: the defaults, `--strict`, `--allow`/`--warn`/`--deny`, the `[lints]` table
+//! of the nearest `prose.toml`, and `# prose: allow(...)` comments.
+
+use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::{Code, Severity};
+use prosec::lints::Level;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("lints-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// `(code, severity, line)` of the diagnostics of `file`, checked with `options`.
+fn check(file: &Path, options: Options) -> Vec<(Code, Severity, u32)> {
+    let mut c = Compilation::new(options);
+    c.add_file(file).expect("readable");
+    c.diagnostics
+        .iter()
+        .map(|d| {
+            let line = c.sources.get(d.file).line_col(d.span.start as usize).line;
+            (d.code, d.severity, line)
+        })
+        .collect()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("dirs");
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+/// Placeholder text (E140), a mid-program input (E022), a parameter named like a program
+/// variable (W104) and a conditional loop without max (W108).
+const NOISY: &str = "session \"Fill {placeholder}\"\ninput later: \"Asked now\"\nlet topic = \"x\"\nblock b(topic):\n  session \"On {topic}\"\nloop until **the work is done**:\n  session \"Work\"\n";
+
+use Code::*;
+use Severity::*;
+
+#[test]
+fn defaults_report_only_warnings_worth_acting_on() {
+    let dir = scratch("defaults");
+    let f = write(&dir, "p.prose", NOISY);
+    assert_eq!(check(&f, Options::default()), [(W108, Warning, 6)]);
+    // `--strict`: the reference's rules; W104 stays silent (it is not a relaxed rule).
+    let strict = Options {
+        strict: true,
+        ..Options::default()
+    };
+    assert_eq!(
+        check(&f, strict),
+        [(E140, Error, 1), (E022, Error, 2), (W108, Warning, 6)]
+    );
+}
+
+#[test]
+fn command_line_levels_apply_in_order() {
+    let dir = scratch("flags");
+    let f = write(&dir, "p.prose", NOISY);
+    let options = Options {
+        lints: vec![
+            (E140, Level::Deny),
+            (W104, Level::Warn),
+            (W108, Level::Deny),
+            (W108, Level::Allow),
+        ],
+        ..Options::default()
+    };
+    assert_eq!(check(&f, options), [(E140, Error, 1), (W104, Warning, 4)]);
+}
+
+#[test]
+fn the_nearest_prose_toml_sets_levels_and_flags_override_it() {
+    let dir = scratch("config");
+    write(
+        &dir,
+        "prose.toml",
+        "driver = \"mock\"\n[lints]\nW108 = \"allow\"\nE140 = \"warn\"\n",
+    );
+    // Found from a subdirectory, like Cargo.toml.
+    let f = write(&dir, "flows/deep/p.prose", NOISY);
+    assert_eq!(check(&f, Options::default()), [(E140, Warning, 1)]);
+    let options = Options {
+        lints: vec![(E140, Level::Allow)],
+        ..Options::default()
+    };
+    assert_eq!(check(&f, options), []);
+    // A program outside the project keeps the defaults.
+    let outside = scratch("config-outside");
+    let g = write(&outside, "p.prose", NOISY);
+    assert_eq!(check(&g, Options::default()), [(W108, Warning, 6)]);
+}
+
+#[test]
+fn a_bad_lint_setting_is_located_in_prose_toml() {
+    let dir = scratch("config-bad");
+    write(
+        &dir,
+        "prose.toml",
+        "[lints]\nW108 = \"off\"\nE007 = \"allow\"\n",
+    );
+    let f = write(&dir, "p.prose", NOISY);
+    let mut c = Compilation::new(Options::default());
+    c.add_file(&f).expect("readable");
+    let bad: Vec<(String, u32, u32)> = c
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == E147)
+        .map(|d| {
+            let file = c.sources.get(d.file);
+            let at = file.line_col(d.span.start as usize);
+            (
+                file.path.rsplit('/').next().unwrap_or("").to_string(),
+                at.line,
+                at.column,
+            )
+        })
+        .collect();
+    assert_eq!(
+        bad,
+        [("prose.toml".into(), 2, 8), ("prose.toml".into(), 3, 1)]
+    );
+    assert!(c.error_count() > 0);
+}
+
+#[test]
+fn an_allow_comment_silences_one_statement_whole() {
+    let dir = scratch("inline");
+    let src = "# prose: allow(E140)\nsession \"\"\"\n  Fill {a} and\n  {b}\n\"\"\"\n  context: \"{c}\"\nsession \"Then {d}\"   # prose: allow(E140, W109)\nif **ok**:\n  session \"{e}\"\nsession \"{f}\"\n";
+    let f = write(&dir, "p.prose", src);
+    let every = Options {
+        lints: vec![(E140, Level::Warn)],
+        ..Options::default()
+    };
+    // Lines 2-6 (the whole session) and line 7 are silenced; the `if` and line 10 are not.
+    assert_eq!(
+        check(&f, every),
+        [(W109, Warning, 8), (E140, Warning, 9), (E140, Warning, 10)]
+    );
+}
+
+#[test]
+fn an_allow_comment_before_a_compound_statement_covers_its_body() {
+    let dir = scratch("inline-compound");
+    let src = "# prose: allow(E140, W108)\nloop until **the work is done**:\n  session \"{x}\"\n  session \"{y}\"\nsession \"{z}\"\n";
+    let f = write(&dir, "p.prose", src);
+    let every = Options {
+        lints: vec![(E140, Level::Warn)],
+        ..Options::default()
+    };
+    assert_eq!(check(&f, every), [(E140, Warning, 5)]);
+}
+
+#[test]
+fn comments_that_cannot_be_read_are_reported_and_errors_stay() {
+    let dir = scratch("inline-bad");
+    let src = "# prose: allow(E007)\nsession: nobody\n# prose: allow(E140\nsession \"x\"\n";
+    let f = write(&dir, "p.prose", src);
+    assert_eq!(
+        check(&f, Options::default()),
+        [(W120, Warning, 1), (E007, Error, 2), (W120, Warning, 3)]
+    );
+}
+
+/// Runs the `prosec` binary; returns its exit code and stderr.
+fn prosec(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_prosec"))
+        .args(args)
+        .output()
+        .expect("run prosec");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_command_line_flags() {
+    let dir = scratch("cli");
+    let f = write(&dir, "p.prose", NOISY);
+    let f = f.to_str().expect("utf-8 path");
+    let (code, err) = prosec(&["check", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 error(s), 1 warning(s)"), "{err}");
+    // Later flags win; a comma-separated list works.
+    let (code, err) = prosec(&["check", "--deny", "W108,E140", "--allow", "E140", f]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("1 error(s), 0 warning(s)"), "{err}");
+    let (code, err) = prosec(&["check", "--allow", "E999", f]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--allow E999: no such diagnostic code"),
+        "{err}"
+    );
+    let (code, err) = prosec(&["check", "--warn", "E007", f]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a lint"), "{err}");
+}

@@ -1,0 +1,93 @@
+//! "Did you mean": an undefined or unknown name gets the closest defined one in its help
+//! line, and only when one is close.
+
+use prosec::compile::{Compilation, Options};
+use std::path::Path;
+
+/// The help lines of the diagnostics with `code`, for `main.prose` (and `files` beside it).
+fn helps(code: &str, src: &str, files: &[(&str, &str)]) -> Vec<String> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("suggest-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("main.prose"), src).expect("write");
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+    let mut c = Compilation::new(Options::default());
+    c.add_file(&dir.join("main.prose")).expect("load");
+    c.diagnostics
+        .iter()
+        .filter(|d| d.code.as_str() == code)
+        .map(|d| d.help.clone().unwrap_or_default())
+        .collect()
+}
+
+const AGENT: &str = "agent reviewer:\n  model: sonnet\n  prompt: \"You review\"\n";
+const LIB: (&str, &str) = (
+    "summarize.prose",
+    "input topic: \"What\"\noutput summary = session \"Summarize {topic}\"\n",
+);
+
+#[test]
+fn an_undefined_agent() {
+    let src = format!("{AGENT}session: reviewr\n");
+    assert_eq!(helps("E007", &src, &[]), ["did you mean `reviewer`?"]);
+}
+
+#[test]
+fn an_undefined_variable() {
+    let src = "let summary = session \"S\"\nsession \"Use\"\n  context: sumary\n";
+    assert_eq!(helps("E105", src, &[]), ["did you mean `summary`?"]);
+}
+
+#[test]
+fn an_undefined_block() {
+    let src = "block review(x):\n  session \"R {x}\"\ndo reveiw(\"a\")\n";
+    assert_eq!(helps("E108", src, &[]), ["did you mean `review`?"]);
+}
+
+#[test]
+fn an_unknown_input_of_an_imported_program() {
+    let src = "use \"./summarize.prose\"\nlet s = summarize(topik: \"tides\", topic: \"tides\")\n";
+    assert_eq!(helps("E027", src, &[LIB]), ["did you mean `topic`?"]);
+}
+
+#[test]
+fn an_unknown_import_alias() {
+    let src = "use \"./summarize.prose\"\nlet s = sumarize(topic: \"tides\")\n";
+    assert_eq!(helps("E025", src, &[LIB]), ["did you mean `summarize`?"]);
+}
+
+#[test]
+fn an_unknown_output_of_an_imported_program() {
+    let src = "use \"./summarize.prose\"\nlet s = summarize(topic: \"tides\")\nsession \"Use {s.sumary}\"\n";
+    assert_eq!(helps("E028", src, &[LIB]), ["did you mean `summary`?"]);
+}
+
+#[test]
+fn an_unknown_property() {
+    let src = "session \"Write\"\n  contxt: \"notes\"\n";
+    assert_eq!(helps("W005", src, &[]), ["did you mean `context`?"]);
+}
+
+#[test]
+fn an_unknown_modifier_and_option_value() {
+    let src = "parallel (\"frist\", on-fial: \"continue\"):\n  session \"A\"\n  session \"B\"\n";
+    assert_eq!(helps("E112", src, &[]), ["did you mean `first`?"]);
+    assert_eq!(helps("E116", src, &[]), ["did you mean `on-fail`?"]);
+    let src = "session \"Write\"\n  backoff: expnential\n";
+    assert_eq!(helps("E127", src, &[]), ["did you mean `exponential`?"]);
+}
+
+#[test]
+fn nothing_close_keeps_the_general_help() {
+    let src = format!("{AGENT}session: translator\n");
+    assert_eq!(
+        helps("E007", &src, &[]),
+        ["define it: `agent translator:` with a `model:` and a `prompt:`"]
+    );
+    let src = "let summary = session \"S\"\nsession \"Use\"\n  context: zebra\n";
+    assert_eq!(helps("E105", src, &[]), [""]);
+}
