@@ -22,7 +22,7 @@ use crate::verify::{Verified, VerifyError};
 /// The first bytes of every `.pbc` artifact.
 pub const MAGIC: [u8; 4] = *b"PBC\0";
 /// The format version this crate reads and writes.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 64;
 /// The largest decoded payload accepted (a guard against decompression bombs; real

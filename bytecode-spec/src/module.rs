@@ -183,8 +183,8 @@ pub struct SessionDesc {
     /// The agent, if any.
     pub agent: Option<AgentId>,
     /// A short label (the string of `session "label"` when a `prompt:` is given, or the
-    /// session's name).
-    pub label: Option<StrId>,
+    /// session's name), interpolated like the prompt.
+    pub label: Option<TplId>,
     /// The task.
     pub prompt: Option<TplId>,
     /// The agent's prompt, interpolated in the session's scope (the system prompt).

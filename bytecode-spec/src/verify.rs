@@ -386,15 +386,14 @@ fn module(cx: &mut Cx) -> R {
             return cx.err("a resume session names no agent");
         }
         for s in sd
-            .label
+            .model
             .iter()
-            .chain(sd.model.iter())
             .chain(sd.context_labels.iter())
             .chain(sd.skills.iter())
         {
             cx.s(*s)?;
         }
-        for t in sd.prompt.iter().chain(sd.system.iter()) {
+        for t in sd.label.iter().chain(&sd.prompt).chain(&sd.system) {
             cx.t(*t)?;
         }
         cx.permissions(&sd.permissions)?;
@@ -598,7 +597,14 @@ impl Facts {
                     PermissionValue::Patterns(ts) => ts.as_slice(),
                     PermissionValue::Word(_) => &[],
                 });
-                union(&mut sd.prompt.iter().chain(sd.system.iter()).chain(patterns))
+                union(
+                    &mut sd
+                        .label
+                        .iter()
+                        .chain(&sd.prompt)
+                        .chain(&sd.system)
+                        .chain(patterns),
+                )
             })
             .collect();
         let choice = m

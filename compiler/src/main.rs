@@ -96,8 +96,12 @@ fn lint_levels(m: &ArgMatches) -> Result<Vec<(Code, Level)>, String> {
         ("warn", Level::Warn),
         ("deny", Level::Deny),
     ] {
-        let (Ok(Some(values)), Some(indices)) = (m.try_get_many::<String>(id), m.indices_of(id))
-        else {
+        // A subcommand without these flags (`dis`) has none to give: asking clap for the
+        // indices of an argument it does not define would panic.
+        let Ok(Some(values)) = m.try_get_many::<String>(id) else {
+            continue;
+        };
+        let Some(indices) = m.indices_of(id) else {
             continue;
         };
         for (value, index) in values.zip(indices) {
@@ -219,6 +223,11 @@ fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
             eprintln!("prosec: {}: {e}", p.display());
             return ExitCode::from(2);
         }
+    }
+    if files.is_empty() {
+        let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        eprintln!("prosec: no .prose files under {}", paths.join(", "));
+        return ExitCode::from(2);
     }
     let mut c = Compilation::new(args.common.options(lints, false));
     if let Err(e) = c.add_files(&files) {

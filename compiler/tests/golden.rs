@@ -1,6 +1,9 @@
 //! Golden disassembly: one program per construct family, compiled and disassembled, compared
-//! with the listing kept beside it. Run with `PROSEC_BLESS=1` to rewrite the listings after
-//! an intended change, then review the diff.
+//! with the listing kept beside it. Each program's artifact is saved too (`{name}.pbc`): it
+//! must still decode to the same listing, so a change of the encoding (opcodes and tables
+//! are encoded by enum order) fails here unless `FORMAT_VERSION` changed with it, in which
+//! case the loader must refuse the old file. Run with `PROSEC_BLESS=1` to rewrite the
+//! listings and artifacts after an intended change, then review the diff.
 
 use prosec::compile::{Compilation, Options};
 use std::path::Path;
@@ -18,8 +21,10 @@ fn golden(name: &str) {
     let (header, artifact) = bytecode_spec::artifact::load(&bytes).expect("verifies");
     let listing = bytecode_spec::dis::disassemble(&header, &artifact);
     let expected_path = dir.join(format!("{name}.dis"));
+    let saved_path = dir.join(format!("{name}.pbc"));
     if std::env::var_os("PROSEC_BLESS").is_some() {
         std::fs::write(&expected_path, &listing).expect("bless");
+        std::fs::write(&saved_path, &bytes).expect("bless");
         return;
     }
     let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|_| {
@@ -28,6 +33,7 @@ fn golden(name: &str) {
             expected_path.display()
         )
     });
+    saved_artifact_decodes_to(&saved_path, &expected);
     if listing != expected {
         let diff: Vec<String> = listing
             .lines()
@@ -41,6 +47,30 @@ fn golden(name: &str) {
             "{name}: listing differs (PROSEC_BLESS=1 rewrites it)\n{}",
             diff.join("\n")
         );
+    }
+}
+
+/// Checks that the artifact saved at `path` decodes to the listing `expected`, or, if it was
+/// written in an older format version, that the loader refuses it saying so.
+fn saved_artifact_decodes_to(path: &Path, expected: &str) {
+    let saved = std::fs::read(path)
+        .unwrap_or_else(|_| panic!("missing {}; run with PROSEC_BLESS=1", path.display()));
+    match bytecode_spec::artifact::load(&saved) {
+        Ok((header, artifact)) => {
+            let decoded = bytecode_spec::dis::disassemble(&header, &artifact);
+            assert!(
+                decoded == expected,
+                "{} decodes to a different listing: the encoding changed without \
+                 FORMAT_VERSION changing (bump it, then PROSEC_BLESS=1)",
+                path.display()
+            );
+        }
+        Err(e) => assert!(
+            e.to_string()
+                .contains("unsupported artifact format version"),
+            "{}: refused for another reason than its version: {e}",
+            path.display()
+        ),
     }
 }
 

@@ -208,7 +208,7 @@ impl Dis<'_> {
                         if let Some(t) = sd.prompt {
                             s.push_str(&format!(" {}", self.template_text(t, lim)));
                         } else if let Some(l) = sd.label {
-                            s.push_str(&format!(" {}", self.string(l, lim)));
+                            s.push_str(&format!(" {}", self.template_text(l, lim)));
                         }
                         s
                     }

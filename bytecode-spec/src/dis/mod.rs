@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! artifact
-//!   format    1
+//!   format    2
 //!   compiler  0.1.0
 //!   source    sha256 abababababababababababababababababababababababababababababababab
 //!   modules   1

@@ -122,7 +122,7 @@ impl Dis<'_> {
                 head.push_str(&format!(", agent {}", self.agent(a)));
             }
             if let Some(l) = sd.label {
-                head.push_str(&format!(", label {}", self.string(l, None)));
+                head.push_str(&format!(", label {}", self.template(l, None)));
             }
             head.push_str(&format!(", line {}", sd.line));
             self.line(2, head);

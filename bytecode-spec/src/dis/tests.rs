@@ -145,10 +145,14 @@ fn sample() -> Artifact {
         ],
         extra: vec![(temperature, k_float)],
     });
+    let notes_label = {
+        let part = b.text("notes");
+        b.tpl(vec![part])
+    };
     let s_notes = b.m.sessions.push(SessionDesc {
         kind: SessionKind::Resume,
         agent: Some(agent),
-        label: Some(notes),
+        label: Some(notes_label),
         prompt: None,
         system: None,
         model: Some(sonnet),
@@ -280,7 +284,7 @@ fn listing_of_a_sample() {
     crate::verify::verify(&a).expect("the sample verifies");
     let text = disassemble(&header(), &a);
     let expected = r#"artifact
-  format    1
+  format    2
   compiler  0.1.0
   source    sha256 0008101820283038404850586068707880889098a0a8b0b8c0c8d0d8e0e8f0f8
   modules   1
@@ -296,7 +300,7 @@ module 0 research (main program)
       permissions: read=["docs/**"], bash=deny
       extra: temperature=0.5
   sessions:
-    sess0 resume, agent agent0 researcher, label "notes", line 3
+    sess0 resume, agent agent0 researcher, label t3 "notes", line 3
       model: sonnet
       retry: 2, backoff exponential
     sess1 session, line 6
@@ -311,6 +315,7 @@ module 0 research (main program)
     t0 "docs/**"
     t1 "The topic"
     t2 "Research {topic} \{literally\}"  [topic=up1.r0]
+    t3 "notes"
 
   function f0 main (main, params 0, registers 8)
        0  load_input r0, in0 topic          ; line 1: input topic: "The topic"
@@ -464,7 +469,7 @@ fn hello() {
         source_hash: [0xab; 32],
     };
     let expected = r#"artifact
-  format    1
+  format    2
   compiler  0.1.0
   source    sha256 abababababababababababababababababababababababababababababababab
   modules   1
@@ -723,10 +728,10 @@ fn long_texts_are_cut_inline_but_whole_in_tables() {
     });
     m.funcs[FuncId::new(0)].code[0] = Op::Evaluate { dst: r(0), cond: t };
     let text = disassemble(&header(), &a);
-    assert!(text.contains(&format!("t3 \"{long}\"\n")), "{text}");
+    assert!(text.contains(&format!("t4 \"{long}\"\n")), "{text}");
     assert!(
         text.contains(&format!(
-            "evaluate r0, t3 \"{}...\"",
+            "evaluate r0, t4 \"{}...\"",
             "x".repeat(INLINE_TEXT)
         )),
         "{text}"

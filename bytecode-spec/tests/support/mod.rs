@@ -267,7 +267,8 @@ pub fn sample() -> Artifact {
         ],
         extra: vec![(temperature_s, temperature)],
     });
-    let label = b.str("greet");
+    let greet_s = b.str("greet");
+    let label = b.tpl(vec![TplPart::Text(greet_s)]);
     let name_s = b.str("name");
     let greeting_s = b.str("greeting");
     let session = b.m.sessions.push(SessionDesc {

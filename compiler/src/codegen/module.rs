@@ -450,6 +450,15 @@ impl<'a> Lowerer<'a> {
                 src,
             });
         }
+        self.update_output(v, src);
+    }
+
+    /// Binds the program output variable `v` holds (if any) to `src`, its new value.
+    pub(super) fn update_output(&mut self, v: VarId, src: Reg) {
+        if let Some(id) = self.p.vars[v].output {
+            let output = bc::OutputId::new(id.index());
+            self.emit(Op::SetOutput { output, src });
+        }
     }
 
     /// Lowers `f` as the function of branch frame `frame`, nested in the current one, with

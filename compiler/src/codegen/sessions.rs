@@ -74,7 +74,7 @@ impl<'a> Lowerer<'a> {
         let ctx = self.make_list(&values);
         self.set_loc(span);
         let agent = s.agent.map(|a| AgentId::new(a.index()));
-        let label = s.label.as_deref().map(|l| self.s(l));
+        let label = s.label.as_ref().map(|t| self.template(t));
         let prompt = s.prompt.as_ref().map(|t| self.template(t));
         let system = s.system.as_ref().map(|t| self.template(t));
         let model = match &s.model {

@@ -91,6 +91,7 @@ impl<'a> Lowerer<'a> {
                     a: loc.reg,
                     b,
                 });
+                self.update_output(*var, loc.reg);
                 Some(loc.reg)
             }
             r::StmtKind::Throw(message) => {
@@ -133,11 +134,12 @@ impl<'a> Lowerer<'a> {
                     self.emit(Op::Return { src: v });
                 }
             }
-            r::OutputSink::Program(Some(id)) => {
+            // A named output's variable was bound above, which bound the output too.
+            r::OutputSink::Program(Some(id)) if var.is_none() => {
                 let output = bc::OutputId::new(id.index());
                 self.emit(Op::SetOutput { output, src: v });
             }
-            r::OutputSink::Program(None) => {}
+            r::OutputSink::Program(_) => {}
         }
         v
     }

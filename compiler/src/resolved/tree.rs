@@ -273,8 +273,8 @@ pub struct Session {
     pub context: Vec<(String, ContextValue)>,
     /// The agent.
     pub agent: Option<AgentId>,
-    /// A short label.
-    pub label: Option<String>,
+    /// A short label, interpolated like the prompt.
+    pub label: Option<Template>,
     /// The task.
     pub prompt: Option<Template>,
     /// The agent's prompt, interpolated in the session's scope.

@@ -431,10 +431,10 @@ pub(super) fn session<'a>(a: &mut Analyzer<'a>, s: &'a SessionExpr, span: Span) 
     }
     // `session "label"` with a `prompt:` property: the string is the label.
     let (label, prompt) = match (text, prompt) {
-        (Some(_), Some(p)) => (s.text.as_ref().map(StrLit::raw_text), Some(p)),
+        (Some(t), Some(p)) => (Some(t), Some(p)),
         (t, p) => (None, p.or(t)),
     };
-    let label = label.or_else(|| s.name.as_ref().map(|n| n.text.clone()));
+    let label = label.or_else(|| s.name.as_ref().map(|n| r::Template::text(n.text.clone())));
     if let Some(p) = props.get("model") {
         model(a, p);
     }

@@ -168,7 +168,11 @@ impl<'a> Analyzer<'a> {
             }
         } else {
             let key = named.as_deref().unwrap_or("result");
-            r::OutputSink::Program(self.output_ids.get(key).copied())
+            let id = self.output_ids.get(key).copied();
+            if let Some(v) = var {
+                self.out.vars[v].output = id;
+            }
+            r::OutputSink::Program(id)
         };
         r::StmtKind::Output {
             value: expr,

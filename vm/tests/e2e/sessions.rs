@@ -251,3 +251,40 @@ fn a_null_value_interpolates_as_nothing_with_a_warning_and_is_never_sent_to_conv
     assert_eq!(h.error().code, Code::E204);
     assert_eq!(h.error().message, "cannot use null as integer");
 }
+
+#[test]
+fn labels_interpolate_like_prompts() {
+    let src = r#"input topic: "The topic"
+session "Summarise {topic}"
+  prompt: "Write a summary of {topic}"
+let brief = session "Brief on {topic}"
+  prompt: "Brief me"
+"#;
+    let mut h = Harness::with(
+        compile(src),
+        &[("topic", Value::text("cats"))],
+        Limits::default(),
+    );
+    h.run(echo);
+    let labels: Vec<Option<&str>> = h.sessions().iter().map(|s| s.label.as_deref()).collect();
+    assert_eq!(labels, [Some("Summarise cats"), Some("Brief on cats")]);
+}
+
+#[test]
+fn an_output_reassigned_later_keeps_its_last_value() {
+    let src = r#"output poem = session "Write a poem"
+poem = session "Improve it"
+output items = []
+repeat 3 as i:
+  items = items + [i]
+output verdict = "pending"
+if items:
+  verdict = "done"
+"#;
+    let mut h = Harness::new(src);
+    h.run(echo);
+    assert_eq!(
+        h.outputs(),
+        json!({ "poem": "Improve it done", "items": [0, 1, 2], "verdict": "done" })
+    );
+}

@@ -122,7 +122,7 @@ impl Machine {
                     memory: memory.filter(|_| resume),
                     resume,
                     agent: sd.agent.map(|a| m.strings[m.agents[a].name].clone()),
-                    label: sd.label.map(|l| m.strings[l].clone()),
+                    label: sd.label.map(|t| self.interpolate(&fr, m, t)).transpose()?,
                     prompt: sd
                         .prompt
                         .map(|t| self.interpolate(&fr, m, t))
