@@ -77,6 +77,15 @@ pub enum Event {
         /// The verdict.
         result: bool,
     },
+    /// A choice was made.
+    Chose {
+        /// The request.
+        id: RequestId,
+        /// The option taken (0-based).
+        index: usize,
+        /// Its label.
+        option: String,
+    },
     /// A fork starts.
     Parallel {
         /// How many branches.
@@ -252,6 +261,9 @@ impl Event {
             }
             Event::Answer { id, text, .. } => format!("[Success] {id}: \"{}\"", short(text)),
             Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
+            Event::Chose { index, option, .. } => {
+                format!("[Choice] option {}: \"{}\"", index + 1, short(option))
+            }
             Event::Flow { result, .. } => {
                 format!(
                     "[Flow] {}",

@@ -387,3 +387,43 @@ fn anthropic_needs_a_key_and_model_maps_are_checked() {
     assert_eq!(code, 2);
     assert!(err.contains("want sonnet=ID, opus=ID or haiku=ID"), "{err}");
 }
+
+#[test]
+fn each_step_inherits_the_previous_ones_result_on_both_drivers() {
+    for driver in DRIVERS {
+        let dir = scratch(&format!("inherit-{driver}"));
+        let answer = |t: &str| match driver {
+            "anthropic" => anthropic_ok(t),
+            _ => ok(t),
+        };
+        let (url, seen) = provider(vec![
+            answer("a first draft"),
+            answer("a better draft"),
+            answer("fresh"),
+        ]);
+        let (code, out, err) = run_for(
+            driver,
+            &dir,
+            "let draft = session \"Write a draft\"\nsession \"Improve it\" -> session \"Start over\"\n  context: []\n",
+            &url,
+            &[],
+        );
+        assert_eq!(code, 0, "{driver}: {err}");
+        assert_eq!(out, "", "{driver}");
+        let seen = seen.lock().expect("seen");
+        let user = |i: usize| -> String {
+            let messages = seen[i].body["messages"].as_array().expect("messages");
+            let last = messages.last().expect("a user turn");
+            last["content"].as_str().expect("text").to_string()
+        };
+        assert_eq!(user(0), "Write a draft", "{driver}");
+        // The next statement sees the draft, labelled with its name, the task after it too.
+        assert_eq!(
+            user(1),
+            "Improve it\n\n## Context\n\n### draft\n\na first draft\n\n## Your task\n\nImprove it\n",
+            "{driver}"
+        );
+        // `context: []` starts fresh although a step precedes it.
+        assert_eq!(user(2), "Start over", "{driver}");
+    }
+}

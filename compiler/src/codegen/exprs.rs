@@ -165,10 +165,16 @@ impl<'a> Lowerer<'a> {
             r::ExprKind::Call(c) => self.call(c),
             r::ExprKind::Do(body) => self.stmts_value(body),
             r::ExprKind::Arrow(items) => {
+                // Each step passes its result on to the next.
+                let outer = self.inherited;
                 let mut last = None;
                 for i in items {
+                    if let Some(prev) = last {
+                        self.pass_on(prev, "previous");
+                    }
                     last = Some(self.expr(i));
                 }
+                self.inherited = outer;
                 match last {
                     Some(r) => r,
                     None => self.null(),

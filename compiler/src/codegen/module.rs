@@ -57,6 +57,20 @@ pub struct Lowerer<'a> {
     last_loc: (u32, Loc),
     /// Functions that grew larger than a function may be: where, and what.
     pub(super) too_large: Vec<(Span, String)>,
+    /// What a session without `context:` inherits here: the previous step's result.
+    pub(super) inherited: Option<Inherited>,
+}
+
+/// The result of the previous step of a sequence, which a session without `context:`
+/// receives as its context.
+#[derive(Clone, Copy)]
+pub(super) struct Inherited {
+    /// The frame whose register holds it (a nested function cannot read it).
+    frame: FnId,
+    /// The register.
+    reg: Reg,
+    /// Its label: the name it was bound to, or `previous`.
+    label: StrId,
 }
 
 impl<'a> Lowerer<'a> {
@@ -100,6 +114,7 @@ impl<'a> Lowerer<'a> {
             block: None,
             last_loc: (u32::MAX, Loc::default()),
             too_large: Vec::new(),
+            inherited: None,
         };
         lw.strs.reserve(64);
         lw.consts.reserve(16);
@@ -326,6 +341,23 @@ impl<'a> Lowerer<'a> {
 
     pub(super) fn fb(&mut self) -> &mut FnBuilder {
         &mut self.fns.last_mut().expect("a function is being built").1
+    }
+
+    /// Makes the value in `reg`, labelled `label`, what the next session without
+    /// `context:` in the function being built inherits.
+    pub(super) fn pass_on(&mut self, reg: Reg, label: &str) {
+        self.inherited = Some(Inherited {
+            frame: self.current(),
+            reg,
+            label: self.s(label),
+        });
+    }
+
+    /// What a session without `context:` lowered now inherits: its register and label.
+    pub(super) fn inherited_here(&self) -> Option<(Reg, StrId)> {
+        self.inherited
+            .filter(|i| i.frame == self.current())
+            .map(|i| (i.reg, i.label))
     }
 
     /// The frame of the function being built.

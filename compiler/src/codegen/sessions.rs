@@ -71,6 +71,12 @@ impl<'a> Lowerer<'a> {
             };
             values.push(r);
         }
+        let inherited = if s.inherit {
+            self.inherited_here()
+        } else {
+            None
+        };
+        values.extend(inherited.map(|(reg, _)| reg));
         let ctx = self.make_list(&values);
         self.set_loc(span);
         let agent = s.agent.map(|a| AgentId::new(a.index()));
@@ -88,7 +94,8 @@ impl<'a> Lowerer<'a> {
                 .map(|id| self.m.agents[id].skills.clone())
                 .unwrap_or_default(),
         };
-        let context_labels = s.context.iter().map(|(l, _)| self.s(l)).collect();
+        let mut context_labels: Vec<bc::StrId> = s.context.iter().map(|(l, _)| self.s(l)).collect();
+        context_labels.extend(inherited.map(|(_, label)| label));
         let line = self.line(span);
         let desc = self.m.sessions.push(bc::SessionDesc {
             kind: match s.kind {

@@ -12,28 +12,77 @@ impl<'a> Lowerer<'a> {
         let result = self.fb().var_reg();
         let c = self.const_null();
         self.emit(Op::LoadConst { dst: result, c });
-        for (i, s) in stmts.iter().enumerate() {
-            let mark = self.fb().temp_mark();
-            let v = self.stmt(s);
-            if let Some(v) = v.filter(|&v| v != result && i + 1 == stmts.len()) {
-                self.emit(Op::Move {
-                    dst: result,
-                    src: v,
-                });
-            }
-            self.fb().release_to(mark);
-        }
+        self.sequence(stmts, Some(result));
         result
     }
 
     /// Lowers a loop body, whose value nobody reads (keeping it would hold a second
     /// reference to a list the body appends to, forcing a copy per append).
     pub(super) fn stmts(&mut self, stmts: &'a [r::Stmt]) {
-        for s in stmts {
+        self.sequence(stmts, None);
+    }
+
+    /// Lowers a sequence of statements, moving the last one's value to `result` if given.
+    /// A session statement passes its result on to the next statement when that one is a
+    /// session too (bound, output or not), which receives it unless it has `context:`; the
+    /// first statement inherits nothing.
+    fn sequence(&mut self, stmts: &'a [r::Stmt], result: Option<Reg>) {
+        let outer = self.inherited.take();
+        // Where an unbound session's result waits for the next statement.
+        let mut carry = None;
+        for (i, s) in stmts.iter().enumerate() {
             let mark = self.fb().temp_mark();
-            self.stmt(s);
+            let v = self.stmt(s);
+            if let (Some(v), Some(result)) = (v, result) {
+                if v != result && i + 1 == stmts.len() {
+                    self.emit(Op::Move {
+                        dst: result,
+                        src: v,
+                    });
+                }
+            }
+            self.inherited = None;
+            let next_is_step = stmts
+                .get(i + 1)
+                .and_then(step_value)
+                .is_some_and(is_session_step);
+            if let Some(v) = v.filter(|_| next_is_step) {
+                self.pass_on_step(s, v, &mut carry);
+            }
             self.fb().release_to(mark);
         }
+        self.inherited = outer;
+    }
+
+    /// If `s` (whose value is in `v`) is a session step, passes its result on: from the
+    /// variable it bound, or else from the `carry` register.
+    fn pass_on_step(&mut self, s: &'a r::Stmt, v: Reg, carry: &mut Option<Reg>) {
+        if !step_value(s).is_some_and(is_session_step) {
+            return;
+        }
+        let var = match &s.kind {
+            r::StmtKind::Bind {
+                target: r::BindTarget::Var(var),
+                ..
+            }
+            | r::StmtKind::Output { var: Some(var), .. } => Some(*var),
+            _ => None,
+        };
+        if let Some(var) = var {
+            let loc = self.slot(var);
+            if loc.depth == 0 {
+                let name = self.p.vars[var].name.clone().unwrap_or_default();
+                self.pass_on(loc.reg, &name);
+                return;
+            }
+        }
+        let c = *carry.get_or_insert_with(|| self.fb().var_reg());
+        self.emit(Op::Move { dst: c, src: v });
+        let label = match var.and_then(|v| self.p.vars[v].name.clone()) {
+            Some(name) => name,
+            None => "previous".to_string(),
+        };
+        self.pass_on(c, &label);
     }
 
     fn stmt(&mut self, s: &'a r::Stmt) -> Option<Reg> {
@@ -142,5 +191,25 @@ impl<'a> Lowerer<'a> {
             r::OutputSink::Program(_) => {}
         }
         v
+    }
+}
+
+/// The value a statement binds, outputs or evaluates.
+fn step_value(s: &r::Stmt) -> Option<&r::Expr> {
+    match &s.kind {
+        r::StmtKind::Bind { value, .. }
+        | r::StmtKind::Output { value, .. }
+        | r::StmtKind::Expr(value) => Some(value),
+        _ => None,
+    }
+}
+
+/// Whether `e` is a session, or a `->` sequence of them: a step whose result the next
+/// statement inherits.
+fn is_session_step(e: &r::Expr) -> bool {
+    match &e.kind {
+        r::ExprKind::Session(_) => true,
+        r::ExprKind::Arrow(items) => items.last().is_some_and(is_session_step),
+        _ => false,
     }
 }

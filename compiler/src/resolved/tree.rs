@@ -271,6 +271,9 @@ pub struct Session {
     pub kind: SessionKind,
     /// Context values with their labels, in order.
     pub context: Vec<(String, ContextValue)>,
+    /// Whether it has no `context:` property, and so inherits the previous step's result
+    /// (`context: []` inherits nothing).
+    pub inherit: bool,
     /// The agent.
     pub agent: Option<AgentId>,
     /// A short label, interpolated like the prompt.

@@ -516,6 +516,7 @@ pub(super) fn session<'a>(a: &mut Analyzer<'a>, s: &'a SessionExpr, span: Span) 
     r::Session {
         kind: s.kind,
         context,
+        inherit: !props.contains_key("context"),
         agent,
         label,
         prompt,

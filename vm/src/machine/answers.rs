@@ -71,6 +71,25 @@ impl Machine {
         false
     }
 
+    /// The label of option `index` of the choice fiber `f` waits on (its frame stopped just
+    /// after the `choose`), interpolated as it was sent.
+    fn option_label(&mut self, f: FiberId, index: usize) -> String {
+        let Some(frame) = self.fibers[f].stack.last().cloned() else {
+            return String::new();
+        };
+        let fr = frame.borrow();
+        let artifact = self.artifact.clone();
+        let m = &artifact.modules[fr.module as usize];
+        let at = fr.pc.saturating_sub(1) as usize;
+        let Some(bytecode_spec::Op::Choose { choice, .. }) = m.funcs[fr.func].code.get(at) else {
+            return String::new();
+        };
+        match m.choices[*choice].options.get(index) {
+            Some(t) => self.interpolate(&fr, m, *t).unwrap_or_default(),
+            None => String::new(),
+        }
+    }
+
     /// Hands `reply` to the fiber that asked. Unknown ids (withdrawn, or answered already)
     /// are ignored and reported as `false`.
     pub fn complete(&mut self, reply: Reply) -> bool {
@@ -128,7 +147,17 @@ impl Machine {
                 });
                 Ok(Value::Bool(b))
             }
-            (Ok(Answer::Choose(i)), Expect::Choice(n)) if i < n => Ok(Value::Int(i as i64)),
+            (Ok(Answer::Choose(i)), Expect::Choice(n)) if i < n => {
+                if self.trace {
+                    let option = self.option_label(f, i);
+                    self.events.push(Event::Chose {
+                        id: id.clone(),
+                        index: i,
+                        option,
+                    });
+                }
+                Ok(Value::Int(i as i64))
+            }
             (Ok(Answer::Choose(i)), Expect::Choice(n)) => {
                 Err(mismatch(&format!("option {} of {n}", i.saturating_add(1))))
             }

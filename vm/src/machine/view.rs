@@ -61,7 +61,7 @@ impl Machine {
     }
 
     /// Describes one frame: where it is and the loops it is inside.
-    fn frame_view(&self, fr: &Frame) -> FrameView {
+    pub(super) fn frame_view(&self, fr: &Frame) -> FrameView {
         let m = &self.artifact.modules[fr.module as usize];
         let func = &m.funcs[fr.func];
         let at = fr.pc.saturating_sub(1) as usize;

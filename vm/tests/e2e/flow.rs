@@ -1,6 +1,7 @@
 //! Mid-program inputs, choices, and deterministic request ids.
 
 use crate::harness::*;
+use prosevm::trace::Event;
 use prosevm::value::Value;
 use serde_json::json;
 
@@ -64,6 +65,43 @@ fn a_choice_runs_the_chosen_options_body() {
     assert_eq!(
         h.outputs(),
         json!({ "plan": "Expand the packed itinerary around Plan the busiest day done done" })
+    );
+    // The trace and the narration say which option was taken.
+    let chose: Vec<String> = h
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Chose { .. }))
+        .map(Event::narrate)
+        .collect();
+    assert_eq!(chose, ["[Choice] option 2: \"Packed\""]);
+}
+
+#[test]
+fn a_judgment_sees_the_latest_answer_and_the_loop_it_is_in() {
+    let src = "loop until **the draft is good** (max: 3):\n  session \"Draft\"\n";
+    let mut h = Harness::new(src);
+    let mut seen = Vec::new();
+    h.run(|req| match &req.ask {
+        Ask::Evaluate(e) => {
+            seen.push(
+                e.context
+                    .iter()
+                    .map(|c| format!("{}: {}", c.label, c.value))
+                    .collect::<Vec<_>>(),
+            );
+            Ok(Answer::Evaluate(seen.len() == 2))
+        }
+        _ => echo(req),
+    });
+    assert_eq!(
+        seen,
+        [
+            vec!["loop at line 1: iteration 1 of at most 3".to_string()],
+            vec![
+                "latest answer: Draft done".to_string(),
+                "loop at line 1: iteration 2 of at most 3".to_string()
+            ],
+        ]
     );
 }
 

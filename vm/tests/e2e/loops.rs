@@ -42,7 +42,12 @@ fn loop_until_stops_when_the_condition_turns_true() {
         .log
         .iter()
         .filter_map(|r| match &r.ask {
-            Ask::Evaluate(e) => Some(e.context.first().map(|c| c.value.as_str())),
+            Ask::Evaluate(e) => Some(
+                e.context
+                    .iter()
+                    .find(|c| c.label == "latest answer")
+                    .map(|c| c.value.as_str()),
+            ),
             _ => None,
         })
         .collect();

@@ -288,3 +288,55 @@ if items:
         json!({ "poem": "Improve it done", "items": [0, 1, 2], "verdict": "done" })
     );
 }
+
+#[test]
+fn a_session_without_context_inherits_the_previous_step() {
+    let src = r#"let draft = session "Write a draft"
+session "Improve it"
+session "Fresh task"
+  context: []
+session "A" -> session "B"
+session "C"
+let notes = session "Notes"
+session "Use notes"
+  context: draft
+if true:
+  session "Inside"
+parallel:
+  x = session "Branch"
+session "After parallel"
+"#;
+    let mut h = Harness::new(src);
+    h.run(echo);
+    let got: Vec<(String, Vec<(String, String)>)> = h
+        .sessions()
+        .iter()
+        .map(|s| (s.prompt.clone(), ctx(s)))
+        .collect();
+    let pair = |l: &str, v: &str| (l.to_string(), v.to_string());
+    assert_eq!(
+        got,
+        [
+            ("Write a draft".into(), vec![]),
+            (
+                "Improve it".into(),
+                vec![pair("draft", "Write a draft done")]
+            ),
+            ("Fresh task".into(), vec![]),
+            ("A".into(), vec![pair("previous", "Fresh task done")]),
+            ("B".into(), vec![pair("previous", "A done")]),
+            ("C".into(), vec![pair("previous", "B done")]),
+            ("Notes".into(), vec![pair("previous", "C done")]),
+            // An explicit context replaces what would be inherited.
+            (
+                "Use notes".into(),
+                vec![pair("draft", "Write a draft done")]
+            ),
+            // A nested body starts a sequence of its own; so does a branch.
+            ("Inside".into(), vec![]),
+            ("Branch".into(), vec![]),
+            // What follows a construct that is not a session inherits nothing.
+            ("After parallel".into(), vec![]),
+        ]
+    );
+}

@@ -154,7 +154,7 @@ impl Machine {
                 self.events.push(Event::Evaluate {
                     condition: condition.clone(),
                 });
-                let context = self.judgment_context(f);
+                let context = self.judgment_context(f, &fr);
                 (
                     Ask::Evaluate(EvaluateAsk { condition, context }),
                     *dst,
@@ -170,7 +170,7 @@ impl Machine {
                     .map(|o| self.interpolate(&fr, m, *o))
                     .collect::<Result<_, _>>()?;
                 let n = options.len();
-                let context = self.judgment_context(f);
+                let context = self.judgment_context(f, &fr);
                 (
                     Ask::Choose(ChooseAsk {
                         criteria,
@@ -204,12 +204,23 @@ impl Machine {
         Ok(Flow::Block)
     }
 
-    /// What a condition or a choice is judged with besides its own text.
-    fn judgment_context(&self, f: crate::machine::fiber::FiberId) -> Vec<Labelled> {
-        self.fibers[f]
-            .last_answer
-            .as_deref()
-            .map(|a| vec![Labelled::new("latest answer", a)])
-            .unwrap_or_default()
+    /// What a condition or a choice is judged with besides its own text: the latest answer
+    /// its fiber received, and where the innermost loop around it stands.
+    fn judgment_context(&self, f: crate::machine::fiber::FiberId, fr: &Frame) -> Vec<Labelled> {
+        let mut context = Vec::with_capacity(2);
+        if let Some(a) = self.fibers[f].last_answer.as_deref() {
+            context.push(Labelled::new("latest answer", a));
+        }
+        if let Some(l) = self.frame_view(fr).loops.last() {
+            let of = l
+                .max
+                .map(|m| format!(" of at most {m}"))
+                .unwrap_or_default();
+            context.push(Labelled::new(
+                format!("{} at line {}", l.kind, l.line),
+                format!("iteration {}{of}", l.iteration.max(1)),
+            ));
+        }
+        context
     }
 }
