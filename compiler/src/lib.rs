@@ -13,6 +13,7 @@ pub mod lexer;
 pub mod limits;
 pub mod lints;
 pub mod parser;
+pub mod prices;
 pub mod resolved;
 pub mod sema;
 pub mod source;
