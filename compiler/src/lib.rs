@@ -8,6 +8,7 @@
 pub mod ast;
 pub mod codegen;
 pub mod compile;
+pub mod cost;
 pub mod diagnostics;
 pub mod lexer;
 pub mod limits;
