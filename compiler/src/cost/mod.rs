@@ -31,8 +31,11 @@
 //! [`Note`] says where.
 
 pub mod poly;
+mod report;
+pub mod settings;
 
 pub use poly::Poly;
+pub use settings::PriceSettings;
 
 use crate::compile::Compilation;
 use crate::prices::{self, Price};
