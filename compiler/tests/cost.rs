@@ -59,7 +59,7 @@ fn a_fan_out_over_an_input_list_is_a_symbolic_count() {
     // Every session names no model: the anthropic driver's default, at 2,000 in and
     // 1,000 out: $0.006 + $0.015 = $0.021 a request.
     assert!(
-        out.contains("cost (claude-sonnet-4-5 at $3/$15 per Mtok; 2,000 in / 1,000 out per request): $0.0630 + $0.0210*len(links) + $0.0210*len(map) to $0.0630 + $0.0840*len(links) + $0.0210*len(map)\n"),
+        out.contains("cost: $0.0630 + $0.0210*len(links) + $0.0210*len(map) to $0.0630 + $0.0840*len(links) + $0.0210*len(map)\n  priced: claude-sonnet-4-5 at $3/$15 per Mtok\n  assumed per request: 2,000 tokens in, 1,000 out"),
         "{out}"
     );
     assert!(out.contains("symbols are counts known when the program runs: len(links), len(map)"));
@@ -84,7 +84,7 @@ fn a_loop_without_max_is_unbounded_with_its_line() {
         "{out}"
     );
     assert!(
-        out.contains("to unbounded\n  a session of several turns"),
+        out.contains("cost: $0.2730 + $0.0210*len(findings) + $0.0210*len(suspects) + $0.0210*soak-count to unbounded\n"),
         "{out}"
     );
 }
@@ -102,10 +102,7 @@ fn models_are_priced_per_agent() {
     // Two sessions on opus, three on sonnet (the default), retries 2 and 3 in the most.
     assert!(out.contains("sessions: 5 to 10\n"), "{out}");
     assert!(out.contains("claude-opus-4-1 at $15/$75 per Mtok"), "{out}");
-    assert!(
-        out.contains("1,000,000 in / 0 out per request): $39.00 to $54.00\n"),
-        "{out}"
-    );
+    assert!(out.contains("cost: $39.00 to $54.00\n"), "{out}");
 }
 
 #[test]
@@ -147,7 +144,7 @@ fn prices_and_models_come_from_prose_toml() {
     // Found beside the program, as prosevm finds it; other keys are the VM's.
     std::fs::write(
         dir.join("prose.toml"),
-        "driver = \"anthropic\"\nmax_cost = 1.0\nmodel = \"my-model\"\n[models]\nopus = \"big\"\n[prices.big]\ninput = 1.0\noutput = 1.0\n",
+        "driver = \"anthropic\"\nmax_cost = 1.0\nmax_output_tokens = 4096\nmodel = \"my-model\"\n[models]\nopus = \"big\"\n[prices.big]\ninput = 1.0\noutput = 1.0\n",
     )
     .expect("write");
     let p = dir.join("p.prose");
@@ -160,9 +157,10 @@ fn prices_and_models_come_from_prose_toml() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("cost (big at $1/$1 per Mtok, my-model (no price: not counted); 500,000 in / 500,000 out per request): $1.00\n"),
+        out.contains("cost: $1.00\n  priced: big at $1/$1 per Mtok, my-model (no price: not counted)\n  assumed per request: 500,000 tokens in, 500,000 out"),
         "{out}"
     );
+    assert!(out.contains("a reply may use up to 4,096 tokens out"), "{out}");
     // --config names another file; --model the default model.
     let other = dir.join("other.toml");
     std::fs::write(&other, "[prices.cheap]\ninput = 0.5\noutput = 0.5\n").expect("write");
@@ -182,7 +180,7 @@ fn prices_and_models_come_from_prose_toml() {
         out.contains("cheap at $0.5/$0.5 per Mtok, claude-opus-4-1 at $15/$75 per Mtok"),
         "{out}"
     );
-    assert!(out.contains("): $15.50\n"), "{out}");
+    assert!(out.contains("cost: $15.50\n"), "{out}");
     // A broken file is a usage error.
     std::fs::write(&other, "[prices.cheap]\ninput = \"free\"\n").expect("write");
     let (code, _, err) = cost(&[

@@ -71,6 +71,9 @@ pub struct Pricing {
     pub tokens_in: u64,
     /// Tokens assumed written per request.
     pub tokens_out: u64,
+    /// The most tokens a reply may use (what a run's budget reserves for each request;
+    /// reported beside the assumption).
+    pub max_output_tokens: u32,
 }
 
 /// Tokens assumed read per request unless told otherwise: a prompt with some context.
@@ -89,6 +92,7 @@ impl Default for Pricing {
             default: prices::SONNET.into(),
             tokens_in: DEFAULT_TOKENS_IN,
             tokens_out: DEFAULT_TOKENS_OUT,
+            max_output_tokens: prices::MAX_OUTPUT_TOKENS,
         }
     }
 }

@@ -2,7 +2,6 @@
 
 use super::poly::{count, dollars};
 use super::{Bounds, Count, Poly, Pricing, Range};
-use crate::prices::MAX_OUTPUT_TOKENS;
 use serde_json::{json, Value};
 use std::fmt::Write;
 
@@ -55,22 +54,16 @@ impl Bounds {
                 None => format!("{} (no price: not counted)", m.model),
             })
             .collect();
-        let models = if models.is_empty() {
-            "no model requests".to_string()
-        } else {
-            models.join(", ")
-        };
+        let _ = writeln!(out, "cost: {}", self.cost.render(dollars));
+        if !models.is_empty() {
+            let _ = writeln!(out, "  priced: {}", models.join(", "));
+        }
         let _ = writeln!(
             out,
-            "cost ({models}; {} in / {} out per request): {}",
+            "  assumed per request: {} tokens in, {} out (--tokens-in, --tokens-out); a session makes a request per model turn, and a reply may use up to {} tokens out (what a run's budget reserves)",
             grouped(pricing.tokens_in),
             grouped(pricing.tokens_out),
-            self.cost.render(dollars)
-        );
-        let _ = writeln!(
-            out,
-            "  a session of several turns makes a request per turn; a reply may use up to {} tokens out (what a budget reserves): --tokens-in N, --tokens-out N change the assumption",
-            grouped(u64::from(MAX_OUTPUT_TOKENS))
+            grouped(u64::from(pricing.max_output_tokens))
         );
         let symbols = self.symbols();
         if !symbols.is_empty() {
@@ -120,7 +113,7 @@ impl Bounds {
                 "tokens_in_per_request": pricing.tokens_in,
                 "tokens_out_per_request": pricing.tokens_out,
                 "default_model": pricing.default,
-                "max_output_tokens": MAX_OUTPUT_TOKENS,
+                "max_output_tokens": pricing.max_output_tokens,
             },
         })
     }

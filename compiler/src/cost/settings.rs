@@ -1,7 +1,8 @@
 //! What `prose.toml` says about pricing, read the way `prosevm` reads it: the driver
 //! (`openai` sends every alias as one model, `gpt-4o-mini` unless `model` says otherwise;
 //! any other driver prices as `anthropic`), `model` (sessions naming none), `[models]`
-//! (what `sonnet`, `opus` and `haiku` are sent as) and `[prices."model-id"]`. Other keys
+//! (what `sonnet`, `opus` and `haiku` are sent as), `[prices."model-id"]` and
+//! `max_output_tokens` (the most a reply may use, what a budget reserves for it). Other keys
 //! belong to the VM and are skipped.
 
 use super::Pricing;
@@ -23,6 +24,8 @@ pub struct PriceSettings {
     /// `[prices]`.
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
+    /// `max_output_tokens`: the most a reply may use.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// The `[models]` table.
@@ -79,6 +82,7 @@ impl PriceSettings {
                 haiku: over.models.haiku.or(self.models.haiku),
             },
             prices,
+            max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
         }
     }
 
@@ -89,6 +93,7 @@ impl PriceSettings {
             prices: self.prices.clone(),
             tokens_in,
             tokens_out,
+            max_output_tokens: self.max_output_tokens.unwrap_or(prices::MAX_OUTPUT_TOKENS),
             ..Pricing::default()
         };
         if openai {
@@ -138,6 +143,7 @@ mod tests {
         assert_eq!(p.resolve(Some("opus")), "o3");
         assert_eq!(p.price("o3").map(|p| p.output), Some(8.0));
         assert_eq!((p.tokens_in, p.tokens_out), (10, 20));
+        assert_eq!(p.max_output_tokens, prices::MAX_OUTPUT_TOKENS);
         // Anthropic by default: the aliases' own models, `model` for sessions naming none.
         let p = PriceSettings::parse("model = \"claude-haiku-4-5\"")
             .expect("parses")
@@ -154,6 +160,13 @@ mod tests {
         let project =
             PriceSettings::parse("[prices.a]\ninput = 2.0\noutput = 2.0").expect("parses");
         let s = user.under(project);
+        assert_eq!(
+            s.clone()
+                .under(PriceSettings::parse("max_output_tokens = 100").expect("parses"))
+                .pricing(1, 1)
+                .max_output_tokens,
+            100
+        );
         assert_eq!(s.model.as_deref(), Some("a"));
         assert_eq!(s.prices["a"].input, 2.0);
     }
