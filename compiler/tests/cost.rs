@@ -160,7 +160,10 @@ fn prices_and_models_come_from_prose_toml() {
         out.contains("cost: $1.00\n  priced: big at $1/$1 per Mtok, my-model (no price: not counted)\n  assumed per request: 500,000 tokens in, 500,000 out"),
         "{out}"
     );
-    assert!(out.contains("a reply may use up to 4,096 tokens out"), "{out}");
+    assert!(
+        out.contains("a reply may use up to 4,096 tokens out"),
+        "{out}"
+    );
     // --config names another file; --model the default model.
     let other = dir.join("other.toml");
     std::fs::write(&other, "[prices.cheap]\ninput = 0.5\noutput = 0.5\n").expect("write");
