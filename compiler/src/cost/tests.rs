@@ -253,3 +253,34 @@ fn cost_prices_each_model_at_the_assumed_tokens() {
     assert_eq!(unpriced, ["llama3"]);
     assert_eq!(b.models.len(), 3);
 }
+
+#[test]
+fn the_right_side_of_and_or_may_be_skipped() {
+    assert_eq!(
+        counts("let x = 1\nif **first** or **second**:\n  session \"a\"\n").1,
+        "1 / 2"
+    );
+    assert_eq!(
+        counts("let x = 1\nif x > 0 and **sure**:\n  session \"a\"\n").1,
+        "0 / 1"
+    );
+}
+
+#[test]
+fn a_symbolic_max_bounds_the_loop_and_the_note_names_the_line() {
+    let b = analyse(
+        "input tries: \"how many\"\nsession \"start\"\nloop until **good** (max: tries):\n  session \"again\"\n    retry: 1\n",
+    );
+    assert_eq!(b.sessions.min, Poly::constant(1.0));
+    assert_eq!(b.sessions.max.render(poly::count), "1 + 2*tries");
+    // With `tries` possibly zero, the condition may never be judged.
+    assert_eq!(b.judgments.min, Poly::zero());
+    let note = &b.notes[0];
+    assert_eq!(note.line, 3);
+    assert!(
+        note.message
+            .starts_with("`loop until **good** (max: tries)`: 0 to tries time(s), each 1 to 2 session(s), 1 judgment(s)"),
+        "{}",
+        note.message
+    );
+}
