@@ -71,7 +71,7 @@ struct DisArgs {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
-    /// rustc-style snippets on stderr.
+    /// rustc-style snippets on stderr (and `cost`'s bounds as lines on stdout).
     Text,
     /// One JSON document on stdout.
     Json,
@@ -85,7 +85,7 @@ struct CommonArgs {
     /// Fail (exit 1) when there are warnings.
     #[arg(long)]
     deny_warnings: bool,
-    /// Diagnostic output format.
+    /// Output format of diagnostics (and of `cost`'s bounds).
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
     /// Directory holding registry programs as DIR/@handle/slug.prose (repeatable).
