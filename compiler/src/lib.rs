@@ -8,11 +8,13 @@
 pub mod ast;
 pub mod codegen;
 pub mod compile;
+pub mod cost;
 pub mod diagnostics;
 pub mod lexer;
 pub mod limits;
 pub mod lints;
 pub mod parser;
+pub mod prices;
 pub mod resolved;
 pub mod sema;
 pub mod source;

@@ -1,7 +1,9 @@
 //! `prosec`: the OpenProse compiler command line.
 //!
 //! `prosec check <files or dirs>...` validates programs; exit status 0 means clean, 1 means
-//! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error.
+//! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error. `build`
+//! compiles a program to bytecode, `dis` lists an artifact, and `cost` prints a program's
+//! static bounds (sessions and cost, [`prosec::cost`]).
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use prosec::codegen::BuildError;
@@ -33,6 +35,32 @@ enum Command {
     Build(BuildArgs),
     /// Print a readable listing of a `.pbc` artifact.
     Dis(DisArgs),
+    /// Print the least and most sessions a program can run, and what they may cost.
+    Cost(CostArgs),
+}
+
+#[derive(Args)]
+struct CostArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    /// The program (the programs it imports are counted where it invokes them).
+    file: PathBuf,
+    /// The `prose.toml` to read `driver`, `model`, `[models]` and `[prices]` from (default:
+    /// the project's, found upward from the program's directory, over the user's).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Tokens assumed read per request.
+    #[arg(long, value_name = "N", default_value_t = prosec::cost::DEFAULT_TOKENS_IN)]
+    tokens_in: u64,
+    /// Tokens assumed written per request.
+    #[arg(long, value_name = "N", default_value_t = prosec::cost::DEFAULT_TOKENS_OUT)]
+    tokens_out: u64,
+    /// Price as this driver's default models: `anthropic` (the default) or `openai`.
+    #[arg(long, value_name = "NAME")]
+    driver: Option<String>,
+    /// The model id for sessions naming no model (and for judgments).
+    #[arg(long, value_name = "ID")]
+    model: Option<String>,
 }
 
 #[derive(Args)]
@@ -43,7 +71,7 @@ struct DisArgs {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
-    /// rustc-style snippets on stderr.
+    /// rustc-style snippets on stderr (and `cost`'s bounds as lines on stdout).
     Text,
     /// One JSON document on stdout.
     Json,
@@ -57,7 +85,7 @@ struct CommonArgs {
     /// Fail (exit 1) when there are warnings.
     #[arg(long)]
     deny_warnings: bool,
-    /// Diagnostic output format.
+    /// Output format of diagnostics (and of `cost`'s bounds).
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
     /// Directory holding registry programs as DIR/@handle/slug.prose (repeatable).
@@ -288,6 +316,52 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    let mut c = Compilation::new(args.common.options(lints, true));
+    let root = match c.add_file(&args.file) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("prosec: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if c.error_count() > 0 || (args.common.deny_warnings && c.warning_count() > 0) {
+        return report(&c, &args.common, 1);
+    }
+    let dir = match args.file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut settings = match prosec::cost::PriceSettings::load(args.config.as_deref(), dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("prosec: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    settings.driver = args.driver.clone().or(settings.driver);
+    settings.model = args.model.clone().or(settings.model);
+    let pricing = settings.pricing(args.tokens_in, args.tokens_out);
+    let bounds = prosec::cost::bounds(&c, root, &pricing);
+    match args.common.format {
+        Format::Text => {
+            if !c.diagnostics.is_empty() {
+                // Warnings, on stderr as `check` writes them.
+                report(&c, &args.common, 1);
+            }
+            print!("{}", bounds.render_text(&pricing));
+        }
+        Format::Json => {
+            let mut doc = bounds.to_json(&pricing);
+            doc["file"] = args.file.display().to_string().into();
+            doc["diagnostics"] =
+                serde_json::json!(prosec::diagnostics::render_json(&c.sources, &c.diagnostics));
+            println!("{doc}");
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 fn dis(args: DisArgs) -> ExitCode {
     let bytes = match std::fs::read(&args.file) {
         Ok(b) => b,
@@ -344,5 +418,6 @@ fn main() -> ExitCode {
         Command::Check(args) => check(args, lints),
         Command::Build(args) => build(args, lints),
         Command::Dis(args) => dis(args),
+        Command::Cost(args) => cost(args, lints),
     }
 }

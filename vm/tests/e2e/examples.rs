@@ -1,9 +1,11 @@
-//! Every program in `examples/` runs to completion under the mock driver.
+//! Every program in `examples/` runs to completion under the mock driver, making a number
+//! of sessions and judgments within the static bounds `prosec cost` gives for it.
 
 use prosec::compile::Compilation;
 use prosevm::driver::mock::{Conditions, Mock, MockOptions};
 use prosevm::machine::{Limits, Machine};
 use prosevm::runner::{run, RunConfig};
+use prosevm::trace::Event;
 use prosevm::value::Value;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
@@ -41,6 +43,7 @@ async fn every_example_runs_to_completion_under_the_mock() {
         let name = file.file_stem().and_then(|s| s.to_str()).expect("a name");
         let mut c = Compilation::new(Default::default());
         let root = c.add_file(&file).expect("read the example");
+        let bounds = prosec::cost::bounds(&c, root, &Default::default());
         let artifact = crate::harness::compiled(c, root);
         let main = &artifact.modules[0];
         let inputs: FxHashMap<String, Value> = main
@@ -64,13 +67,35 @@ async fn every_example_runs_to_completion_under_the_mock() {
             inputs: true,
             ..MockOptions::default()
         }));
-        let outputs = run(machine, driver, &RunConfig::default(), |_| {})
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let (mut sessions, mut judged) = (0.0, 0.0);
+        let outputs = run(machine, driver, &RunConfig::default(), |e| match e {
+            Event::Session { .. } => sessions += 1.0,
+            Event::Evaluate { .. } => judged += 1.0,
+            _ => {}
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let names: Vec<&String> = outputs.iter().map(|(n, _)| n).collect();
         assert_eq!(names, declared.iter().collect::<Vec<_>>(), "{name}");
         for (n, v) in &outputs {
             assert_ne!(*v, Value::Null, "{name}: output {n} was never bound");
+        }
+        // The least with every symbol at zero is below any run's count; the most, when it
+        // is a constant, above it (choices have no event: judgments are only bounded above).
+        let least = bounds.sessions.min.eval(|_| 0.0);
+        assert!(
+            least <= sessions,
+            "{name}: {sessions} sessions, least {least}"
+        );
+        for (what, count, range) in [
+            ("sessions", sessions, &bounds.sessions),
+            ("judgments", judged, &bounds.judgments),
+        ] {
+            if let prosec::cost::Count::Finite(max) = &range.max {
+                if let Some(most) = max.as_constant() {
+                    assert!(count <= most, "{name}: {count} {what}, most {most}");
+                }
+            }
         }
     }
 }

@@ -52,11 +52,11 @@ impl Models {
         };
         match api {
             Api::Anthropic => Models {
-                opus: "claude-opus-4-1".into(),
-                haiku: "claude-haiku-4-5".into(),
-                ..all("claude-sonnet-4-5")
+                opus: prosec::prices::OPUS.into(),
+                haiku: prosec::prices::HAIKU.into(),
+                ..all(prosec::prices::SONNET)
             },
-            Api::OpenAi => all("gpt-4o-mini"),
+            Api::OpenAi => all(prosec::prices::OPENAI_DEFAULT),
         }
     }
 
@@ -74,7 +74,7 @@ impl Models {
 
 /// Most tokens a reply may use unless `prose.toml` says otherwise (sent with every request,
 /// so a budget can count on it).
-const MAX_TOKENS: u32 = 8192;
+const MAX_TOKENS: u32 = prosec::prices::MAX_OUTPUT_TOKENS;
 
 /// A request body ready to send, with what bounds its cost.
 struct Prepared<'a> {
