@@ -97,9 +97,13 @@ pub fn held(dir: &Path) -> bool {
 
 /// A status by its name in `run.json` (`running`, `finished`, ...).
 pub fn parse_status(s: &str) -> Result<RunStatus, String> {
-    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|_| {
-        format!("unknown status {s:?} (want running, interrupted, finished or failed)")
-    })
+    RunStatus::ALL
+        .into_iter()
+        .find(|status| status.as_str() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
+            format!("unknown status `{s}` (want one of: {})", names.join(", "))
+        })
 }
 
 /// A duration such as `7d`, `12h`, `30m`, `45s`, `2w` or `1d12h`.
@@ -230,6 +234,18 @@ pub fn prune(state_dir: Option<&Path>, rule: &PruneRule, now: SystemTime) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_status_reads_by_its_name_and_others_are_refused() {
+        for status in RunStatus::ALL {
+            assert_eq!(parse_status(status.as_str()), Ok(status));
+        }
+        let e = parse_status("done").expect_err("unknown");
+        assert_eq!(
+            e,
+            "unknown status `done` (want one of: running, interrupted, paused, finished, failed)"
+        );
+    }
 
     #[test]
     fn ages_read_in_the_usual_units() {

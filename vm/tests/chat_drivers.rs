@@ -427,3 +427,99 @@ fn each_step_inherits_the_previous_ones_result_on_both_drivers() {
         assert_eq!(user(2), "Start over", "{driver}");
     }
 }
+
+/// The id of the only run under `dir`'s `.prose/runs`.
+fn only_run(dir: &Path) -> String {
+    let mut ids: Vec<String> = std::fs::read_dir(dir.join(".prose/runs"))
+        .expect("runs")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids.remove(0)
+}
+
+/// Runs `prosevm resume` in `dir` with `args`, no provider settings in the environment
+/// (the run's record must supply them) and the key only.
+fn resume_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    for var in [
+        "OPENAI_BASE_URL",
+        "OPENAI_MODEL",
+        "ANTHROPIC_BASE_URL",
+        "ANTHROPIC_MODEL",
+    ] {
+        cmd.env_remove(var);
+    }
+    support::output(
+        cmd.current_dir(dir)
+            .env("OPENAI_API_KEY", KEY)
+            .arg("resume")
+            .args(args),
+    )
+}
+
+#[test]
+fn a_resumed_run_keeps_its_driver_unless_told_otherwise() {
+    let dir = scratch("resume-driver");
+    let program = "let a = session \"One\"\noutput r = session \"Two after {a}\"\n";
+    // The second session fails for good: the run fails after the first answer.
+    let (url, seen) = provider(vec![ok("first"), status(500, "", "{}")]);
+    let (code, _, err) = run(&dir, program, &url, &["--http-retries", "0"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(seen.lock().expect("seen").len(), 2);
+    let id = only_run(&dir);
+    // Resuming without driver flags goes back to the same provider and model (the record
+    // has them, not the key), asking only the failed request.
+    drop(seen);
+    let (code, out, err) = {
+        // The same port is gone with its provider; the record's URL must be the one used, so
+        // serve a new provider and point the record at it as an operator moving it would.
+        let (url2, seen2) = provider(vec![ok("second")]);
+        let record_path = dir.join(".prose/runs").join(&id).join("run.json");
+        let record = std::fs::read_to_string(&record_path).expect("run.json");
+        assert!(record.contains(&url), "{record}");
+        assert!(!record.contains(KEY), "{record}");
+        std::fs::write(&record_path, record.replace(&url, &url2)).expect("rewrite");
+        let r = resume_in(&dir, &[&id]);
+        let seen2 = seen2.lock().expect("seen");
+        assert_eq!(
+            seen2.len(),
+            1,
+            "only the failed request is asked again: {}",
+            r.2
+        );
+        assert_eq!(seen2[0].body["model"], "m1");
+        r
+    };
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: second\n");
+    assert!(!err.contains("warning"), "{err}");
+}
+
+#[test]
+fn a_driver_given_to_resume_replaces_the_recorded_one_with_a_warning() {
+    let dir = scratch("resume-override");
+    let (url, _seen) = provider(vec![ok("first"), status(500, "", "{}")]);
+    let (code, _, err) = run(
+        &dir,
+        "let a = session \"One\"\noutput r = session \"Two\"\n",
+        &url,
+        &["--http-retries", "0"],
+    );
+    assert_eq!(code, 1, "{err}");
+    let id = only_run(&dir);
+    let (code, out, err) = resume_in(&dir, &[&id, "--driver", "mock"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: [mock] Two\n");
+    assert!(
+        err.contains("started with the openai driver; continuing with mock as asked (recorded)"),
+        "{err}"
+    );
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join(".prose/runs").join(&id).join("run.json"))
+            .expect("run.json"),
+    )
+    .expect("json");
+    assert_eq!(record["driver"]["kind"], "mock", "{record}");
+}

@@ -326,9 +326,8 @@ impl Run {
         };
         let journal = open_journal(&dir, &contents)?;
         let mut replay = contents.replies();
-        // A failure is not an answer: the request that ended the run is asked again.
         if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
-            replay.remove(failed);
+            replay.retain(|_, r| !is_failure_of(r, failed));
         }
         Run::continue_with(dir, lock, record, artifact, (journal, replay), how, place)
     }
@@ -347,12 +346,11 @@ impl Run {
             Some(parts) => parts,
             None => return Ok((Resumed::Finished(Box::new(dir.record()?)), Vec::new())),
         };
-        // A failure is not an answer: the request that ended the run is asked again.
         let failed = record.error.as_ref().and_then(|e| e.request.clone());
         let replies: Vec<Reply> = contents
             .in_order()
             .into_iter()
-            .filter(|r| Some(&r.id) != failed.as_ref())
+            .filter(|r| !failed.as_ref().is_some_and(|f| is_failure_of(r, f)))
             .collect();
         let statement = |a: &Verified, r: &Request| -> String {
             a.modules
@@ -775,4 +773,12 @@ impl<O: Observer> Observer for Watch<'_, O> {
     fn snapshot(&mut self, snapshot: &Snapshot) {
         self.view.write(snapshot);
     }
+}
+
+/// Whether `r` records a failure of request `failed` (the one that ended the run) or of one
+/// of its steps (an agent loop's turn, say). A failure is not an answer: a resume does not
+/// replay such a record, so the request is asked again from the step that failed, while
+/// the steps it completed before are kept.
+fn is_failure_of(r: &Reply, failed: &RequestId) -> bool {
+    r.outcome.is_err() && r.id.whole() == *failed
 }

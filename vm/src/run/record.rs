@@ -29,6 +29,15 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// Every status, in the order a run can reach them.
+    pub const ALL: [RunStatus; 5] = [
+        RunStatus::Running,
+        RunStatus::Interrupted,
+        RunStatus::Paused,
+        RunStatus::Finished,
+        RunStatus::Failed,
+    ];
+
     /// The status as written in `run.json`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -106,3 +106,39 @@ output a = a
     );
     assert_eq!(e.statement.trim(), r#"throw "nothing to condense""#);
 }
+
+#[test]
+fn two_imports_with_the_same_file_name_are_told_apart_in_errors() {
+    // Two programs named `util`, one in `a/` and one in `b/`; the second throws on its line 4,
+    // which is blank in the first.
+    let dir = std::env::temp_dir().join(format!("prosevm-e2e-twins-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("a")).expect("temp dir");
+    std::fs::create_dir_all(dir.join("b")).expect("temp dir");
+    std::fs::write(
+        dir.join("a/util.prose"),
+        "input x: \"x\"\nsession \"A {x}\"\n\n\noutput r = \"a\"\n",
+    )
+    .expect("write a");
+    std::fs::write(
+        dir.join("b/util.prose"),
+        "input x: \"x\"\nsession \"B {x}\"\nlet bad = true\nthrow \"b failed\"\noutput r = \"b\"\n",
+    )
+    .expect("write b");
+    std::fs::write(
+        dir.join("main.prose"),
+        "use \"./a/util.prose\" as first\nuse \"./b/util.prose\" as second\nlet one = first(x: \"1\")\nlet two = second(x: \"2\")\n",
+    )
+    .expect("write main");
+    let mut c = Compilation::new(Default::default());
+    let root = c.add_file(&dir.join("main.prose")).expect("read main");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+    let mut h = Harness::with(compiled(c, root), &[], Default::default());
+    h.run(echo);
+    let e = h.error();
+    assert_eq!(
+        (e.message.as_str(), e.program.as_str(), e.line),
+        ("b failed", "./b/util.prose", 4)
+    );
+    assert_eq!(e.statement.trim(), "throw \"b failed\"");
+    assert!(e.to_string().contains("./b/util.prose:4"), "{e}");
+}
