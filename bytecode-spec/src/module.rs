@@ -337,7 +337,34 @@ pub struct Function {
     pub code: Vec<Op>,
     /// The source position of each instruction.
     pub locs: Vec<Loc>,
-    /// Debug names: which registers hold which named variables (for traces and the run
-    /// directory's binding files).
-    pub vars: Vec<(Reg, StrId)>,
+    /// Debug names: which registers hold which named variables, and what declared each (for
+    /// traces and the run directory's binding files).
+    pub vars: Vec<(Reg, StrId, BindingKind)>,
+}
+
+/// What declared a named variable, as traces and binding files report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BindingKind {
+    /// `let`, an assignment that declared the name, or a construct's own name (a loop
+    /// variable, a parameter, a caught error).
+    Let,
+    /// `const`.
+    Const,
+    /// `input`.
+    Input,
+    /// `output name = ...`.
+    Output,
+}
+
+impl BindingKind {
+    /// The kind's word, as in source.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BindingKind::Let => "let",
+            BindingKind::Const => "const",
+            BindingKind::Input => "input",
+            BindingKind::Output => "output",
+        }
+    }
 }

@@ -516,7 +516,7 @@ fn names(cx: &mut Cx) -> R {
         if f.kind == FuncKind::Block && !is_identifier(s(f.name)) {
             return bad(cx, "block name", s(f.name));
         }
-        for (_, v) in &f.vars {
+        for (_, v, _) in &f.vars {
             cx.s(*v)?;
             if !is_variable(s(*v)) {
                 return bad(cx, "variable name", s(*v));
@@ -660,7 +660,7 @@ fn function(
     if f.params > f.nregs {
         return cx.err("more parameters than registers");
     }
-    for (reg, name) in &f.vars {
+    for (reg, name, _) in &f.vars {
         cx.s(*name)?;
         if reg.as_u32() >= f.nregs {
             return cx.err(format!(

@@ -1297,7 +1297,9 @@ mod hostile {
                 let m = &mut a.modules[0];
                 let s = m.strings.push("../../escape".into());
                 let entry = m.entry;
-                m.funcs[entry].vars.push((r(0), s));
+                m.funcs[entry]
+                    .vars
+                    .push((r(0), s, bytecode_spec::BindingKind::Let));
             }),
             "variable name",
         );

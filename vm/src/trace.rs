@@ -32,6 +32,8 @@ pub enum Event {
     Binding {
         /// The variable.
         name: String,
+        /// What declared it.
+        kind: bytecode_spec::BindingKind,
         /// Its new value, as text.
         value: String,
         /// The module (0: the program run; others: imported programs).

@@ -708,3 +708,50 @@ fn fan_out_elements_live_in_their_list_and_appends_reach_their_binding() {
         "{loose:?}"
     );
 }
+
+#[test]
+fn a_bindings_kind_is_what_declared_it_not_the_last_statements_first_word() {
+    let dir = scratch("binding-kinds");
+    let prog = dir.join("kinds.prose");
+    // `poem` is last bound by a plain assignment, yet it is an output.
+    std::fs::write(
+        &prog,
+        "output poem = session \"Write\"\npoem = session \"Improve\"\nconst title = \"t\"\n",
+    )
+    .expect("program");
+    let state = dir.join("state");
+    let (code, _, err) = output(
+        vm().args(["run", prog.to_str().expect("path"), "--trace", "json"])
+            .arg("--state-dir")
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    let id = &run_ids(&state)[0];
+    let files = binding_files(&state, id);
+    assert!(
+        files["poem.md"].starts_with("# poem\n\nkind: output\n"),
+        "{}",
+        files["poem.md"]
+    );
+    assert!(
+        files["title.md"].starts_with("# title\n\nkind: const\n"),
+        "{}",
+        files["title.md"]
+    );
+    // The trace's binding events say so too.
+    let kinds: Vec<(String, String)> = err
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "binding")
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or("").to_string(),
+                e["kind"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        kinds.contains(&("poem".into(), "output".into())),
+        "{kinds:?}"
+    );
+}

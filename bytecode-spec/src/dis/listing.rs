@@ -24,7 +24,7 @@ impl Dis<'_> {
             let names: Vec<String> = func
                 .vars
                 .iter()
-                .map(|(r, n)| format!("{}={r}", self.name(*n)))
+                .map(|(r, n, _)| format!("{}={r}", self.name(*n)))
                 .collect();
             self.line(2, format!("vars: {}", names.join(", ")));
         }

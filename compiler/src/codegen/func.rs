@@ -34,7 +34,7 @@ pub struct FnBuilder {
     free: Vec<Reg>,
     temps: Vec<Reg>,
     /// Every named variable's register (the function's debug table).
-    pub names: Vec<(String, Reg)>,
+    pub names: Vec<(String, Reg, bytecode_spec::BindingKind)>,
 }
 
 impl FnBuilder {

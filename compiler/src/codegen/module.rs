@@ -147,8 +147,9 @@ impl<'a> Lowerer<'a> {
         for (i, &param) in block.params.iter().enumerate() {
             let reg = Reg::new(i);
             self.regs[param] = reg.into();
-            if let Some(name) = &self.p.vars[param].name {
-                fb.names.push((name.clone(), reg));
+            let var = &self.p.vars[param];
+            if let Some(name) = &var.name {
+                fb.names.push((name.clone(), reg, var.kind));
             }
         }
         self.fns.push((block.func, fb));
@@ -260,11 +261,11 @@ impl<'a> Lowerer<'a> {
         f.nregs = fb.nregs.max(1);
         f.code = fb.code;
         f.locs = fb.locs;
-        for (name, reg) in fb.names {
+        for (name, reg, kind) in fb.names {
             let s = self.s(&name);
-            self.m.funcs[id].vars.push((reg, s));
+            self.m.funcs[id].vars.push((reg, s, kind));
         }
-        self.m.funcs[id].vars.sort_by_key(|(r, _)| *r);
+        self.m.funcs[id].vars.sort_by_key(|(r, _, _)| *r);
     }
 
     /// A template: literal text and the variables it interpolates.
@@ -410,7 +411,7 @@ impl<'a> Lowerer<'a> {
                     Some((_, builder)) => {
                         let reg = builder.var_reg();
                         if let Some(name) = &var.name {
-                            builder.names.push((name.clone(), reg));
+                            builder.names.push((name.clone(), reg, var.kind));
                         }
                         reg
                     }
@@ -421,8 +422,8 @@ impl<'a> Lowerer<'a> {
                         let reg = Reg::new(main.nregs as usize);
                         main.nregs += 1;
                         if let Some(name) = &var.name {
-                            let name = self.s(name);
-                            self.m.funcs[self.m.entry].vars.push((reg, name));
+                            let (name, kind) = (self.s(name), var.kind);
+                            self.m.funcs[self.m.entry].vars.push((reg, name, kind));
                         }
                         reg
                     }
@@ -437,9 +438,10 @@ impl<'a> Lowerer<'a> {
     /// Makes `reg` the register of variable `v` (a parameter, a caught error).
     pub(super) fn bind(&mut self, v: VarId, reg: Reg) {
         self.regs[v] = reg.into();
-        if let Some(name) = &self.p.vars[v].name {
-            let name = name.clone();
-            self.fb().names.push((name, reg));
+        let var = &self.p.vars[v];
+        if let Some(name) = &var.name {
+            let entry = (name.clone(), reg, var.kind);
+            self.fb().names.push(entry);
         }
     }
 
@@ -512,7 +514,10 @@ impl<'a> Lowerer<'a> {
             let reg = Reg::new(i);
             match var {
                 Some(v) => self.bind(*v, reg),
-                None => self.fb().names.push((name.to_string(), reg)),
+                None => {
+                    let entry = (name.to_string(), reg, bc::BindingKind::Let);
+                    self.fb().names.push(entry);
+                }
             }
         }
         let value = f(self);

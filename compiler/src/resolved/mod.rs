@@ -129,6 +129,8 @@ pub struct Var {
     pub owner: FnId,
     /// Whether the program reads it anywhere.
     pub read: bool,
+    /// What declared it.
+    pub kind: bytecode_spec::BindingKind,
     /// The program output it holds (`output name = ...`): every later assignment updates
     /// the output too, so the last value wins.
     pub output: Option<OutputId>,

@@ -243,6 +243,7 @@ impl Analyzer<'_> {
             name: name.map(str::to_string),
             owner,
             read: false,
+            kind: bytecode_spec::BindingKind::Let,
             output: None,
         })
     }

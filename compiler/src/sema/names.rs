@@ -134,6 +134,12 @@ impl<'a> Analyzer<'a> {
     /// A variable record for `name` declared here.
     fn var(&mut self, name: &Name, kind: VarKind, program: Option<String>, owner: FnId) -> Var {
         let id = self.new_var(Some(&name.text), owner);
+        self.out.vars[id].kind = match kind {
+            VarKind::Const => bytecode_spec::BindingKind::Const,
+            VarKind::Input => bytecode_spec::BindingKind::Input,
+            VarKind::Output => bytecode_spec::BindingKind::Output,
+            _ => bytecode_spec::BindingKind::Let,
+        };
         Var {
             kind,
             span: name.span,

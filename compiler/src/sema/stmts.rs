@@ -171,6 +171,7 @@ impl<'a> Analyzer<'a> {
             let id = self.output_ids.get(key).copied();
             if let Some(v) = var {
                 self.out.vars[v].output = id;
+                self.out.vars[v].kind = bytecode_spec::BindingKind::Output;
             }
             r::OutputSink::Program(id)
         };

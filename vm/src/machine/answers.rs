@@ -27,7 +27,7 @@ impl Machine {
             };
             let fr = frame.borrow();
             let func = &self.artifact.modules[fr.module as usize].funcs[fr.func];
-            let is_var = |r: &Reg| func.vars.binary_search_by_key(r, |(v, _)| *v).is_ok();
+            let is_var = |r: &Reg| func.vars.binary_search_by_key(r, |(v, _, _)| *v).is_ok();
             let mut pc = fr.pc as usize;
             // A statement's value passes through a few unnamed registers at most.
             loop {

@@ -15,6 +15,7 @@ use crate::snapshot::Snapshot;
 use crate::trace::Event;
 use crate::value::Value;
 use bytecode_spec::verify::Verified;
+use bytecode_spec::BindingKind;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -27,10 +28,9 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(250);
 /// One bound name: where and how it was last bound, and its value.
 struct Bound {
     name: String,
-    /// Its kind when known: `input` for a top-level input (bound before the program starts),
-    /// `anonymous` for an uncaptured session's answer; otherwise derived from the binding
-    /// statement when its file is written, and kept for `state.md`.
-    kind: Option<&'static str>,
+    /// Its kind: what declared it (`let`, `const`, `input`, `output`), or `anonymous` for
+    /// an uncaptured session's answer.
+    kind: &'static str,
     scope: u32,
     /// The program invocation it belongs to (0: the program run).
     instance: u32,
@@ -43,8 +43,8 @@ struct Bound {
 
 impl Bound {
     /// Records a new binding of this name.
-    fn set(&mut self, module: u32, line: u32, value: &str) {
-        self.kind = None;
+    fn set(&mut self, kind: &'static str, module: u32, line: u32, value: &str) {
+        self.kind = kind;
         self.module = module;
         self.line = line;
         self.value.clear();
@@ -131,7 +131,7 @@ impl RunView {
                 name.clone(),
                 Bound {
                     name: name.clone(),
-                    kind: Some("input"),
+                    kind: BindingKind::Input.as_str(),
                     scope: 0,
                     instance: 0,
                     module: 0,
@@ -166,12 +166,13 @@ impl RunView {
             },
             Event::Binding {
                 name,
+                kind,
                 value,
                 module,
                 line,
                 scope,
                 instance,
-            } => self.bind(name, value, (*module, *line), *scope, *instance),
+            } => self.bind(name, *kind, value, (*module, *line), (*scope, *instance)),
             Event::Import {
                 module,
                 exec,
@@ -225,11 +226,19 @@ impl RunView {
     }
 
     /// `at` is the binding statement's module and line.
-    fn bind(&mut self, name: &str, value: &str, at: (u32, u32), scope: u32, instance: u32) {
+    fn bind(
+        &mut self,
+        name: &str,
+        kind: BindingKind,
+        value: &str,
+        at: (u32, u32),
+        (scope, instance): (u32, u32),
+    ) {
+        let kind = kind.as_str();
         let (module, line) = at;
         // The common case, a top-level name bound again, without allocating.
         if let (0, Some(b)) = (scope, self.bound.get_mut(name)) {
-            b.set(module, line, value);
+            b.set(kind, module, line, value);
             if module == 0 && self.bound_at.get(&line).map(String::as_str) != Some(name) {
                 self.bound_at.insert(line, name.to_string());
             }
@@ -245,7 +254,7 @@ impl RunView {
         }
         let b = self.bound.entry(stem).or_insert_with(|| Bound {
             name: name.to_string(),
-            kind: None,
+            kind,
             scope,
             instance,
             module,
@@ -253,7 +262,7 @@ impl RunView {
             value: String::new(),
             dirty: true,
         });
-        b.set(module, line, value);
+        b.set(kind, module, line, value);
     }
 
     /// Records the answer of a session the program does not keep under a name, as
@@ -265,7 +274,7 @@ impl RunView {
             stem.clone(),
             Bound {
                 name: stem,
-                kind: Some("anonymous"),
+                kind: "anonymous",
                 scope: 0,
                 instance: 0,
                 module,
@@ -336,20 +345,18 @@ impl RunView {
         }
     }
 
-    /// The statement a binding comes from, and its kind.
-    fn origin(&self, b: &Bound) -> (String, &'static str) {
+    /// The statement a binding comes from.
+    fn origin(&self, b: &Bound) -> String {
         let source = self
             .artifact
             .modules
             .get(b.module as usize)
             .map_or("", |m| m.source.as_str());
-        let snippet = if b.line == 0 {
+        if b.line == 0 {
             String::new()
         } else {
             statement(source, b.line)
-        };
-        let kind = b.kind.unwrap_or_else(|| kind_of(&snippet));
-        (snippet, kind)
+        }
     }
 
     /// Writes the pending binding files and `state.md` with `status`; the first failure is
@@ -364,7 +371,7 @@ impl RunView {
             self.error = Some(e);
             return;
         }
-        let mut kinds = Vec::new();
+        let mut written = Vec::new();
         for (stem, b) in &self.bound {
             if !b.dirty {
                 continue;
@@ -384,21 +391,20 @@ impl RunView {
                     }
                 }
             }
-            let (snippet, kind) = self.origin(b);
+            let snippet = self.origin(b);
             let program = (b.module != 0)
                 .then(|| self.artifact.modules.get(b.module as usize))
                 .flatten()
                 .map(|m| m.name.as_str());
-            let text = binding_file(&b.name, kind, b.scope, program, &snippet, &b.value);
+            let text = binding_file(&b.name, b.kind, b.scope, program, &snippet, &b.value);
             if let Err(e) = fs::write_unsynced(&path, text.as_bytes()) {
                 self.error = Some(e);
                 return;
             }
-            kinds.push((stem.clone(), kind));
+            written.push(stem.clone());
         }
-        for (stem, kind) in kinds {
+        for stem in written {
             if let Some(b) = self.bound.get_mut(&stem) {
-                b.kind = Some(kind);
                 b.dirty = false;
             }
         }
@@ -490,7 +496,7 @@ impl RunView {
                 s,
                 "| {} | {} | {} | {scope} | {program} |",
                 b.name,
-                b.kind.unwrap_or_else(|| self.origin(b).1),
+                b.kind,
                 self.binding_path(stem, b)
                     .map_or_else(|e| e.to_string(), |p| p.display().to_string())
             );
@@ -659,16 +665,6 @@ fn statement(source: &str, line: u32) -> String {
     out.join("\n")
 }
 
-/// The binding's kind, from the word its statement starts with.
-fn kind_of(statement: &str) -> &'static str {
-    match statement.split_whitespace().next() {
-        Some("const") => "const",
-        Some("output") => "output",
-        Some("input") => "input",
-        _ => "let",
-    }
-}
-
 /// The contents of a binding file.
 fn binding_file(
     name: &str,
@@ -711,14 +707,6 @@ mod tests {
     fn imported_programs_get_handle_slug_directories() {
         assert_eq!(import_dir("@alice/digest", "digest"), "alice--digest");
         assert_eq!(import_dir("./lib/digest.prose", "digest"), "local--digest");
-    }
-
-    #[test]
-    fn kinds_come_from_the_statement() {
-        assert_eq!(kind_of("const x = 1"), "const");
-        assert_eq!(kind_of("output y = session \"s\""), "output");
-        assert_eq!(kind_of("  x = session \"s\""), "let");
-        assert_eq!(kind_of("let z = 2"), "let");
     }
 
     #[test]

@@ -199,13 +199,15 @@ impl Machine {
         let (module, func, exec, instance) = at;
         let m = &self.artifact.modules[module as usize];
         let vars = &m.funcs[func].vars;
-        if let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) {
-            let name = &m.strings[vars[i].1];
+        if let Ok(i) = vars.binary_search_by_key(&reg, |(r, _, _)| *r) {
+            let (_, name, kind) = vars[i];
+            let name = &m.strings[name];
             let value = value
                 .render(self.limits.values.bytes)
                 .map_err(|e| e.error(&format!("the value of `{name}` written out")))?;
             self.events.push(crate::trace::Event::Binding {
                 name: name.clone(),
+                kind,
                 value,
                 module,
                 line,
@@ -232,7 +234,7 @@ impl Machine {
         let (module, func, exec, instance) = place;
         let m = &self.artifact.modules[module as usize];
         let vars = &m.funcs[func].vars;
-        let Ok(i) = vars.binary_search_by_key(&reg, |(r, _)| *r) else {
+        let Ok(i) = vars.binary_search_by_key(&reg, |(r, _, _)| *r) else {
             return;
         };
         if self
@@ -245,6 +247,7 @@ impl Machine {
         self.updated.push((self.events.len(), frame.clone(), reg));
         self.events.push(crate::trace::Event::Binding {
             name: m.strings[vars[i].1].clone(),
+            kind: vars[i].2,
             value: String::new(),
             module,
             line,
