@@ -107,3 +107,52 @@ fn sigint_and_sigterm_interrupt_a_run_which_then_resumes() {
         assert_eq!(status_of(&dir).1, "finished");
     }
 }
+
+#[test]
+fn a_second_ctrl_c_forces_the_stop_and_the_run_still_resumes() {
+    let dir = support::scratch("signal-twice");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "let a = session \"First\"\noutput b = session \"Second\"\n  context: a\n",
+    )
+    .expect("program");
+    std::fs::write(
+        dir.join("ask.sh"),
+        "cat > /dev/null\nif [ \"$PROSE_REQUEST_ID\" = 0:0 ]; then echo one; exit 0; fi\nif [ -e fast ]; then echo two; exit 0; fi\ntouch waiting\nsleep 300\n",
+    )
+    .expect("script");
+    let child = vm(&dir)
+        .args(["run", "prog.prose", "--driver", "command"])
+        .args(["--command", "sh ask.sh", "--trace", "quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let started = Instant::now();
+    while !dir.join("waiting").exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "never asked");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Two signals back to back: whichever of the clean stop and the forced one wins, the
+    // process ends with 130 and what was journaled stays usable.
+    for _ in 0..2 {
+        // SAFETY: sending a signal to the child we spawned.
+        unsafe {
+            libc::kill(child.id() as i32, libc::SIGINT);
+        }
+    }
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("prosevm: stopping"), "{err}");
+    let (id, status) = status_of(&dir);
+    assert!(
+        status == "interrupted" || status == "running",
+        "{status}: {err}"
+    );
+    std::fs::write(dir.join("fast"), "").expect("fast");
+    let (code, out, err) = support::output(vm(&dir).args(["resume", &id, "--trace", "quiet"]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "b: two\n");
+    assert_eq!(status_of(&dir).1, "finished");
+}
