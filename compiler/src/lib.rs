@@ -17,6 +17,7 @@ pub mod parser;
 pub mod prices;
 pub mod resolved;
 pub mod sema;
+pub mod settings;
 pub mod source;
 pub mod span;
 pub mod threads;

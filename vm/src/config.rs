@@ -4,9 +4,10 @@
 //! `~/.config/prose/prose.toml`); the project's settings win over the user's. Flags win over
 //! the environment, which wins over the files.
 
+use prosec::settings::ModelAliases;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The settings `prose.toml` may hold (every key optional; unknown keys are an error).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -22,7 +23,7 @@ pub struct Config {
     pub model: Option<String>,
     /// What the aliases map to.
     #[serde(default)]
-    pub models: Models,
+    pub models: ModelAliases,
     /// Requests in flight at once.
     pub max_concurrency: Option<usize>,
     /// Seconds a request may take.
@@ -82,18 +83,6 @@ impl Sampling {
     }
 }
 
-/// The `[models]` table.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Models {
-    /// `model: sonnet`.
-    pub sonnet: Option<String>,
-    /// `model: opus`.
-    pub opus: Option<String>,
-    /// `model: haiku`.
-    pub haiku: Option<String>,
-}
-
 impl Config {
     /// Reads `path` if given (it must exist); else the project's `prose.toml`, found upward
     /// from `start` (the program's directory), over the user's; else nothing.
@@ -101,11 +90,12 @@ impl Config {
         if let Some(p) = path {
             return Config::read(p);
         }
-        let user = match user_file() {
+        let user = match prosec::settings::user_file() {
             Some(p) if p.is_file() => Config::read(&p)?,
             _ => Config::default(),
         };
-        match project_file(start) {
+        let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+        match prosec::settings::project_file(&start) {
             Some(p) => Ok(user.under(Config::read(&p)?)),
             None => Ok(user),
         }
@@ -141,11 +131,7 @@ impl Config {
             command: over.command.or(self.command),
             base_url: over.base_url.or(self.base_url),
             model: over.model.or(self.model),
-            models: Models {
-                sonnet: over.models.sonnet.or(self.models.sonnet),
-                opus: over.models.opus.or(self.models.opus),
-                haiku: over.models.haiku.or(self.models.haiku),
-            },
+            models: self.models.under(over.models),
             max_concurrency: over.max_concurrency.or(self.max_concurrency),
             request_timeout: over.request_timeout.or(self.request_timeout),
             http_retries: over.http_retries.or(self.http_retries),
@@ -171,25 +157,6 @@ impl Config {
     pub fn parse(text: &str) -> Result<Config, String> {
         toml::from_str(text).map_err(|e| e.to_string())
     }
-}
-
-/// The nearest `prose.toml` in `start` or a directory above it.
-fn project_file(start: &Path) -> Option<PathBuf> {
-    let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-    start
-        .ancestors()
-        .map(|d| d.join("prose.toml"))
-        .find(|p| p.is_file())
-}
-
-/// The user's `prose.toml`: `$XDG_CONFIG_HOME/prose/prose.toml`, else
-/// `~/.config/prose/prose.toml`.
-fn user_file() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("prose").join("prose.toml"))
 }
 
 /// Capabilities a user allows every agent, from their names (`bash`, `network`).

@@ -523,3 +523,27 @@ fn a_driver_given_to_resume_replaces_the_recorded_one_with_a_warning() {
     .expect("json");
     assert_eq!(record["driver"]["kind"], "mock", "{record}");
 }
+
+#[test]
+fn a_provider_table_in_prose_toml_maps_aliases_for_that_driver_only() {
+    for (driver, sent) in [("anthropic", "anthropic-opus"), ("openai", "shared-opus")] {
+        let dir = scratch(&format!("aliases-{driver}"));
+        std::fs::write(
+            dir.join("prose.toml"),
+            "[models]\nopus = \"shared-opus\"\n[models.anthropic]\nopus = \"anthropic-opus\"\n",
+        )
+        .expect("prose.toml");
+        let answer = match driver {
+            "anthropic" => anthropic_ok("done"),
+            _ => ok("done"),
+        };
+        let (url, seen) = provider(vec![answer]);
+        let (code, _, err) = run_for(driver, &dir, "session \"Plan\"\n  model: opus\n", &url, &[]);
+        assert_eq!(code, 0, "{driver}: {err}");
+        assert_eq!(
+            seen.lock().expect("seen")[0].body["model"],
+            sent,
+            "{driver}"
+        );
+    }
+}

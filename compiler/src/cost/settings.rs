@@ -7,9 +7,10 @@
 
 use super::Pricing;
 use crate::prices::{self, Price};
+use crate::settings::ModelAliases;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The pricing keys of a `prose.toml`.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -20,23 +21,12 @@ pub struct PriceSettings {
     pub model: Option<String>,
     /// `[models]`.
     #[serde(default)]
-    pub models: Aliases,
+    pub models: ModelAliases,
     /// `[prices]`.
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
     /// `max_output_tokens`: the most a reply may use.
     pub max_output_tokens: Option<u32>,
-}
-
-/// The `[models]` table.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct Aliases {
-    /// `model: sonnet`.
-    pub sonnet: Option<String>,
-    /// `model: opus`.
-    pub opus: Option<String>,
-    /// `model: haiku`.
-    pub haiku: Option<String>,
 }
 
 impl PriceSettings {
@@ -58,12 +48,12 @@ impl PriceSettings {
         if let Some(p) = path {
             return PriceSettings::read(p);
         }
-        let user = match user_file() {
+        let user = match crate::settings::user_file() {
             Some(p) if p.is_file() => PriceSettings::read(&p)?,
             _ => PriceSettings::default(),
         };
         let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-        match crate::lints::config::find(&start) {
+        match crate::settings::project_file(&start) {
             Some(p) => Ok(user.under(PriceSettings::read(&p)?)),
             None => Ok(user),
         }
@@ -76,11 +66,7 @@ impl PriceSettings {
         PriceSettings {
             driver: over.driver.or(self.driver),
             model: over.model.or(self.model),
-            models: Aliases {
-                sonnet: over.models.sonnet.or(self.models.sonnet),
-                opus: over.models.opus.or(self.models.opus),
-                haiku: over.models.haiku.or(self.models.haiku),
-            },
+            models: self.models.under(over.models),
             prices,
             max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
         }
@@ -105,26 +91,16 @@ impl PriceSettings {
         } else if let Some(m) = &self.model {
             p.default = m.clone();
         }
-        for (slot, id) in [
-            (&mut p.sonnet, &self.models.sonnet),
-            (&mut p.opus, &self.models.opus),
-            (&mut p.haiku, &self.models.haiku),
-        ] {
-            if let Some(id) = id {
-                *slot = id.clone();
+        let driver = if openai { "openai" } else { "anthropic" };
+        for (alias, id) in self.models.for_driver(driver) {
+            match alias {
+                "sonnet" => p.sonnet = id.to_string(),
+                "opus" => p.opus = id.to_string(),
+                _ => p.haiku = id.to_string(),
             }
         }
         p
     }
-}
-
-/// The user's `prose.toml`.
-fn user_file() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("prose").join("prose.toml"))
 }
 
 #[cfg(test)]

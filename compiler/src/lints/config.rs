@@ -13,18 +13,9 @@ use crate::diagnostics::Code;
 use crate::span::Span;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 /// The file name looked for.
-pub const FILE_NAME: &str = "prose.toml";
-
-/// The nearest `prose.toml` in `dir` or above it.
-pub fn find(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors()
-        .map(|d| d.join(FILE_NAME))
-        .find(|p| p.is_file())
-}
 
 #[derive(Deserialize)]
 struct File {

@@ -381,13 +381,14 @@ impl DriverChoice {
                         models.default = m;
                     }
                 }
-                let from_file = [
-                    ("sonnet", &file.models.sonnet),
-                    ("opus", &file.models.opus),
-                    ("haiku", &file.models.haiku),
-                ]
-                .into_iter()
-                .filter_map(|(alias, id)| id.as_ref().map(|id| format!("{alias}={id}")));
+                let driver = match api {
+                    Api::OpenAi => "openai",
+                    Api::Anthropic => "anthropic",
+                };
+                let from_file = file
+                    .models
+                    .for_driver(driver)
+                    .map(|(alias, id)| format!("{alias}={id}"));
                 for entry in from_file.chain(self.model_map.iter().cloned()) {
                     let (slot, id) = match entry.split_once('=') {
                         Some(("sonnet", id)) => (&mut models.sonnet, id),
