@@ -231,7 +231,7 @@ async fn grep_finds_lines_with_path_and_number() {
     let dir = scratch("agent-grep");
     fs::create_dir_all(dir.join("src")).unwrap();
     fs::create_dir_all(dir.join(".prose")).unwrap();
-    fs::write(dir.join("src/a.rs"), "fn main() {\n    todo!()\n}\n").unwrap();
+    fs::write(dir.join("src/a.rs"), "fn main() {\n    todo_later()\n}\n").unwrap();
     fs::write(dir.join("src/b.py"), "# TODO later\nx = 1\n").unwrap();
     fs::write(dir.join("notes.md"), "todo: write docs\n").unwrap();
     fs::write(dir.join(".prose/secret.md"), "todo: hidden\n").unwrap();
@@ -241,10 +241,10 @@ async fn grep_finds_lines_with_path_and_number() {
     let r = call(&sb, "grep", json!({"pattern": "(?i)todo"})).await;
     assert_eq!(
         ok(&r),
-        "notes.md:1:todo: write docs\nsrc/a.rs:2:    todo!()\nsrc/b.py:1:# TODO later"
+        "notes.md:1:todo: write docs\nsrc/a.rs:2:    todo_later()\nsrc/b.py:1:# TODO later"
     );
     let r = call(&sb, "grep", json!({"pattern": "todo", "glob": "*.rs"})).await;
-    assert_eq!(ok(&r), "src/a.rs:2:    todo!()");
+    assert_eq!(ok(&r), "src/a.rs:2:    todo_later()");
     let r = call(&sb, "grep", json!({"pattern": "x = \\d", "path": "src"})).await;
     assert_eq!(ok(&r), "src/b.py:2:x = 1");
     let r = call(&sb, "grep", json!({"pattern": "write", "path": "notes.md"})).await;
