@@ -430,13 +430,9 @@ fn each_step_inherits_the_previous_ones_result_on_both_drivers() {
 
 /// The id of the only run under `dir`'s `.prose/runs`.
 fn only_run(dir: &Path) -> String {
-    let mut ids: Vec<String> = std::fs::read_dir(dir.join(".prose/runs"))
-        .expect("runs")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let ids = support::run_ids(&dir.join(".prose"));
     assert_eq!(ids.len(), 1, "{ids:?}");
-    ids.remove(0)
+    ids[0].clone()
 }
 
 /// Runs `prosevm resume` in `dir` with `args`, no provider settings in the environment
