@@ -432,7 +432,14 @@ fn steps(h: &mut String, steps: &[Reply]) {
                 let _ = write!(
                     h,
                     "<li class=\"permission\"><code>{id}</code> permission: {}</li>",
-                    escape(&format!("{p:?}").to_lowercase())
+                    // The word the journal and the stdio protocol use for it.
+                    escape(
+                        serde_json::to_value(p)
+                            .ok()
+                            .as_ref()
+                            .and_then(serde_json::Value::as_str)
+                            .unwrap_or_default()
+                    )
                 );
             }
             Ok(other) => {
