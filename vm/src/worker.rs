@@ -73,7 +73,7 @@ pub enum Ended {
 /// What a worker did, as it happens.
 #[derive(Clone, Debug)]
 pub enum WorkerEvent {
-    /// A run was claimed (`replayed` answers come from its journal).
+    /// A run was claimed.
     Claimed {
         /// The run.
         run: RunId,

@@ -122,6 +122,41 @@ fn a_bad_store_url_or_an_unreachable_server_is_a_clear_error() {
 }
 
 #[test]
+fn a_schema_that_cannot_be_migrated_is_a_clear_error() {
+    let Some(url) = database("migrate") else {
+        return;
+    };
+    // A table in the way of the first migration: it fails, saying which and why.
+    query(&url, "CREATE TABLE prose_runs (x int)");
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &url]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot migrate the Postgres store: migration 1"),
+        "{err}"
+    );
+    assert!(err.contains("already exists"), "{err}");
+    // Nothing was half applied: the migration is one transaction.
+    assert_eq!(
+        count(
+            &url,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'prose_artifacts'"
+        ),
+        0
+    );
+    // Once out of the way it applies; a schema newer than this binary knows is refused.
+    query(&url, "DROP TABLE prose_runs");
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &url]));
+    assert_eq!(code, 0, "{err}");
+    query(
+        &url,
+        "INSERT INTO prose_migrations (version, name) VALUES (99, 'future')",
+    );
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &url]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("newer than this prosevm knows"), "{err}");
+}
+
+#[test]
 fn a_second_answer_to_one_request_is_refused() {
     let Some(url) = database("duplicate") else {
         return;
