@@ -207,6 +207,11 @@ impl PgStore {
         options: ExecOptions,
     ) -> Result<RunId, PgError> {
         let artifact = &program.artifact;
+        if let DriverSettings::Stdio { .. } = driver {
+            return Err(PgError::Invalid(
+                "the stdio driver answers through a host on prosevm's stdin, and a worker has none; submit with another driver".into(),
+            ));
+        }
         // The inputs are checked now, so a run that cannot start is refused at once.
         crate::run::new_machine(artifact, &inputs, &options)
             .map_err(|e| PgError::Invalid(e.to_string()))?;
