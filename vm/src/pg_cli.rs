@@ -66,15 +66,23 @@ pub fn submit(url: &str, program: prosevm::run::Program, args: &RunArgs) -> Exit
     }
 }
 
-/// The flags of `prosevm worker`.
+/// The flags of `prosevm worker` (see its help).
 pub struct WorkerArgs {
+    /// Runs driven at once.
     pub concurrency: usize,
+    /// Seconds a claim holds without a heartbeat.
     pub lease: f64,
+    /// Milliseconds between looks for work when there was none.
     pub poll_ms: u64,
+    /// Where the runs' sessions act.
     pub workdir: Option<PathBuf>,
+    /// Where the runs' views go (under `pg/`).
     pub state_dir: Option<PathBuf>,
+    /// Requests in flight at once within one run.
     pub max_concurrency: Option<usize>,
+    /// Return once idle.
     pub exit_when_idle: bool,
+    /// No line per run claimed and ended.
     pub quiet: bool,
 }
 
@@ -371,23 +379,12 @@ pub fn resume(url: &str, run: &str, args: &RunArgs) -> ExitCode {
     };
     // The lease is renewed while the run goes on; if another process claims the run, this
     // one stops (its writes would be refused).
-    let stop = run.stop_handle();
-    let epoch = claim.epoch;
-    let id = claim.run.clone();
-    rt.spawn(async move {
-        loop {
-            tokio::time::sleep(lease_for / 3).await;
-            match lease::heartbeat(&store, &worker, &[(id.clone(), epoch)], lease_for).await {
-                Ok(kept) if kept.is_empty() => {
-                    eprintln!("prosevm: run {id}: the claim on it is gone; stopping");
-                    stop.ask();
-                    return;
-                }
-                Ok(_) => {}
-                Err(e) => eprintln!("prosevm: warning: heartbeat: {e}"),
-            }
-        }
-    });
+    rt.spawn(worker::keep_lease(
+        claim.clone(),
+        lease_for,
+        run.stop_handle(),
+        |e| eprintln!("prosevm: warning: heartbeat: {e}"),
+    ));
     match connect(&run.record().driver, run.artifact()) {
         Ok(c) => {
             let code = drive(run, c, args, export);

@@ -255,6 +255,24 @@ async fn heartbeat(
     }
 }
 
+/// Keeps the lease of one claim (a run resumed by hand): renews it every third of `lease`
+/// until the claim is lost, then asks `stop` (the run's writes would be refused anyway).
+/// Trouble reaching the store is told to `warn`; the renewal goes on.
+pub async fn keep_lease(claim: Claim, lease: Duration, stop: Stop, warn: impl Fn(&PgError)) {
+    let held = [(claim.run.clone(), claim.epoch)];
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        match lease::heartbeat(&claim.store, &claim.worker, &held, lease).await {
+            Ok(kept) if kept.is_empty() => {
+                stop.ask();
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => warn(&e),
+        }
+    }
+}
+
 /// Drives the run `claim` holds to its end (or until `stop`), in `opts`' working
 /// directory, with the driver its record names.
 pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ended {
