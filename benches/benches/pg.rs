@@ -1,6 +1,7 @@
 //! Runs on PostgreSQL: runs per second (and requests per second: three per run) with 1, 2
-//! and 4 workers draining a queue, with the mock driver answering at once and with the mock
-//! answering after 100 ms (a stand-in for a model). Each worker runs 8 runs at once on its
+//! and 4 workers draining a queue, with the mock driver answering at once (workers writing
+//! each run's views, and workers keeping none: `--no-views`) and with the mock answering
+//! after 100 ms (a stand-in for a model). Each worker runs 8 runs at once on its
 //! own thread, runtime and connection pool, as separate `prosevm worker` processes would.
 //!
 //! The server: `PROSE_TEST_PG_URL`, else a throwaway cluster of Debian's PostgreSQL 15 with
@@ -53,7 +54,7 @@ fn submit(
 
 /// `workers` workers, each on a thread of its own, drain the queue; returns how long that
 /// took.
-fn drain(url: &str, workers: usize, state: &std::path::Path) -> Duration {
+fn drain(url: &str, workers: usize, views: bool, state: &std::path::Path) -> Duration {
     let start = Instant::now();
     let handles: Vec<_> = (0..workers)
         .map(|_| {
@@ -78,6 +79,7 @@ fn drain(url: &str, workers: usize, state: &std::path::Path) -> Duration {
                             ..Default::default()
                         },
                         exit_when_idle: true,
+                        views,
                         ..WorkerOptions::default()
                     };
                     prosevm::worker::work(
@@ -112,11 +114,18 @@ fn pg(c: &mut Criterion) {
     let store = rt.block_on(PgStore::connect(&url, 2)).expect("connects");
     let program = prose_benches::compile(&prose_benches::session_chain(2));
     let state = std::env::temp_dir().join(format!("prose-bench-pg-{}", std::process::id()));
+    // (name, the mock's latency, runs per iteration, whether workers write views)
     let drivers = [
-        ("mock", Duration::ZERO, 200),
-        ("mock, 100 ms per request", Duration::from_millis(100), 48),
+        ("mock", Duration::ZERO, 200, true),
+        ("mock, no views", Duration::ZERO, 200, false),
+        (
+            "mock, 100 ms per request",
+            Duration::from_millis(100),
+            48,
+            true,
+        ),
     ];
-    for (name, latency, runs) in drivers {
+    for (name, latency, runs, views) in drivers {
         let driver = DriverSettings::Mock(MockOptions {
             latency,
             ..MockOptions::default()
@@ -134,7 +143,7 @@ fn pg(c: &mut Criterion) {
                         let mut total = Duration::ZERO;
                         for _ in 0..iters {
                             submit(&rt, &store, &program, &driver, runs);
-                            total += drain(&url, workers, &state);
+                            total += drain(&url, workers, views, &state);
                             let left = pg::query(
                                 &url,
                                 "SELECT count(*) FROM prose_runs WHERE status <> 'finished'",

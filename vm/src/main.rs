@@ -135,6 +135,12 @@ enum Command {
         /// Say nothing about the runs claimed and ended.
         #[arg(long)]
         quiet: bool,
+        /// Write no views of the runs (`bindings/`, `state.md` under the state directory's
+        /// `pg/`): the store holds everything `inspect` and `report` show, and a worker
+        /// without views does only the store's work. Persistent agents' memory is written
+        /// either way.
+        #[arg(long)]
+        no_views: bool,
     },
     /// Continue an interrupted run (by id or path) without asking anything twice.
     Resume {
@@ -1322,6 +1328,7 @@ fn main() -> ExitCode {
             max_concurrency,
             exit_when_idle,
             quiet,
+            no_views,
         } => pg_cli::worker(
             &store,
             pg_cli::WorkerArgs {
@@ -1333,6 +1340,7 @@ fn main() -> ExitCode {
                 max_concurrency,
                 exit_when_idle,
                 quiet,
+                no_views,
             },
         ),
         Command::Resume {

@@ -84,6 +84,8 @@ pub struct WorkerArgs {
     pub exit_when_idle: bool,
     /// No line per run claimed and ended.
     pub quiet: bool,
+    /// Keep no views of the runs.
+    pub no_views: bool,
 }
 
 /// `prosevm worker --store URL`: works until SIGTERM or Ctrl-C (a second one exits at
@@ -121,6 +123,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
             ..Place::default()
         },
         exit_when_idle: args.exit_when_idle,
+        views: !args.no_views,
     };
     let id = WorkerId::new();
     let shutdown = Stop::default();
@@ -368,7 +371,13 @@ pub fn resume(url: &str, run: &str, args: &RunArgs) -> ExitCode {
         Ok(d) => d,
         Err(e) => return fail(format!("the working directory: {e}"), 2),
     };
-    let taken = rt.block_on(Run::take_up_claimed(claim.clone(), workdir, how, &place));
+    let taken = rt.block_on(Run::take_up_claimed(
+        claim.clone(),
+        workdir,
+        true,
+        how,
+        &place,
+    ));
     let run = match taken {
         Ok(r) => r,
         Err(e) => {

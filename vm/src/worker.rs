@@ -40,6 +40,10 @@ pub struct WorkerOptions {
     /// Return once nothing is left to claim and nothing runs (for benchmarks and batch
     /// jobs); otherwise wait for more until stopped.
     pub exit_when_idle: bool,
+    /// Write each run's views (`bindings/`, `state.md`) under the state directory's `pg/`;
+    /// without them a worker does only the store's work (persistent agents' memory files
+    /// are written either way).
+    pub views: bool,
 }
 
 impl Default for WorkerOptions {
@@ -51,6 +55,7 @@ impl Default for WorkerOptions {
             workdir: PathBuf::from("."),
             place: Place::default(),
             exit_when_idle: false,
+            views: true,
         }
     }
 }
@@ -281,6 +286,7 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
     let run = match Run::take_up_claimed(
         claim.clone(),
         opts.workdir.clone(),
+        opts.views,
         Resuming::default(),
         &place,
     )

@@ -68,7 +68,33 @@ fn submit(url: &str, pbc: &Path, n: &str, driver: &[&str]) -> String {
     out.trim().to_string()
 }
 
-fn worker(url: &str, dir: &Path, name: &str, extra: &[&str]) -> Child {
+/// A worker process, killed (if still running) when dropped: a failing test leaves none
+/// behind.
+struct Worker(Child);
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+fn worker(url: &str, dir: &Path, name: &str, extra: &[&str]) -> Worker {
     let err = std::fs::File::create(dir.join(format!("{name}.err"))).expect("log");
     prosevm()
         .current_dir(dir)
@@ -78,6 +104,7 @@ fn worker(url: &str, dir: &Path, name: &str, extra: &[&str]) -> Child {
         .stdout(Stdio::null())
         .stderr(err)
         .spawn()
+        .map(Worker)
         .expect("worker starts")
 }
 
@@ -326,7 +353,7 @@ fn sigterm_stops_a_worker_cleanly_releasing_its_lease_and_recording_nothing_in_f
     assert!(err.contains("queued again"), "{err}");
     // Another worker takes it up and finishes it.
     std::fs::write(&flag, "").expect("flag");
-    let mut w2 = worker(&url, &dir, "w2", &["--exit-when-idle"]);
+    let mut w2 = worker(&url, &dir, "w2", &["--exit-when-idle", "--no-views"]);
     assert!(w2.wait().expect("exits").success());
     let rows = query(
         &url,
@@ -334,6 +361,9 @@ fn sigterm_stops_a_worker_cleanly_releasing_its_lease_and_recording_nothing_in_f
     );
     assert_eq!(rows[0][0], "finished");
     assert!(rows[0][1].contains("done: Step three"), "{:?}", rows[0]);
+    // The worker that finished it kept no views (--no-views): no binding of the output.
+    let views = dir.join(".prose/pg").join(&id);
+    assert!(!views.join("bindings/r.md").exists());
     // Only the abandoned request was asked twice.
     let calls = std::fs::read_to_string(&log).expect("log");
     let mut asked: HashMap<String, usize> = HashMap::new();
@@ -375,6 +405,11 @@ fn runs_inspect_and_resume_work_against_the_postgres_store() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("r: "), "{out}");
+    // Its views were written here, under the state directory's pg/.
+    let views = dir.join(".prose/pg").join(&id);
+    let r = std::fs::read_to_string(views.join("bindings/r.md")).expect("binding file");
+    assert!(r.contains("Step three"), "{r}");
+    assert!(views.join("state.md").is_file());
     let (code, out, err) =
         support::output(prosevm().args(["inspect", &id, "--store", &url, "--json"]));
     assert_eq!(code, 0, "{err}");
@@ -476,7 +511,7 @@ fn two_hundred_runs_survive_two_workers_killed_mid_way() {
         .collect();
     eprintln!("submitted 200 runs in {:?}", started.elapsed());
     let lease = ["--lease", "1.5", "--concurrency", "8"];
-    let mut workers: Vec<(String, Child)> = (1..=4)
+    let mut workers: Vec<(String, Worker)> = (1..=4)
         .map(|i| {
             let name = format!("w{i}");
             let child = worker(&url, &dir, &name, &lease);

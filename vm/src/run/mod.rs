@@ -225,6 +225,8 @@ enum Home {
         claim: Box<Claim>,
         /// Where the run's views go on this machine.
         views: PathBuf,
+        /// Whether they are written at all (persistent agents' memory always is).
+        files: bool,
     },
 }
 
@@ -572,10 +574,12 @@ impl Run {
     /// Takes up the run `claim` holds in the Postgres store: its journal's answers are
     /// replayed, never asked again (a failed run asks the request whose failure ended it
     /// again). Its sessions act in `workdir`; its views are written under the state
-    /// directory's `pg/<run id>/`. The record saying it runs is written under the claim.
+    /// directory's `pg/<run id>/`, unless `views` is false (then only persistent agents'
+    /// memory is written there). The record saying it runs is written under the claim.
     pub async fn take_up_claimed(
         claim: Claim,
         workdir: PathBuf,
+        views: bool,
         how: Resuming,
         place: &Place,
     ) -> Result<Run, RunError> {
@@ -594,8 +598,11 @@ impl Run {
         let mut contents = journal::Contents::empty(journal::seed(&id));
         contents.records = store.journal(&id).await?;
         let records = contents.records.len();
+        let files = views;
         let views = place.root().join("pg").join(&id);
-        std::fs::create_dir_all(&views).map_err(|e| StoreError::Io(views.clone(), e))?;
+        if files {
+            std::fs::create_dir_all(&views).map_err(|e| StoreError::Io(views.clone(), e))?;
+        }
         record.workdir = workdir;
         if records == 0 && record.agents.is_empty() {
             record.agents = agents::discover(&artifact, &views, &place.root())?;
@@ -611,6 +618,7 @@ impl Run {
             Home::Postgres {
                 claim: Box::new(claim),
                 views,
+                files,
             },
             record,
             artifact,
@@ -734,17 +742,18 @@ impl Run {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let mut watch = Watch {
-            view: RunView::new(
-                home.path().to_path_buf(),
-                home.id().to_string(),
-                record.started.clone(),
-                artifact,
-                &inputs,
-                record.agents.clone(),
-            ),
-            observer,
-        };
+        let mut view = RunView::new(
+            home.path().to_path_buf(),
+            home.id().to_string(),
+            record.started.clone(),
+            artifact,
+            &inputs,
+            record.agents.clone(),
+        );
+        if let Home::Postgres { files: false, .. } = home {
+            view.without_files();
+        }
+        let mut watch = Watch { view, observer };
         let result = run_durable(
             machine,
             driver,
