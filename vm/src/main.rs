@@ -170,10 +170,10 @@ enum Command {
         /// running it now).
         #[arg(long)]
         json: bool,
-        /// Only runs with this status: running, interrupted, finished or failed
-        /// (repeatable).
-        #[arg(long = "status", value_name = "STATUS", value_parser = housekeeping::parse_status)]
-        statuses: Vec<RunStatus>,
+        /// Only runs with this status: running, interrupted, paused, finished or failed, and
+        /// on the Postgres store queued (repeatable).
+        #[arg(long = "status", value_name = "STATUS", value_parser = parse_listed_status)]
+        statuses: Vec<String>,
         #[command(subcommand)]
         action: Option<RunsAction>,
     },
@@ -363,6 +363,15 @@ struct RunArgs {
     /// command, not a flag).
     #[arg(skip)]
     program_dir: PathBuf,
+}
+
+/// A status `runs --status` may name: a run's, or `queued` (a run of the Postgres store no
+/// worker has claimed yet).
+fn parse_listed_status(s: &str) -> Result<String, String> {
+    if s == "queued" {
+        return Ok(s.to_string());
+    }
+    housekeeping::parse_status(s).map(|st| st.as_str().to_string())
 }
 
 fn parse_driver(s: &str) -> Result<DriverKind, String> {
@@ -968,10 +977,15 @@ fn same_program(record: &RunRecord) -> Result<(), Changed> {
     }
 }
 
-fn runs(state_dir: Option<&Path>, json: bool, statuses: &[RunStatus]) -> ExitCode {
+fn runs(state_dir: Option<&Path>, json: bool, statuses: &[String]) -> ExitCode {
+    // No run of the file store is queued: `--status queued` alone lists none.
     let rows: Vec<housekeeping::RunRow> = housekeeping::list(state_dir)
         .into_iter()
-        .filter(|r| statuses.is_empty() || r.status.is_some_and(|s| statuses.contains(&s)))
+        .filter(|r| {
+            statuses.is_empty()
+                || r.status
+                    .is_some_and(|s| statuses.iter().any(|want| want == s.as_str()))
+        })
         .collect();
     if json {
         match serde_json::to_string(&rows) {

@@ -4,7 +4,6 @@
 
 use super::{connect, drive, fail, parse_inputs, print_outputs, RunArgs};
 use prosevm::observe::otel::Export;
-use prosevm::run::record::RunStatus;
 use prosevm::run::{Place, Resuming, Run};
 use prosevm::runner::{RunConfig, Stop};
 use prosevm::store::pg::lease::{self, WorkerId};
@@ -178,7 +177,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
 }
 
 /// `prosevm runs --store URL`.
-pub fn runs(url: &str, json: bool, statuses: &[RunStatus]) -> ExitCode {
+pub fn runs(url: &str, json: bool, statuses: &[String]) -> ExitCode {
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -193,7 +192,7 @@ pub fn runs(url: &str, json: bool, statuses: &[RunStatus]) -> ExitCode {
     };
     let rows: Vec<_> = rows
         .into_iter()
-        .filter(|r| statuses.is_empty() || statuses.iter().any(|s| s.as_str() == r.status))
+        .filter(|r| statuses.is_empty() || statuses.contains(&r.status))
         .collect();
     if json {
         match serde_json::to_string(&rows) {

@@ -397,6 +397,15 @@ fn runs_inspect_and_resume_work_against_the_postgres_store() {
     let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(rows[0]["id"], id.as_str());
     assert_eq!(rows[0]["status"], "queued");
+    let (code, out, err) =
+        support::output(prosevm().args(["runs", "--store", &url, "--status", "queued", "--json"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&id), "{out}");
+    let (code, out, err) = support::output(
+        prosevm().args(["runs", "--store", &url, "--status", "finished", "--json"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), "[]");
     // Resumed by hand: claimed and driven here, to the end.
     let (code, out, err) = support::output(
         prosevm()
