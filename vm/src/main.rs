@@ -98,7 +98,7 @@ enum Command {
         /// The artifact.
         file: PathBuf,
         /// The store: a postgres:// URL.
-        #[arg(long, env = "PROSE_STORE", value_name = "URL")]
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
         store: String,
         #[command(flatten)]
         opts: RunArgs,
@@ -108,7 +108,7 @@ enum Command {
     /// interrupted and queued again).
     Worker {
         /// The store: a postgres:// URL.
-        #[arg(long, env = "PROSE_STORE", value_name = "URL")]
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
         store: String,
         /// Runs driven at once.
         #[arg(long, default_value_t = 4)]
@@ -147,7 +147,7 @@ enum Command {
         /// The run's id or directory.
         run: String,
         /// The Postgres store holding the run (a postgres:// URL); default: the file store.
-        #[arg(long, env = "PROSE_STORE", value_name = "URL")]
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
         store: Option<String>,
         /// Go on although something changed: an edited program (answers are kept where the
         /// edited program asks the same question from an unchanged statement, the rest is
@@ -164,7 +164,7 @@ enum Command {
         #[arg(long, value_name = "DIR", global = true)]
         state_dir: Option<PathBuf>,
         /// List the runs of this Postgres store (a postgres:// URL) instead.
-        #[arg(long, env = "PROSE_STORE", value_name = "URL")]
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
         store: Option<String>,
         /// Print one JSON array for tools (each run with its path and whether a process is
         /// running it now).
@@ -183,7 +183,7 @@ enum Command {
         /// The run's id or directory.
         run: String,
         /// The Postgres store holding the run (a postgres:// URL); default: the file store.
-        #[arg(long, env = "PROSE_STORE", value_name = "URL")]
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
         store: Option<String>,
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR")]
@@ -197,7 +197,7 @@ enum Command {
         /// The run's id or directory.
         run: String,
         /// The Postgres store holding the run (a postgres:// URL); default: the file store.
-        #[arg(long, env = "PROSE_STORE", value_name = "URL")]
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
         store: Option<String>,
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR")]

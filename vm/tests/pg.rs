@@ -127,25 +127,37 @@ fn sigterm(child: &Child) {
 
 #[test]
 fn a_bad_store_url_or_an_unreachable_server_is_a_clear_error() {
-    let (code, _, err) = support::output(prosevm().args(["runs", "--store", "mysql://x/y"]));
+    // Never echoed: a URL may carry a password.
+    let (code, _, err) =
+        support::output(prosevm().args(["runs", "--store", "mysql://u:hunter2@x/y"]));
     assert_eq!(code, 2);
     assert!(
         err.contains("not a postgres:// or postgresql:// URL"),
         "{err}"
     );
+    assert!(!err.contains("hunter2"), "{err}");
     let (code, _, err) = support::output(prosevm().args([
         "runs",
         "--store",
-        "postgres://nobody@127.0.0.1:1/none?connect_timeout=2",
+        "postgres://nobody:hunter2@127.0.0.1:1/none?connect_timeout=2",
     ]));
     assert_eq!(code, 2);
     assert!(
         err.contains("cannot connect to the Postgres store"),
         "{err}"
     );
+    assert!(!err.contains("hunter2"), "{err}");
     let (code, _, err) = support::output(prosevm().args(["worker", "--store", "postgres://[bad"]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("the store URL"), "{err}");
+    // Nor shown by --help when it comes from PROSE_STORE.
+    let (_, help, _) = support::output(
+        prosevm()
+            .args(["worker", "--help"])
+            .env("PROSE_STORE", "postgres://u:hunter2@h/db"),
+    );
+    assert!(help.contains("--store"), "{help}");
+    assert!(!help.contains("hunter2"), "{help}");
 }
 
 #[test]

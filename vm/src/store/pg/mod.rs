@@ -161,9 +161,10 @@ impl PgStore {
     /// error saying which.
     pub async fn connect(url: &str, connections: usize) -> Result<PgStore, PgError> {
         if !is_url(url) {
-            return Err(PgError::Url(format!(
-                "{url:?} is not a postgres:// or postgresql:// URL"
-            )));
+            // Not echoed: a URL may carry a password.
+            return Err(PgError::Url(
+                "it is not a postgres:// or postgresql:// URL".into(),
+            ));
         }
         let mut config: tokio_postgres::Config = url
             .parse()
