@@ -14,11 +14,9 @@ use crate::run::{Place, Resuming, Run, RunError};
 use crate::runner::Stop;
 use crate::store::pg::lease::{self, Claim, Epoch, WorkerId};
 use crate::store::pg::{PgError, PgStore, RunId};
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::task::JoinSet;
 
@@ -109,13 +107,20 @@ pub struct WorkerReport {
     pub lost: usize,
 }
 
-/// Runs held now, with their epochs and stops.
-type Held = Rc<RefCell<HashMap<RunId, (Epoch, Stop)>>>;
+/// Runs held now, with their epochs and stops; shared with the heartbeat, which runs on
+/// the runtime's other threads so that busy runs cannot delay it.
+type Held = Arc<Mutex<HashMap<RunId, (Epoch, Stop)>>>;
+
+/// The runs held (a panic elsewhere does not stop the others from being tracked).
+fn lock(held: &Held) -> MutexGuard<'_, HashMap<RunId, (Epoch, Stop)>> {
+    held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Works for `store` as `worker` until `shutdown` is asked (or, with
 /// [`WorkerOptions::exit_when_idle`], until nothing is left): claims runs, drives them, and
-/// on shutdown interrupts and releases what it holds. `log` sees what happens. Runs on the
-/// current thread (its runs' requests are served by the runtime's other threads).
+/// on shutdown interrupts and releases what it holds. `log` sees what happens. The runs are
+/// driven on the current thread; their requests and the heartbeat go to the runtime's
+/// other threads (give it some: a busy thread must not delay the heartbeat).
 pub async fn work(
     store: &PgStore,
     worker: &WorkerId,
@@ -136,9 +141,9 @@ async fn work_here(
     shutdown: &Stop,
     log: &dyn Fn(&WorkerEvent),
 ) -> WorkerReport {
-    let held: Held = Rc::default();
+    let held: Held = Arc::default();
     let (trouble_tx, mut trouble) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let heartbeat = tokio::task::spawn_local(heartbeat(
+    let heartbeat = tokio::spawn(heartbeat(
         store.clone(),
         worker.clone(),
         opts.lease,
@@ -171,14 +176,13 @@ async fn work_here(
                         epoch: claim.epoch,
                     });
                     let stop = Stop::default();
-                    held.borrow_mut()
-                        .insert(claim.run.clone(), (claim.epoch, stop.clone()));
+                    lock(&held).insert(claim.run.clone(), (claim.epoch, stop.clone()));
                     let opts = opts.clone();
                     let held = held.clone();
                     tasks.spawn_local(async move {
                         let run = claim.run.clone();
                         let how = run_claimed(claim, &opts, stop).await;
-                        held.borrow_mut().remove(&run);
+                        lock(&held).remove(&run);
                         (run, how)
                     });
                 }
@@ -214,7 +218,7 @@ async fn work_here(
     }
     // Stopping: every run held is interrupted (what is in flight abandoned, unrecorded) and
     // queued again, releasing its lease.
-    for (_, stop) in held.borrow().values() {
+    for (_, stop) in lock(&held).values() {
         stop.ask();
     }
     while let Some(joined) = tasks.join_next().await {
@@ -238,8 +242,7 @@ async fn heartbeat(
 ) {
     loop {
         tokio::time::sleep(lease / 3).await;
-        let runs: Vec<(RunId, Epoch)> = held
-            .borrow()
+        let runs: Vec<(RunId, Epoch)> = lock(&held)
             .iter()
             .map(|(r, (e, _))| (r.clone(), *e))
             .collect();
@@ -247,7 +250,7 @@ async fn heartbeat(
             Ok(kept) => {
                 for (run, _) in &runs {
                     if !kept.contains(run) {
-                        if let Some((_, stop)) = held.borrow().get(run) {
+                        if let Some((_, stop)) = lock(&held).get(run) {
                             stop.ask();
                         }
                     }
