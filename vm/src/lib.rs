@@ -19,3 +19,4 @@ pub mod snapshot;
 pub mod store;
 pub mod trace;
 pub mod value;
+pub mod worker;

@@ -29,6 +29,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod pg_cli;
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -90,10 +92,63 @@ enum Command {
         #[command(flatten)]
         opts: RunArgs,
     },
+    /// Enqueue a run of a compiled `.pbc` artifact in a Postgres store (for `prosevm
+    /// worker` to run) and print its id.
+    Submit {
+        /// The artifact.
+        file: PathBuf,
+        /// The store: a postgres:// URL.
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
+        store: String,
+        #[command(flatten)]
+        opts: RunArgs,
+    },
+    /// Run the runs of a Postgres store: claim queued runs, and runs whose worker died, up
+    /// to `--concurrency` at once, until stopped (SIGTERM or Ctrl-C: runs in progress are
+    /// interrupted and queued again).
+    Worker {
+        /// The store: a postgres:// URL.
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
+        store: String,
+        /// Runs driven at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Seconds a claim holds without a heartbeat (renewed every third of it): a worker
+        /// silent this long is taken for dead, and its runs are resumed by others.
+        #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
+        lease: f64,
+        /// Milliseconds between looks for work when there was none.
+        #[arg(long, value_name = "MS", default_value_t = 500)]
+        poll_ms: u64,
+        /// Where the runs' sessions act (default: the current directory).
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Where the runs' views are written, under `pg/` (default: `.prose`).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Requests in flight at once within one run (default 8).
+        #[arg(long)]
+        max_concurrency: Option<usize>,
+        /// Exit once nothing is left to claim and nothing runs.
+        #[arg(long)]
+        exit_when_idle: bool,
+        /// Say nothing about the runs claimed and ended.
+        #[arg(long)]
+        quiet: bool,
+        /// Write no views of the runs (`bindings/`, `state.md` under the state directory's
+        /// `pg/`): the store holds everything `inspect` and `report` show, and a worker
+        /// without views does only the store's work. Persistent agents' memory is written
+        /// either way.
+        #[arg(long)]
+        no_views: bool,
+    },
     /// Continue an interrupted run (by id or path) without asking anything twice.
     Resume {
         /// The run's id or directory.
         run: String,
+        /// The Postgres store holding the run (a postgres:// URL); default: the file store.
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
+        store: Option<String>,
         /// Go on although something changed: an edited program (answers are kept where the
         /// edited program asks the same question from an unchanged statement, the rest is
         /// asked again, listed), or a journal that is missing, lost records it held when
@@ -108,14 +163,17 @@ enum Command {
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR", global = true)]
         state_dir: Option<PathBuf>,
+        /// List the runs of this Postgres store (a postgres:// URL) instead.
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
+        store: Option<String>,
         /// Print one JSON array for tools (each run with its path and whether a process is
         /// running it now).
         #[arg(long)]
         json: bool,
-        /// Only runs with this status: running, interrupted, finished or failed
-        /// (repeatable).
-        #[arg(long = "status", value_name = "STATUS", value_parser = housekeeping::parse_status)]
-        statuses: Vec<RunStatus>,
+        /// Only runs with this status: running, interrupted, paused, finished or failed, and
+        /// on the Postgres store queued (repeatable).
+        #[arg(long = "status", value_name = "STATUS", value_parser = parse_listed_status)]
+        statuses: Vec<String>,
         #[command(subcommand)]
         action: Option<RunsAction>,
     },
@@ -124,6 +182,9 @@ enum Command {
     Report {
         /// The run's id or directory.
         run: String,
+        /// The Postgres store holding the run (a postgres:// URL); default: the file store.
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
+        store: Option<String>,
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
@@ -135,6 +196,9 @@ enum Command {
     Inspect {
         /// The run's id or directory.
         run: String,
+        /// The Postgres store holding the run (a postgres:// URL); default: the file store.
+        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
+        store: Option<String>,
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
@@ -299,6 +363,15 @@ struct RunArgs {
     /// command, not a flag).
     #[arg(skip)]
     program_dir: PathBuf,
+}
+
+/// A status `runs --status` may name: a run's, or `queued` (a run of the Postgres store no
+/// worker has claimed yet).
+fn parse_listed_status(s: &str) -> Result<String, String> {
+    if s == "queued" {
+        return Ok(s.to_string());
+    }
+    housekeeping::parse_status(s).map(|st| st.as_str().to_string())
 }
 
 fn parse_driver(s: &str) -> Result<DriverKind, String> {
@@ -904,10 +977,15 @@ fn same_program(record: &RunRecord) -> Result<(), Changed> {
     }
 }
 
-fn runs(state_dir: Option<&Path>, json: bool, statuses: &[RunStatus]) -> ExitCode {
+fn runs(state_dir: Option<&Path>, json: bool, statuses: &[String]) -> ExitCode {
+    // No run of the file store is queued: `--status queued` alone lists none.
     let rows: Vec<housekeeping::RunRow> = housekeeping::list(state_dir)
         .into_iter()
-        .filter(|r| statuses.is_empty() || r.status.is_some_and(|s| statuses.contains(&s)))
+        .filter(|r| {
+            statuses.is_empty()
+                || r.status
+                    .is_some_and(|s| statuses.iter().any(|want| want == s.as_str()))
+        })
         .collect();
     if json {
         match serde_json::to_string(&rows) {
@@ -1243,7 +1321,59 @@ fn main() -> ExitCode {
                 Err(code) => code,
             }
         }
-        Command::Resume { run, force, opts } => resume(&run, force, &opts),
+        Command::Submit {
+            file,
+            store,
+            mut opts,
+        } => {
+            opts.program_dir = dir_of(&file);
+            match load(&file) {
+                Ok(program) => pg_cli::submit(&store, program, &opts),
+                Err(code) => code,
+            }
+        }
+        Command::Worker {
+            store,
+            concurrency,
+            lease,
+            poll_ms,
+            workdir,
+            state_dir,
+            max_concurrency,
+            exit_when_idle,
+            quiet,
+            no_views,
+        } => pg_cli::worker(
+            &store,
+            pg_cli::WorkerArgs {
+                concurrency,
+                lease,
+                poll_ms,
+                workdir,
+                state_dir,
+                max_concurrency,
+                exit_when_idle,
+                quiet,
+                no_views,
+            },
+        ),
+        Command::Resume {
+            run,
+            store: Some(store),
+            opts,
+            ..
+        } => pg_cli::resume(&store, &run, &opts),
+        Command::Resume {
+            run, force, opts, ..
+        } => resume(&run, force, &opts),
+        Command::Runs {
+            store: Some(_),
+            action: Some(RunsAction::Prune { .. }),
+            ..
+        } => fail(
+            "`runs prune` works on the file store; on the Postgres store, delete from prose_runs (its journal goes with it)",
+            2,
+        ),
         Command::Runs {
             state_dir,
             action:
@@ -1262,27 +1392,51 @@ fn main() -> ExitCode {
             },
         ),
         Command::Runs {
+            store: Some(store),
+            json,
+            statuses,
+            action: None,
+            ..
+        } => pg_cli::runs(&store, json, &statuses),
+        Command::Runs {
             state_dir,
             json,
             statuses,
             action: None,
+            ..
         } => runs(state_dir.as_deref(), json, &statuses),
+        Command::Report {
+            run,
+            store: Some(store),
+            output,
+            ..
+        } => pg_cli::report(&store, &run, output.as_deref()),
         Command::Report {
             run,
             state_dir,
             output,
+            ..
         } => report(state_dir.as_deref(), &run, output.as_deref()),
+        Command::Inspect {
+            run,
+            store: Some(store),
+            json,
+            session,
+            ..
+        } => pg_cli::inspect(&store, &run, json, session.as_deref()),
         Command::Inspect {
             run,
             state_dir,
             json,
             session: Some(id),
+            ..
         } => inspect_session(state_dir.as_deref(), &run, &id, json),
         Command::Inspect {
             run,
             state_dir,
             json,
             session: None,
+            ..
         } => inspect(state_dir.as_deref(), &run, json),
     }
 }

@@ -109,6 +109,32 @@ impl Report {
         Ok(Report::assemble(record, sources, all, &latency))
     }
 
+    /// Gathers a run of the Postgres store from its parts: its record, its artifact and its
+    /// journal's replies as recorded. Latencies are not kept there, so none are shown.
+    pub fn from_parts(
+        record: RunRecord,
+        artifact: Vec<u8>,
+        replies: Vec<crate::protocol::Reply>,
+    ) -> Result<Report, String> {
+        let program =
+            Program::from_bytes(artifact, record.origin.clone()).map_err(|e| e.to_string())?;
+        let mut contents =
+            crate::store::journal::Contents::empty(crate::store::journal::seed(&record.id));
+        contents.records = replies;
+        let all = exchanges(&record, &program.artifact, contents.in_order())?;
+        let sources = program
+            .artifact
+            .modules
+            .iter()
+            .map(|m| Source {
+                name: m.name.clone(),
+                import_path: m.import_path.clone(),
+                text: m.source.clone(),
+            })
+            .collect();
+        Ok(Report::assemble(record, sources, all, &HashMap::new()))
+    }
+
     /// A report of `exchanges`, with `usage` (by request: milliseconds and tokens, as
     /// `usage.jsonl` has them).
     pub fn assemble(

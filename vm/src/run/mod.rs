@@ -24,6 +24,9 @@ use crate::protocol::{Kind, Reply, Request, RequestId};
 use crate::runner::program_skill::ProgramTool;
 use crate::runner::{run_durable, Durable, Observer, RunConfig};
 use crate::snapshot::Snapshot;
+use crate::store::pg::journal::PgJournal;
+use crate::store::pg::lease::Claim;
+use crate::store::sink::Sink;
 use crate::store::view::RunView;
 use crate::store::{self, agents, journal, sha256_hex, Lock, RunDir, StoreError};
 use crate::trace::Event;
@@ -85,6 +88,12 @@ impl std::error::Error for RunError {}
 impl From<StoreError> for RunError {
     fn from(e: StoreError) -> RunError {
         RunError::Store(e)
+    }
+}
+
+impl From<store::pg::PgError> for RunError {
+    fn from(e: store::pg::PgError) -> RunError {
+        RunError::Store(StoreError::Postgres(e))
     }
 }
 
@@ -188,17 +197,63 @@ fn skill_names(artifact: &Verified) -> Vec<&str> {
     names
 }
 
-/// A run ready to be driven: its directory (held), record, machine and the answers to
-/// replay.
+/// A run ready to be driven: where it is kept (held), its record, machine and the answers
+/// to replay.
 pub struct Run {
-    dir: RunDir,
-    _lock: Lock,
+    home: Home,
     record: RunRecord,
     artifact: Arc<Verified>,
     machine: Machine,
-    journal: journal::Journal,
+    journal: Sink,
     replay: HashMap<RequestId, Reply>,
     place: Place,
+}
+
+/// Where a run is kept, and how this process holds it.
+enum Home {
+    /// A run directory of the file store, locked by this process.
+    Files {
+        /// The directory.
+        dir: RunDir,
+        /// Its lock, held until the run is dropped.
+        _lock: Lock,
+    },
+    /// A run in the Postgres store, claimed by this worker; its views are written to a
+    /// local directory.
+    Postgres {
+        /// The claim every write is fenced with.
+        claim: Box<Claim>,
+        /// Where the run's views go on this machine.
+        views: PathBuf,
+        /// Whether they are written at all (persistent agents' memory always is).
+        files: bool,
+    },
+}
+
+impl Home {
+    /// The run's id.
+    fn id(&self) -> &str {
+        match self {
+            Home::Files { dir, .. } => &dir.id,
+            Home::Postgres { claim, .. } => &claim.run.0,
+        }
+    }
+
+    /// The directory the run's views (and its run-scoped agents' memory) are written to.
+    fn path(&self) -> &Path {
+        match self {
+            Home::Files { dir, .. } => &dir.path,
+            Home::Postgres { views, .. } => views,
+        }
+    }
+
+    /// Writes the run's record: `run.json`, or the run's row (fenced by the claim).
+    async fn write_record(&self, record: &RunRecord) -> Result<(), StoreError> {
+        match self {
+            Home::Files { dir, .. } => dir.write_record(record),
+            Home::Postgres { claim, .. } => Ok(claim.write_record(record).await?),
+        }
+    }
 }
 
 /// What a resume changes, besides taking the run up again.
@@ -287,12 +342,11 @@ impl Run {
         let mut journal = open_journal(&dir, &contents)?;
         journal.sync_first(dir.start_files());
         Ok(Run::assemble(
-            dir,
-            lock,
+            Home::Files { dir, _lock: lock },
             record,
             artifact,
             machine,
-            (journal, HashMap::new()),
+            (journal.into(), HashMap::new()),
             place,
         ))
     }
@@ -447,12 +501,32 @@ impl Run {
     fn continue_with(
         dir: RunDir,
         lock: Lock,
-        mut record: RunRecord,
+        record: RunRecord,
         artifact: Arc<Verified>,
-        journaled: (journal::Journal, HashMap<RequestId, Reply>),
+        (journal, replay): (journal::Journal, HashMap<RequestId, Reply>),
         how: Resuming,
         place: &Place,
     ) -> Result<Resumed, RunError> {
+        let (record, machine) = Run::changed(record, &artifact, how, place)?;
+        dir.write_record(&record)?;
+        Ok(Resumed::Ready(Box::new(Run::assemble(
+            Home::Files { dir, _lock: lock },
+            record,
+            artifact,
+            machine,
+            (journal.into(), replay),
+            place,
+        ))))
+    }
+
+    /// `record` changed as `how` says (budgets given in `place` replacing the recorded
+    /// ones), running again, and a machine for it.
+    fn changed(
+        mut record: RunRecord,
+        artifact: &Arc<Verified>,
+        how: Resuming,
+        place: &Place,
+    ) -> Result<(RunRecord, Machine), RunError> {
         let Resuming {
             driver,
             inputs,
@@ -489,22 +563,75 @@ impl Run {
             }
         }
         let machine =
-            new_machine(&artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
+            new_machine(artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
         record.status = RunStatus::Running;
         record.error = None;
-        dir.write_record(&record)?;
-        Ok(Resumed::Ready(Box::new(Run::assemble(
-            dir, lock, record, artifact, machine, journaled, place,
-        ))))
+        Ok((record, machine))
+    }
+
+    /// Takes up the run `claim` holds in the Postgres store: its journal's answers are
+    /// replayed, never asked again (a failed run asks the request whose failure ended it
+    /// again). Its sessions act in `workdir`; its views are written under the state
+    /// directory's `pg/<run id>/`, unless `views` is false (then only persistent agents'
+    /// memory is written there). The record saying it runs is written under the claim.
+    pub async fn take_up_claimed(
+        claim: Claim,
+        workdir: PathBuf,
+        views: bool,
+        how: Resuming,
+        place: &Place,
+    ) -> Result<Run, RunError> {
+        let store = claim.store.clone();
+        let id = claim.run.0.clone();
+        let mut record = claim.record.clone();
+        let bytes = store.artifact(&record.artifact_sha256).await?;
+        let artifact = match bytecode_spec::artifact::load(&bytes) {
+            Ok((_, a)) => Arc::new(a),
+            Err(e) => {
+                return Err(RunError::Store(StoreError::Invalid(format!(
+                    "run {id}: its artifact: {e}"
+                ))))
+            }
+        };
+        let mut contents = journal::Contents::empty(journal::seed(&id));
+        contents.records = store.journal(&id).await?;
+        let records = contents.records.len();
+        let files = views;
+        let views = place.root().join("pg").join(&id);
+        if files {
+            std::fs::create_dir_all(&views).map_err(|e| StoreError::Io(views.clone(), e))?;
+        }
+        record.workdir = workdir;
+        if records == 0 && record.agents.is_empty() {
+            record.agents = agents::discover(&artifact, &views, &place.root())?;
+        }
+        let mut replay = contents.replies();
+        if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
+            replay.remove(failed);
+        }
+        let (record, machine) = Run::changed(record, &artifact, how, place)?;
+        claim.write_record(&record).await?;
+        let journal = PgJournal::new(claim.clone(), records);
+        Ok(Run::assemble(
+            Home::Postgres {
+                claim: Box::new(claim),
+                views,
+                files,
+            },
+            record,
+            artifact,
+            machine,
+            (journal.into(), replay),
+            place,
+        ))
     }
 
     fn assemble(
-        dir: RunDir,
-        lock: Lock,
+        home: Home,
         record: RunRecord,
         artifact: Arc<Verified>,
         mut machine: Machine,
-        (journal, replay): (journal::Journal, HashMap<RequestId, Reply>),
+        (journal, replay): (Sink, HashMap<RequestId, Reply>),
         place: &Place,
     ) -> Run {
         for h in &record.agents {
@@ -513,8 +640,7 @@ impl Run {
             }
         }
         Run {
-            dir,
-            _lock: lock,
+            home,
             record,
             artifact,
             machine,
@@ -534,9 +660,10 @@ impl Run {
         &self.record
     }
 
-    /// The run's directory.
+    /// The run's directory (for a run in the Postgres store, where its views are written
+    /// on this machine).
     pub fn path(&self) -> &Path {
-        &self.dir.path
+        self.home.path()
     }
 
     /// Answers that will be replayed from the journal.
@@ -559,8 +686,7 @@ impl Run {
         observer: &mut impl Observer,
     ) -> Result<Result<Vec<(String, Value)>, RuntimeError>, StoreError> {
         let Run {
-            dir,
-            _lock,
+            home,
             mut record,
             artifact,
             machine,
@@ -614,17 +740,18 @@ impl Run {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let mut watch = Watch {
-            view: RunView::new(
-                dir.path.clone(),
-                dir.id.clone(),
-                record.started.clone(),
-                artifact,
-                &inputs,
-                record.agents.clone(),
-            ),
-            observer,
-        };
+        let mut view = RunView::new(
+            home.path().to_path_buf(),
+            home.id().to_string(),
+            record.started.clone(),
+            artifact,
+            &inputs,
+            record.agents.clone(),
+        );
+        if let Home::Postgres { files: false, .. } = home {
+            view.without_files();
+        }
+        let mut watch = Watch { view, observer };
         let result = run_durable(
             machine,
             driver,
@@ -668,14 +795,14 @@ impl Run {
             }
         }
         record.usage = Some(place.config.budget.spent()).filter(|u| u.tokens() > 0);
-        record.journal = durable
-            .journal
-            .close()
-            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
+        record.journal = durable.journal.close().await.map_err(|e| match e {
+            StoreError::Invalid(e) => StoreError::Invalid(format!("run {}: {e}", home.id())),
+            e => e,
+        })?;
         // The views first: the record saying the run ended is the commit point, so a run
         // killed in between is resumed (and its views rebuilt) rather than reported ended.
         watch.view.finish(record.status.as_str())?;
-        dir.write_record(&record)?;
+        home.write_record(&record).await?;
         Ok(result)
     }
 }

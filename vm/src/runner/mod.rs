@@ -16,7 +16,7 @@ use crate::machine::{Machine, RuntimeError, Step as MachineStep};
 use crate::people::People;
 use crate::protocol::{Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage};
 use crate::snapshot::Snapshot;
-use crate::store::journal::Journal;
+use crate::store::sink::Sink;
 use crate::trace::Event;
 use crate::value::Value;
 use bytecode_spec::Backoff;
@@ -150,8 +150,8 @@ pub(crate) async fn serve_within<D: Driver>(
 /// What makes a run durable: the journal new answers go to, and the answers of an earlier
 /// attempt, replayed instead of asking the driver again.
 pub struct Durable {
-    /// Where answers are appended.
-    pub journal: Journal,
+    /// Where answers are appended: the file store's journal or the Postgres store's.
+    pub journal: Sink,
     /// Answers already journaled, by request id.
     pub replay: HashMap<RequestId, Reply>,
     /// The driver has no side effects (the mock): answers may be consumed before they are
@@ -265,7 +265,7 @@ pub async fn run_durable<D: Driver>(
     loop {
         if cfg.stop.asked() {
             if let Some(d) = durable.as_deref_mut() {
-                d.journal.sync().map_err(journal_error)?;
+                d.journal.sync().await.map_err(journal_error)?;
             }
             return Err(interrupted());
         }
@@ -279,7 +279,7 @@ pub async fn run_durable<D: Driver>(
         }
         if finished {
             if let Some(d) = durable.as_deref_mut() {
-                d.journal.sync().map_err(journal_error)?;
+                d.journal.sync().await.map_err(journal_error)?;
             }
         }
         match step {
@@ -360,7 +360,7 @@ pub async fn run_durable<D: Driver>(
                     d.journal.append(reply).map_err(journal_error)?;
                 }
                 if !d.batch || d.journal.unsynced() >= SYNC_BATCH {
-                    d.journal.sync().map_err(journal_error)?;
+                    d.journal.sync().await.map_err(journal_error)?;
                 }
             }
             for reply in answered {
@@ -370,7 +370,7 @@ pub async fn run_durable<D: Driver>(
         }
         // Before a request reaches a driver, everything answered so far is durable.
         if let Some(d) = durable.as_deref_mut() {
-            d.journal.sync().map_err(journal_error)?;
+            d.journal.sync().await.map_err(journal_error)?;
         }
         while inflight.len() < limit {
             let Some(req) = queue.pop_front() else { break };
@@ -411,7 +411,7 @@ pub async fn run_durable<D: Driver>(
                     // killed); what was answered is durable.
                     tasks.shutdown().await;
                     if let Some(d) = durable.as_deref_mut() {
-                        d.journal.sync().map_err(journal_error)?;
+                        d.journal.sync().await.map_err(journal_error)?;
                     }
                     return Err(interrupted());
                 }
@@ -419,11 +419,10 @@ pub async fn run_durable<D: Driver>(
                     Note::Event(e) => observer.event(&e),
                     Note::Record(reply, done) => {
                         let written = match durable.as_deref_mut() {
-                            Some(d) => d
-                                .journal
-                                .append(&reply)
-                                .and_then(|()| d.journal.sync())
-                                .map_err(|e| e.to_string()),
+                            Some(d) => match d.journal.append(&reply) {
+                                Ok(()) => d.journal.sync().await.map_err(|e| e.to_string()),
+                                Err(e) => Err(e.to_string()),
+                            },
                             None => Ok(()),
                         };
                         let _ = done.send(written);
@@ -446,7 +445,7 @@ pub async fn run_durable<D: Driver>(
                 }
                 if let Some(d) = durable.as_deref_mut() {
                     d.journal.append(&reply).map_err(journal_error)?;
-                    d.journal.sync().map_err(journal_error)?;
+                    d.journal.sync().await.map_err(journal_error)?;
                 }
                 machine.complete(reply);
             }

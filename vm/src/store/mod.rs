@@ -6,6 +6,8 @@
 pub mod agents;
 pub mod fs;
 pub mod journal;
+pub mod pg;
+pub mod sink;
 pub mod view;
 
 use crate::run::record::RunRecord;
@@ -24,6 +26,8 @@ pub enum StoreError {
     Invalid(String),
     /// Another process holds the run.
     Held(String),
+    /// The Postgres store.
+    Postgres(pg::PgError),
 }
 
 impl std::fmt::Display for StoreError {
@@ -31,11 +35,18 @@ impl std::fmt::Display for StoreError {
         match self {
             StoreError::Io(p, e) => write!(f, "{}: {e}", p.display()),
             StoreError::Invalid(m) | StoreError::Held(m) => f.write_str(m),
+            StoreError::Postgres(e) => e.fmt(f),
         }
     }
 }
 
 impl std::error::Error for StoreError {}
+
+impl From<pg::PgError> for StoreError {
+    fn from(e: pg::PgError) -> StoreError {
+        StoreError::Postgres(e)
+    }
+}
 
 fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
     r.map_err(|e| StoreError::Io(path.to_path_buf(), e))
@@ -79,7 +90,7 @@ pub(crate) fn now() -> u64 {
 }
 
 /// Six random lowercase alphanumerics (from the process's hash randomness).
-fn random6() -> String {
+pub(crate) fn random6() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(

@@ -86,6 +86,9 @@ pub struct RunView {
     /// Whether persistent agents' memory files are written (not when only rebuilding the
     /// views of a run another process may continue).
     agent_files: bool,
+    /// Whether `bindings/`, `imports/`, `state.md` and `usage.jsonl` are written (not for a
+    /// worker of the Postgres store told to keep none).
+    files: bool,
 }
 
 impl RunView {
@@ -118,6 +121,7 @@ impl RunView {
             snapshot: None,
             error: None,
             agent_files: true,
+            files: true,
         };
         if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
             for e in entries.flatten() {
@@ -202,7 +206,9 @@ impl RunView {
     /// Whether the files should be brought up to date: something happened since they were
     /// written and either the runner is about to wait or [`FLUSH_EVERY`] has passed.
     pub fn due(&mut self, idle: bool) -> bool {
-        self.unflushed > 0 && (idle || self.last_flush.is_none_or(|t| t.elapsed() >= FLUSH_EVERY))
+        self.files
+            && self.unflushed > 0
+            && (idle || self.last_flush.is_none_or(|t| t.elapsed() >= FLUSH_EVERY))
     }
 
     /// Writes the files, with `snapshot` for `state.md`'s call stack and active constructs.
@@ -223,6 +229,13 @@ impl RunView {
     /// other runs have written since.
     pub fn leave_agent_files(&mut self) {
         self.agent_files = false;
+    }
+
+    /// Writes no `bindings/`, `imports/`, `state.md` or `usage.jsonl` (a run of the Postgres
+    /// store, whose worker keeps no views): only persistent agents' memory files, which
+    /// other runs read.
+    pub fn without_files(&mut self) {
+        self.files = false;
     }
 
     /// `at` is the binding statement's module and line.
@@ -303,12 +316,15 @@ impl RunView {
             }
         };
         let dir = self.dir.join(&rel);
+        self.instances.insert(exec, rel);
+        if !self.files {
+            return;
+        }
         let result = fs::ensure_dir(&dir)
             .and_then(|()| fs::write_unsynced(&dir.join("program.prose"), m.source.as_bytes()));
         if let (Err(e), None) = (result, &self.error) {
             self.error = Some(e);
         }
-        self.instances.insert(exec, rel);
     }
 
     /// A binding file's path, relative to the run directory; refused when the name cannot
@@ -364,7 +380,8 @@ impl RunView {
     fn flush(&mut self, status: &str) {
         self.last_flush = Some(Instant::now());
         self.unflushed = 0;
-        if self.error.is_some() {
+        if self.error.is_some() || !self.files {
+            self.usage.clear();
             return;
         }
         if let Err(e) = fs::ensure_dir(&self.dir.join("bindings")) {

@@ -129,7 +129,7 @@ async fn a_journal_that_cannot_be_written_is_e214() {
     )
     .expect("starts");
     let mut durable = Durable {
-        journal,
+        journal: journal.into(),
         replay: Default::default(),
         batch: false,
     };

@@ -2,6 +2,7 @@
 //! only some of them).
 #![allow(dead_code)]
 
+pub mod pg;
 pub mod provider;
 
 use std::path::{Path, PathBuf};

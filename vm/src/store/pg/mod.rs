@@ -1,0 +1,359 @@
+//! Runs on PostgreSQL: the store for many workers on many machines. One database holds every
+//! run's record, its artifact (by content hash), and its journal as append-only rows; workers
+//! claim runs with `FOR UPDATE SKIP LOCKED`, hold them by a lease renewed by heartbeat, and
+//! fence every write with the epoch of their claim ([`lease`]), so a worker that lost its
+//! lease can neither record an answer nor end the run.
+//!
+//! ```text
+//! prose_artifacts (sha256 → bytes)     prose_runs (id, status, record, epoch, owner, lease_until)
+//!                                        └── prose_journal (run_id, seq, request_id, answered, reply)
+//! ```
+//!
+//! The truth is in the database. The human-readable views of a run (`bindings/`,
+//! `state.md`) are written by the worker running it into its own state directory, under
+//! `pg/<run id>/`: a convenience on that machine, not something any other reads.
+
+pub mod journal;
+pub mod lease;
+pub mod schema;
+
+use crate::driver::settings::DriverSettings;
+use crate::protocol::Reply;
+use crate::run::record::{ExecOptions, RunRecord, RunStatus};
+use crate::run::Program;
+use crate::store::journal::Seal;
+use crate::store::{now, random6, sha256_hex, timestamp};
+use crate::value::Value;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_postgres::NoTls;
+
+/// A run's id in the Postgres store (the same shape as a file store's run directory name).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId(pub String);
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why the Postgres store cannot do what was asked.
+#[derive(Debug)]
+pub enum PgError {
+    /// The store's URL cannot be understood.
+    Url(String),
+    /// The server cannot be reached, or refused the connection.
+    Connect(String),
+    /// The schema cannot be brought up to date.
+    Migrate(String),
+    /// A statement failed.
+    Query(String),
+    /// The worker's claim on the run is gone (its lease expired and another worker claimed
+    /// the run): nothing it writes is accepted.
+    Fenced(String),
+    /// No such run.
+    NoRun(String),
+    /// What the database holds is not what it should be.
+    Invalid(String),
+}
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PgError::Url(m) => write!(f, "the store URL: {m}"),
+            PgError::Connect(m) => write!(f, "cannot connect to the Postgres store: {m}"),
+            PgError::Migrate(m) => write!(f, "cannot migrate the Postgres store: {m}"),
+            PgError::Query(m) => write!(f, "the Postgres store: {m}"),
+            PgError::Fenced(m) | PgError::NoRun(m) | PgError::Invalid(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for PgError {}
+
+/// A database error in words: the server's message (and detail) when it sent one, else the
+/// client's error with its causes.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut m = format!("{}: {}", db.severity(), db.message());
+        if let Some(d) = db.detail() {
+            m.push_str(&format!(" ({d})"));
+        }
+        return m;
+    }
+    let mut m = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        m.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    m
+}
+
+fn query(e: tokio_postgres::Error) -> PgError {
+    PgError::Query(describe(&e))
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> PgError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => PgError::Connect(describe(&e)),
+        e => PgError::Connect(e.to_string()),
+    }
+}
+
+/// Whether `store` names a Postgres store (`postgres://…` or `postgresql://…`).
+pub fn is_url(store: &str) -> bool {
+    store.starts_with("postgres://") || store.starts_with("postgresql://")
+}
+
+/// A connection pool to a Postgres store whose schema is up to date.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = self.pool.status();
+        f.debug_struct("PgStore")
+            .field("connections", &status.size)
+            .field("max", &status.max_size)
+            .finish()
+    }
+}
+
+/// A run as the store lists it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct RunRow {
+    /// The run's id.
+    pub id: String,
+    /// The program's name.
+    pub program: String,
+    /// `queued`, `running`, `interrupted`, `paused`, `finished` or `failed`.
+    pub status: String,
+    /// When it was submitted (UTC, ISO 8601).
+    pub submitted: String,
+    /// Replies its journal holds.
+    pub answered: i64,
+    /// The epoch of its last claim (0: never claimed).
+    pub epoch: i64,
+    /// The worker holding it, while one does.
+    pub owner: Option<String>,
+    /// Seconds until the holder's lease expires (negative: expired).
+    pub lease_left: Option<f64>,
+}
+
+/// A run as the store holds it: its row and record.
+#[derive(Clone, Debug)]
+pub struct StoredRun {
+    /// The run's row.
+    pub row: RunRow,
+    /// Its record.
+    pub record: RunRecord,
+}
+
+impl PgStore {
+    /// Connects to the store at `url` with a pool of up to `connections`, and applies the
+    /// migrations it lacks. A bad URL, an unreachable server or a failed migration is an
+    /// error saying which.
+    pub async fn connect(url: &str, connections: usize) -> Result<PgStore, PgError> {
+        if !is_url(url) {
+            // Not echoed: a URL may carry a password.
+            return Err(PgError::Url(
+                "it is not a postgres:// or postgresql:// URL".into(),
+            ));
+        }
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| PgError::Url(describe(&e)))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        config.application_name("prosevm");
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(connections.max(1))
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(Duration::from_secs(15)))
+            .wait_timeout(Some(Duration::from_secs(60)))
+            .build()
+            .map_err(|e| PgError::Connect(e.to_string()))?;
+        let store = PgStore { pool };
+        schema::migrate(&store).await?;
+        Ok(store)
+    }
+
+    /// A connection from the pool.
+    pub(crate) async fn client(&self) -> Result<deadpool_postgres::Client, PgError> {
+        self.pool.get().await.map_err(pool_error)
+    }
+
+    /// Enqueues a run of `program` with top-level `inputs`, to be answered by `driver`
+    /// (settings only: keys are read from each worker's environment), executing as
+    /// `options` say; its sessions act in each worker's working directory. Returns its id.
+    pub async fn submit(
+        &self,
+        program: &Program,
+        inputs: BTreeMap<String, Value>,
+        driver: DriverSettings,
+        options: ExecOptions,
+    ) -> Result<RunId, PgError> {
+        let artifact = &program.artifact;
+        if let DriverSettings::Stdio { .. } = driver {
+            return Err(PgError::Invalid(
+                "the stdio driver answers through a host on prosevm's stdin, and a worker has none; submit with another driver".into(),
+            ));
+        }
+        // The inputs are checked now, so a run that cannot start is refused at once.
+        crate::run::new_machine(artifact, &inputs, &options)
+            .map_err(|e| PgError::Invalid(e.to_string()))?;
+        let sha = sha256_hex(&program.bytes);
+        let mut record = RunRecord {
+            id: String::new(),
+            program: artifact.modules[0].name.clone(),
+            origin: program.origin.clone(),
+            artifact_sha256: sha.clone(),
+            workdir: PathBuf::from("."),
+            inputs,
+            started: String::new(),
+            status: RunStatus::Running,
+            driver,
+            options,
+            agents: Vec::new(),
+            journal: Seal::default(),
+            outputs: None,
+            error: None,
+            usage: None,
+        };
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(query)?;
+        tx.execute(
+            "INSERT INTO prose_artifacts (sha256, bytes, source) VALUES ($1, $2, $3)
+             ON CONFLICT (sha256) DO NOTHING",
+            &[&sha, &program.bytes, &artifact.modules[0].source],
+        )
+        .await
+        .map_err(query)?;
+        let id = loop {
+            let (date, time, iso) = timestamp(now());
+            record.id = format!("{date}-{time}-{}", random6());
+            record.started = iso;
+            let json = serde_json::to_string(&record)
+                .map_err(|e| PgError::Invalid(format!("cannot encode the run record: {e}")))?;
+            let n = tx
+                .execute(
+                    "INSERT INTO prose_runs (id, program, artifact_sha256, status, record)
+                     VALUES ($1, $2, $3, 'queued', $4::text::json)
+                     ON CONFLICT (id) DO NOTHING",
+                    &[&record.id, &record.program, &sha, &json],
+                )
+                .await
+                .map_err(query)?;
+            if n == 1 {
+                break RunId(record.id.clone());
+            }
+        };
+        tx.commit().await.map_err(query)?;
+        Ok(id)
+    }
+
+    /// Every run, oldest first.
+    pub async fn list(&self) -> Result<Vec<RunRow>, PgError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                &format!("{ROW_SELECT} ORDER BY r.submitted, r.id"),
+                &[&Option::<String>::None],
+            )
+            .await
+            .map_err(query)?;
+        Ok(rows.iter().map(run_row).collect())
+    }
+
+    /// The run `id`: its row and record.
+    pub async fn run(&self, id: &str) -> Result<StoredRun, PgError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(ROW_SELECT, &[&Some(id.to_string())])
+            .await
+            .map_err(query)?
+            .ok_or_else(|| PgError::NoRun(format!("no run `{id}` in the Postgres store")))?;
+        let record: String = row.get("record");
+        let record = serde_json::from_str(&record)
+            .map_err(|e| PgError::Invalid(format!("run {id}: its record: {e}")))?;
+        Ok(StoredRun {
+            row: run_row(&row),
+            record,
+        })
+    }
+
+    /// The replies the journal of run `id` holds, in the order they were recorded.
+    pub async fn journal(&self, id: &str) -> Result<Vec<Reply>, PgError> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT seq, reply::text FROM prose_journal WHERE run_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await
+            .map_err(query)?;
+        rows.iter()
+            .map(|r| {
+                let seq: i64 = r.get(0);
+                let text: String = r.get(1);
+                serde_json::from_str(&text)
+                    .map_err(|e| e.to_string())
+                    .and_then(|j| Reply::from_json(j).map_err(|e| e.to_string()))
+                    .map_err(|e| {
+                        PgError::Invalid(format!(
+                            "run {id}: journal record {seq}: not a reply: {e}"
+                        ))
+                    })
+            })
+            .collect()
+    }
+
+    /// The artifact whose SHA-256 is `sha256`.
+    pub async fn artifact(&self, sha256: &str) -> Result<Vec<u8>, PgError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT bytes FROM prose_artifacts WHERE sha256 = $1",
+                &[&sha256],
+            )
+            .await
+            .map_err(query)?
+            .ok_or_else(|| PgError::Invalid(format!("no artifact {sha256} in the store")))?;
+        Ok(row.get(0))
+    }
+}
+
+/// A run's row with its journal's length; `$1` is one run's id, or null for all.
+const ROW_SELECT: &str =
+    "SELECT r.id, r.program, r.status, r.epoch, r.owner, r.record::text AS record,
+        to_char(r.submitted AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS submitted,
+        EXTRACT(EPOCH FROM (r.lease_until - now()))::float8 AS lease_left,
+        (SELECT count(*) FROM prose_journal j WHERE j.run_id = r.id) AS answered
+    FROM prose_runs r WHERE ($1::text IS NULL OR r.id = $1)";
+
+fn run_row(r: &tokio_postgres::Row) -> RunRow {
+    RunRow {
+        id: r.get("id"),
+        program: r.get("program"),
+        status: r.get("status"),
+        submitted: r.get("submitted"),
+        answered: r.get("answered"),
+        epoch: r.get("epoch"),
+        owner: r.get("owner"),
+        lease_left: r.get("lease_left"),
+    }
+}

@@ -1,0 +1,341 @@
+//! A worker of the Postgres store: claims runs that are queued, or whose worker died (its
+//! lease expired), up to a number at once; holds them by a lease renewed by a heartbeat;
+//! drives each with the same run lifecycle as `prosevm exec` ([`Run::take_up_claimed`],
+//! [`Run::drive`]), resuming from its journal; and on a stop (SIGTERM) interrupts what it
+//! runs, abandoning requests in flight unrecorded, and releases their leases (the runs are
+//! queued again for any worker).
+//!
+//! Any number of workers, on any number of machines, may serve one store: claims skip runs
+//! another worker is claiming, and every write is fenced by the claim's epoch.
+
+use crate::driver::Driver;
+use crate::run::record::{RunFailure, RunStatus};
+use crate::run::{Place, Resuming, Run, RunError};
+use crate::runner::Stop;
+use crate::store::pg::lease::{self, Claim, Epoch, WorkerId};
+use crate::store::pg::{PgError, PgStore, RunId};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// How a worker works.
+#[derive(Clone)]
+pub struct WorkerOptions {
+    /// Runs driven at once.
+    pub concurrency: usize,
+    /// How long a claim holds without a heartbeat: a worker silent this long is taken for
+    /// dead and its runs are claimed by others. The heartbeat renews it every third of it.
+    pub lease: Duration,
+    /// How long to wait before looking again when there was nothing to claim.
+    pub poll: Duration,
+    /// The working directory the runs' sessions act in.
+    pub workdir: PathBuf,
+    /// The state directory (the runs' views go under `pg/`), concurrency of requests within
+    /// a run, people and MCP servers.
+    pub place: Place,
+    /// Return once nothing is left to claim and nothing runs (for benchmarks and batch
+    /// jobs); otherwise wait for more until stopped.
+    pub exit_when_idle: bool,
+    /// Write each run's views (`bindings/`, `state.md`) under the state directory's `pg/`;
+    /// without them a worker does only the store's work (persistent agents' memory files
+    /// are written either way).
+    pub views: bool,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> WorkerOptions {
+        WorkerOptions {
+            concurrency: 4,
+            lease: Duration::from_secs(30),
+            poll: Duration::from_millis(500),
+            workdir: PathBuf::from("."),
+            place: Place::default(),
+            exit_when_idle: false,
+            views: true,
+        }
+    }
+}
+
+/// How one claimed run ended for this worker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ended {
+    /// It finished with its outputs.
+    Finished,
+    /// It failed (recorded, resumable by hand).
+    Failed(String),
+    /// It paused at its budget (recorded, resumable with a larger one).
+    Paused,
+    /// The worker stopped it: it is queued again.
+    Requeued,
+    /// Its claim was lost, or the store failed: nothing more was recorded by this worker.
+    Lost(String),
+}
+
+/// What a worker did, as it happens.
+#[derive(Clone, Debug)]
+pub enum WorkerEvent {
+    /// A run was claimed.
+    Claimed {
+        /// The run.
+        run: RunId,
+        /// The claim's epoch.
+        epoch: Epoch,
+    },
+    /// A claimed run ended for this worker.
+    Ended {
+        /// The run.
+        run: RunId,
+        /// How.
+        how: Ended,
+    },
+    /// The store could not be reached for a claim or heartbeat; the worker goes on trying.
+    Trouble(String),
+}
+
+/// How many runs ended how, for this worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Runs finished.
+    pub finished: usize,
+    /// Runs that failed or paused.
+    pub failed: usize,
+    /// Runs stopped and queued again.
+    pub requeued: usize,
+    /// Runs whose claim was lost.
+    pub lost: usize,
+}
+
+/// Runs held now, with their epochs and stops; shared with the heartbeat, which runs on
+/// the runtime's other threads so that busy runs cannot delay it.
+type Held = Arc<Mutex<HashMap<RunId, (Epoch, Stop)>>>;
+
+/// The runs held (a panic elsewhere does not stop the others from being tracked).
+fn lock(held: &Held) -> MutexGuard<'_, HashMap<RunId, (Epoch, Stop)>> {
+    held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Works for `store` as `worker` until `shutdown` is asked (or, with
+/// [`WorkerOptions::exit_when_idle`], until nothing is left): claims runs, drives them, and
+/// on shutdown interrupts and releases what it holds. `log` sees what happens. The runs are
+/// driven on the current thread; their requests and the heartbeat go to the runtime's
+/// other threads (give it some: a busy thread must not delay the heartbeat).
+pub async fn work(
+    store: &PgStore,
+    worker: &WorkerId,
+    opts: &WorkerOptions,
+    shutdown: &Stop,
+    log: &dyn Fn(&WorkerEvent),
+) -> WorkerReport {
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(work_here(store, worker, opts, shutdown, log))
+        .await
+}
+
+async fn work_here(
+    store: &PgStore,
+    worker: &WorkerId,
+    opts: &WorkerOptions,
+    shutdown: &Stop,
+    log: &dyn Fn(&WorkerEvent),
+) -> WorkerReport {
+    let held: Held = Arc::default();
+    let (trouble_tx, mut trouble) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let heartbeat = tokio::spawn(heartbeat(
+        store.clone(),
+        worker.clone(),
+        opts.lease,
+        held.clone(),
+        trouble_tx,
+    ));
+    let mut tasks: JoinSet<(RunId, Ended)> = JoinSet::new();
+    let mut report = WorkerReport::default();
+    let limit = opts.concurrency.max(1);
+    let count = |how: &Ended, report: &mut WorkerReport| match how {
+        Ended::Finished => report.finished += 1,
+        Ended::Failed(_) | Ended::Paused => report.failed += 1,
+        Ended::Requeued => report.requeued += 1,
+        Ended::Lost(_) => report.lost += 1,
+    };
+    loop {
+        while let Ok(t) = trouble.try_recv() {
+            log(&WorkerEvent::Trouble(t));
+        }
+        if shutdown.asked() {
+            break;
+        }
+        // Claim while there is room and something to claim.
+        let mut idle = false;
+        while tasks.len() < limit && !shutdown.asked() {
+            match lease::claim_next(store, worker, opts.lease).await {
+                Ok(Some(claim)) => {
+                    log(&WorkerEvent::Claimed {
+                        run: claim.run.clone(),
+                        epoch: claim.epoch,
+                    });
+                    let stop = Stop::default();
+                    lock(&held).insert(claim.run.clone(), (claim.epoch, stop.clone()));
+                    let opts = opts.clone();
+                    let held = held.clone();
+                    tasks.spawn_local(async move {
+                        let run = claim.run.clone();
+                        let how = run_claimed(claim, &opts, stop).await;
+                        lock(&held).remove(&run);
+                        (run, how)
+                    });
+                }
+                Ok(None) => {
+                    idle = true;
+                    break;
+                }
+                Err(e) => {
+                    log(&WorkerEvent::Trouble(e.to_string()));
+                    idle = true;
+                    break;
+                }
+            }
+        }
+        if idle && tasks.is_empty() && opts.exit_when_idle {
+            break;
+        }
+        let pause = if idle || tasks.len() >= limit {
+            opts.poll
+        } else {
+            Duration::ZERO
+        };
+        tokio::select! {
+            () = shutdown.wait() => break,
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                if let Ok((run, how)) = joined {
+                    count(&how, &mut report);
+                    log(&WorkerEvent::Ended { run, how });
+                }
+            }
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+    // Stopping: every run held is interrupted (what is in flight abandoned, unrecorded) and
+    // queued again, releasing its lease.
+    for (_, stop) in lock(&held).values() {
+        stop.ask();
+    }
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok((run, how)) = joined {
+            count(&how, &mut report);
+            log(&WorkerEvent::Ended { run, how });
+        }
+    }
+    heartbeat.abort();
+    report
+}
+
+/// Renews the leases of the runs held every third of `lease`; a run whose claim is gone is
+/// stopped (its writes would be refused anyway).
+async fn heartbeat(
+    store: PgStore,
+    worker: WorkerId,
+    lease: Duration,
+    held: Held,
+    trouble: tokio::sync::mpsc::UnboundedSender<String>,
+) {
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        let runs: Vec<(RunId, Epoch)> = lock(&held)
+            .iter()
+            .map(|(r, (e, _))| (r.clone(), *e))
+            .collect();
+        match lease::heartbeat(&store, &worker, &runs, lease).await {
+            Ok(kept) => {
+                for (run, _) in &runs {
+                    if !kept.contains(run) {
+                        if let Some((_, stop)) = lock(&held).get(run) {
+                            stop.ask();
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let _ = trouble.send(format!("heartbeat: {e}"));
+            }
+        }
+    }
+}
+
+/// Keeps the lease of one claim (a run resumed by hand): renews it every third of `lease`
+/// until the claim is lost, then asks `stop` (the run's writes would be refused anyway).
+/// Trouble reaching the store is told to `warn`; the renewal goes on.
+pub async fn keep_lease(claim: Claim, lease: Duration, stop: Stop, warn: impl Fn(&PgError)) {
+    let held = [(claim.run.clone(), claim.epoch)];
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        match lease::heartbeat(&claim.store, &claim.worker, &held, lease).await {
+            Ok(kept) if kept.is_empty() => {
+                stop.ask();
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => warn(&e),
+        }
+    }
+}
+
+/// Drives the run `claim` holds to its end (or until `stop`), in `opts`' working
+/// directory, with the driver its record names.
+pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ended {
+    let mut place = opts.place.clone();
+    place.config.stop = stop;
+    let run = match Run::take_up_claimed(
+        claim.clone(),
+        opts.workdir.clone(),
+        opts.views,
+        Resuming::default(),
+        &place,
+    )
+    .await
+    {
+        Ok(run) => run,
+        Err(RunError::Store(e)) => return Ended::Lost(e.to_string()),
+        Err(e) => return give_up(&claim, "E215", e.to_string()).await,
+    };
+    let driver = match run.record().driver.connect() {
+        Ok(d) => Arc::new(d),
+        Err(e) => return give_up(&claim, "E215", e).await,
+    };
+    if let Err(e) = driver
+        .check_models(&crate::run::models_named(run.artifact()))
+        .await
+    {
+        return give_up(&claim, "E215", e).await;
+    }
+    match run.drive(driver, &mut |_: &crate::trace::Event| {}).await {
+        Ok(Ok(_)) => Ended::Finished,
+        Ok(Err(e)) if e.code == prosec::diagnostics::Code::E216 => Ended::Requeued,
+        Ok(Err(e)) if e.code == prosec::diagnostics::Code::E217 => Ended::Paused,
+        Ok(Err(e)) => Ended::Failed(e.to_string()),
+        Err(e) => Ended::Lost(e.to_string()),
+    }
+}
+
+/// Records that the run `claim` holds cannot be run here and why (it failed before its
+/// first request), so that no worker claims it again and again.
+async fn give_up(claim: &Claim, code: &str, message: String) -> Ended {
+    let mut record = claim.record.clone();
+    record.status = RunStatus::Failed;
+    record.error = Some(RunFailure {
+        code: code.into(),
+        message: message.clone(),
+        request: None,
+    });
+    match claim.write_record(&record).await {
+        Ok(()) => Ended::Failed(message),
+        Err(e) => Ended::Lost(format!("{message}; and {e}")),
+    }
+}
+
+/// Connects to the store at `url` for a worker running `concurrency` runs at once: a
+/// connection for each, one for claims and one for the heartbeat.
+pub async fn connect(url: &str, concurrency: usize) -> Result<PgStore, PgError> {
+    PgStore::connect(url, concurrency + 2).await
+}
