@@ -172,16 +172,21 @@ pub struct PruneRule {
 }
 
 impl PruneRule {
+    /// The statuses this rule prunes: those it names, else the ended ones.
+    pub fn statuses(&self) -> Vec<RunStatus> {
+        if self.statuses.is_empty() {
+            vec![RunStatus::Finished, RunStatus::Failed]
+        } else {
+            self.statuses.clone()
+        }
+    }
+
     /// Whether `row` is one of the runs this rule prunes, as of `now`.
     pub fn selects(&self, row: &RunRow, now: SystemTime) -> bool {
         let Some(status) = row.status else {
             return false;
         };
-        let status_ok = if self.statuses.is_empty() {
-            matches!(status, RunStatus::Finished | RunStatus::Failed)
-        } else {
-            self.statuses.contains(&status)
-        };
+        let status_ok = self.statuses().contains(&status);
         let age_ok = match self.older_than {
             None => true,
             Some(min) => row.age(now).is_some_and(|a| a >= min),
@@ -190,15 +195,15 @@ impl PruneRule {
     }
 }
 
-/// What pruning did with one run.
+/// What pruning did with one run (a row of the file store's listing, or of another store's).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Pruned {
+pub enum Pruned<Row = RunRow> {
     /// Removed.
-    Removed(RunRow),
+    Removed(Row),
     /// Would be removed (a dry run).
-    WouldRemove(RunRow),
+    WouldRemove(Row),
     /// Selected, but kept: a process holds it, or it could not be removed.
-    Kept(RunRow, String),
+    Kept(Row, String),
 }
 
 /// Prunes the runs under `state_dir` that `rule` selects as of `now`: each is taken with its

@@ -163,8 +163,14 @@ enum Command {
         /// Where runs live (default: `.prose` in the working directory).
         #[arg(long, value_name = "DIR", global = true)]
         state_dir: Option<PathBuf>,
-        /// List the runs of this Postgres store (a postgres:// URL) instead.
-        #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
+        /// List (or prune) the runs of this Postgres store (a postgres:// URL) instead.
+        #[arg(
+            long,
+            env = "PROSE_STORE",
+            hide_env_values = true,
+            value_name = "URL",
+            global = true
+        )]
         store: Option<String>,
         /// Print one JSON array for tools (each run with its path and whether a process is
         /// running it now).
@@ -215,7 +221,8 @@ enum Command {
 #[derive(Subcommand)]
 enum RunsAction {
     /// Remove old or ended runs: by default those that finished or failed, narrowed by
-    /// `--older-than` and `--status`. A run a process holds is never removed.
+    /// `--older-than` and `--status`. A run a process (or, on the Postgres store, a worker's
+    /// live lease) holds is never removed; on the Postgres store its journal goes with it.
     Prune {
         /// Only runs that started at least this long ago (`7d`, `12h`, `30m`, `1d12h`).
         #[arg(long, value_name = "AGE", value_parser = housekeeping::parse_age)]
@@ -1021,13 +1028,21 @@ fn runs(state_dir: Option<&Path>, json: bool, statuses: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn prune(state_dir: Option<&Path>, rule: housekeeping::PruneRule) -> ExitCode {
-    use housekeeping::Pruned;
+/// Refuses a prune rule that names no runs (neither an age nor a status).
+fn check_prune_rule(rule: &housekeeping::PruneRule) -> Result<(), ExitCode> {
     if rule.older_than.is_none() && rule.statuses.is_empty() {
-        return fail(
+        return Err(fail(
             "say which runs to prune: --older-than AGE, --status STATUS, or both",
             2,
-        );
+        ));
+    }
+    Ok(())
+}
+
+fn prune(state_dir: Option<&Path>, rule: housekeeping::PruneRule) -> ExitCode {
+    use housekeeping::Pruned;
+    if let Err(code) = check_prune_rule(&rule) {
+        return code;
     }
     let done = housekeeping::prune(state_dir, &rule, std::time::SystemTime::now());
     let (mut removed, mut kept) = (0, 0);
@@ -1367,12 +1382,21 @@ fn main() -> ExitCode {
             run, force, opts, ..
         } => resume(&run, force, &opts),
         Command::Runs {
-            store: Some(_),
-            action: Some(RunsAction::Prune { .. }),
+            store: Some(store),
+            action:
+                Some(RunsAction::Prune {
+                    older_than,
+                    statuses,
+                    dry_run,
+                }),
             ..
-        } => fail(
-            "`runs prune` works on the file store; on the Postgres store, delete from prose_runs (its journal goes with it)",
-            2,
+        } => pg_cli::prune(
+            &store,
+            housekeeping::PruneRule {
+                older_than,
+                statuses,
+                dry_run,
+            },
         ),
         Command::Runs {
             state_dir,

@@ -219,6 +219,55 @@ pub fn runs(url: &str, json: bool, statuses: &[String]) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `prosevm runs prune --store URL ...`: removes the runs `rule` selects (ended runs by
+/// default: `finished` and `failed`), each with its journal, keeping any a worker holds.
+pub fn prune(url: &str, rule: prosevm::housekeeping::PruneRule) -> ExitCode {
+    use prosevm::housekeeping::Pruned;
+    if let Err(code) = crate::check_prune_rule(&rule) {
+        return code;
+    }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let store = match open(&rt, url, 1) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let done = match rt.block_on(store.prune(&rule.statuses(), rule.older_than, rule.dry_run)) {
+        Ok(d) => d,
+        Err(e) => return fail(e, 1),
+    };
+    let (mut removed, mut kept) = (0, 0);
+    for p in &done {
+        match p {
+            Pruned::Removed(r) | Pruned::WouldRemove(r) => {
+                removed += 1;
+                let verb = if rule.dry_run {
+                    "would remove"
+                } else {
+                    "removed"
+                };
+                println!(
+                    "{verb} {} ({}, {}, submitted {})",
+                    r.id, r.program, r.status, r.submitted
+                );
+            }
+            Pruned::Kept(r, why) => {
+                kept += 1;
+                println!("kept {}: {why}", r.id);
+            }
+        }
+    }
+    let verb = if rule.dry_run {
+        "would be removed"
+    } else {
+        "removed"
+    };
+    println!("{removed} run(s) {verb}, {kept} kept");
+    ExitCode::SUCCESS
+}
+
 /// `prosevm report RUN --store URL [-o FILE]`: the run's HTML report, from its record,
 /// artifact and journal in the store.
 pub fn report(url: &str, run: &str, output: Option<&std::path::Path>) -> ExitCode {

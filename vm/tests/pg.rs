@@ -497,6 +497,65 @@ fn runs_inspect_and_resume_work_against_the_postgres_store() {
     assert!(err.contains("a worker has none"), "{err}");
 }
 
+#[test]
+fn runs_prune_removes_ended_runs_with_their_journals_and_keeps_the_rest() {
+    let Some(url) = database("prune") else {
+        return;
+    };
+    let dir = support::scratch("pg-prune");
+    let pbc = artifact(&dir);
+    let done = submit(&url, &pbc, "ended", &["--driver", "mock"]);
+    let waiting = submit(&url, &pbc, "waiting", &["--driver", "mock"]);
+    let (code, _, err) = support::output(
+        prosevm()
+            .current_dir(&dir)
+            .args(["resume", &done, "--store", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    // A rule is needed; a dry run removes nothing.
+    let (code, _, err) = support::output(prosevm().args(["runs", "prune", "--store", &url]));
+    assert_eq!(code, 2, "{err}");
+    let (code, out, err) = support::output(prosevm().args([
+        "runs",
+        "prune",
+        "--store",
+        &url,
+        "--status",
+        "finished",
+        "--dry-run",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("would remove {done}")), "{out}");
+    assert_eq!(count(&url, "SELECT count(*) FROM prose_runs"), 2);
+    // Ended runs older than a day: none yet.
+    let (code, out, err) = support::output(prosevm().args([
+        "runs",
+        "prune",
+        "--store",
+        &url,
+        "--status",
+        "finished",
+        "--older-than",
+        "1d",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("0 run(s) removed"), "{out}");
+    let (code, out, err) =
+        support::output(prosevm().args(["runs", "prune", "--store", &url, "--status", "finished"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("removed {done}")), "{out}");
+    let left = query(&url, "SELECT id FROM prose_runs");
+    assert_eq!(left, vec![vec![waiting.clone()]]);
+    assert_eq!(
+        count(
+            &url,
+            &format!("SELECT count(*) FROM prose_journal WHERE run_id = '{done}'")
+        ),
+        0,
+        "its journal went with it"
+    );
+}
+
 /// 200 runs, 4 worker processes; two are killed with SIGKILL part way and replaced. Every
 /// run finishes once with the outputs an uninterrupted run gives, and the command driver's
 /// log shows that only requests in flight at a kill were asked again.

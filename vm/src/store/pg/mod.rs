@@ -338,6 +338,60 @@ impl PgStore {
 }
 
 /// A run's row with its journal's length; `$1` is one run's id, or null for all.
+impl PgStore {
+    /// Prunes the runs whose status is one of `statuses` and that were submitted at least
+    /// `older_than` ago (any age if `None`): each is deleted with its journal unless a worker
+    /// holds it (a live lease), checked in the deleting statement itself; `dry_run` deletes
+    /// nothing and says what would go.
+    pub async fn prune(
+        &self,
+        statuses: &[RunStatus],
+        older_than: Option<Duration>,
+        dry_run: bool,
+    ) -> Result<Vec<crate::housekeeping::Pruned<RunRow>>, PgError> {
+        use crate::housekeeping::Pruned;
+        let client = self.client().await?;
+        let statuses: Vec<String> = statuses.iter().map(|s| s.as_str().to_string()).collect();
+        let age = older_than.map(|d| d.as_secs_f64());
+        let rows = client
+            .query(
+                &format!(
+                    "{ROW_SELECT} AND r.status = ANY($2)
+                     AND ($3::float8 IS NULL OR r.submitted <= now() - make_interval(secs => $3))
+                     ORDER BY r.submitted, r.id"
+                ),
+                &[&Option::<String>::None, &statuses, &age],
+            )
+            .await
+            .map_err(query)?;
+        let mut done = Vec::with_capacity(rows.len());
+        for row in rows.iter().map(run_row) {
+            let held = row.owner.is_some() && row.lease_left.is_some_and(|l| l > 0.0);
+            if held {
+                let why = format!("worker {} holds it", row.owner.as_deref().unwrap_or("?"));
+                done.push(Pruned::Kept(row, why));
+            } else if dry_run {
+                done.push(Pruned::WouldRemove(row));
+            } else {
+                let deleted = client
+                    .execute(
+                        "DELETE FROM prose_runs WHERE id = $1
+                         AND NOT (owner IS NOT NULL AND lease_until > now())",
+                        &[&row.id],
+                    )
+                    .await
+                    .map_err(query)?;
+                done.push(if deleted == 1 {
+                    Pruned::Removed(row)
+                } else {
+                    Pruned::Kept(row, "a worker claimed it meanwhile".into())
+                });
+            }
+        }
+        Ok(done)
+    }
+}
+
 const ROW_SELECT: &str =
     "SELECT r.id, r.program, r.status, r.epoch, r.owner, r.record::text AS record,
         to_char(r.submitted AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS submitted,
