@@ -7,7 +7,7 @@ use crate::protocol::{RequestId, Usage};
 use crate::run::record::RunStatus;
 use crate::runner::Observer;
 use crate::trace::Event;
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ pub struct Tally {
 /// Accumulates a [`Tally`] from trace events; renders the summary when the run ends.
 pub struct Summary {
     started: Instant,
-    sessions: HashSet<RequestId>,
+    sessions: FxHashSet<RequestId>,
     tally: Tally,
 }
 
@@ -66,7 +66,7 @@ impl Summary {
     pub fn new() -> Summary {
         Summary {
             started: Instant::now(),
-            sessions: HashSet::new(),
+            sessions: FxHashSet::default(),
             tally: Tally::default(),
         }
     }

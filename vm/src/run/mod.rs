@@ -205,7 +205,7 @@ pub struct Run {
     artifact: Arc<Verified>,
     machine: Machine,
     journal: Sink,
-    replay: HashMap<RequestId, Reply>,
+    replay: journal::Replies,
     place: Place,
 }
 
@@ -346,7 +346,7 @@ impl Run {
             record,
             artifact,
             machine,
-            (journal.into(), HashMap::new()),
+            (journal.into(), journal::Replies::default()),
             place,
         ))
     }
@@ -503,7 +503,7 @@ impl Run {
         lock: Lock,
         record: RunRecord,
         artifact: Arc<Verified>,
-        (journal, replay): (journal::Journal, HashMap<RequestId, Reply>),
+        (journal, replay): (journal::Journal, journal::Replies),
         how: Resuming,
         place: &Place,
     ) -> Result<Resumed, RunError> {
@@ -631,7 +631,7 @@ impl Run {
         record: RunRecord,
         artifact: Arc<Verified>,
         mut machine: Machine,
-        (journal, replay): (Sink, HashMap<RequestId, Reply>),
+        (journal, replay): (Sink, journal::Replies),
         place: &Place,
     ) -> Run {
         for h in &record.agents {

@@ -21,7 +21,8 @@ use crate::trace::Event;
 use crate::value::Value;
 use bytecode_spec::Backoff;
 use prosec::diagnostics::Code;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -153,7 +154,7 @@ pub struct Durable {
     /// Where answers are appended: the file store's journal or the Postgres store's.
     pub journal: Sink,
     /// Answers already journaled, by request id.
-    pub replay: HashMap<RequestId, Reply>,
+    pub replay: crate::store::journal::Replies,
     /// The driver has no side effects (the mock): answers may be consumed before they are
     /// synced, with syncs batched. Otherwise every answer is durable before it is consumed.
     pub batch: bool,
@@ -228,8 +229,9 @@ pub async fn run_durable<D: Driver>(
     let mut queue: VecDeque<Request> = VecDeque::new();
     let mut tasks: JoinSet<(Reply, Vec<Event>)> = JoinSet::new();
     let (notes, mut noted) = mpsc::unbounded_channel::<Note>();
-    // The journaled steps of agent loops, by session.
-    let mut steps: HashMap<RequestId, Vec<Reply>> = HashMap::new();
+    // The journaled steps of agent loops, by session. Maps keyed by request id use a fast
+    // hasher: the ids come from the program's own fibers, not from outside.
+    let mut steps: FxHashMap<RequestId, Vec<Reply>> = FxHashMap::default();
     if let Some(d) = durable.as_deref_mut() {
         let keys: Vec<RequestId> = d
             .replay
@@ -253,9 +255,9 @@ pub async fn run_durable<D: Driver>(
     }
     let agentic = driver.runs_turns();
     let hosted = driver.hosts_people();
-    let mut inflight: HashMap<RequestId, AbortHandle> = HashMap::new();
+    let mut inflight: FxHashMap<RequestId, AbortHandle> = FxHashMap::default();
     // Failed first attempts of retrying sessions, answered at once, waiting for their task.
-    let mut first_failures: HashMap<RequestId, Reply> = HashMap::new();
+    let mut first_failures: FxHashMap<RequestId, Reply> = FxHashMap::default();
     let limit = cfg.max_concurrency.max(1);
     // Stopped on purpose, or paused by the budget.
     let interrupted = || match cfg.budget.exceeded() {

@@ -188,8 +188,8 @@ impl Contents {
     /// The reply to replay for each request: its answer, or its last failure when it has
     /// none. When records repeat (a journal accepted with `--force`), the first answer wins:
     /// it is the one the run went on with.
-    pub fn replies(self) -> HashMap<RequestId, Reply> {
-        let mut map: HashMap<RequestId, Reply> = HashMap::with_capacity(self.records.len());
+    pub fn replies(self) -> Replies {
+        let mut map = Replies::with_capacity_and_hasher(self.records.len(), Default::default());
         for r in self.records {
             match map.get(&r.id) {
                 Some(kept) if kept.outcome.is_ok() => {}
@@ -226,6 +226,10 @@ impl Contents {
         kept
     }
 }
+
+/// The reply to replay for each request, by id: what a resumed run is answered from. Looked
+/// up once per request, so with a fast hasher (the ids come from the program's own fibers).
+pub type Replies = rustc_hash::FxHashMap<RequestId, Reply>;
 
 /// Reads the journal at `path` of the run whose chain starts at `seed`. Never writes: a torn
 /// tail is skipped, and left for the process holding the run to cut.
