@@ -656,6 +656,37 @@ fn start(program: Program, args: &RunArgs) -> ExitCode {
     }
 }
 
+/// On Ctrl-C or SIGTERM, asks `stop` to stop cleanly, saying `first` after `who`; on a
+/// second one, exits at once with status 130.
+fn stop_on_signals(
+    runtime: &tokio::runtime::Runtime,
+    stop: prosevm::runner::Stop,
+    who: &'static str,
+    first: &'static str,
+) {
+    runtime.spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if stop.asked() {
+                eprintln!("{who}: stopping at once");
+                std::process::exit(130);
+            }
+            eprintln!("{who}: {first}");
+            stop.ask();
+        }
+    });
+}
+
 /// A driver connected, with the runtime it runs on.
 struct Connected {
     driver: Arc<prosevm::driver::settings::AnyDriver>,
@@ -704,28 +735,12 @@ fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>)
         eprintln!("[Program] driver: {}", settings.describe());
     }
     // Ctrl-C or SIGTERM stops the run cleanly (interrupted, resumable); a second one forces.
-    let stop = run.stop_handle();
-    runtime.spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        loop {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            if stop.asked() {
-                eprintln!("prosevm: stopping at once");
-                std::process::exit(130);
-            }
-            eprintln!("prosevm: stopping the run (press Ctrl-C again to force)");
-            stop.ask();
-        }
-    });
+    stop_on_signals(
+        &runtime,
+        run.stop_handle(),
+        "prosevm",
+        "stopping the run (press Ctrl-C again to force)",
+    );
     let run_dir = run.path().to_path_buf();
     let mut watchers = Watchers::new(args, &run, export);
     let result = match runtime.block_on(run.drive(driver, &mut watchers)) {

@@ -29,6 +29,17 @@ fn open(rt: &tokio::runtime::Runtime, url: &str, connections: usize) -> Result<P
         .map_err(|e| fail(e, 2))
 }
 
+/// A runtime and the store at `url` on it, with a pool of up to `connections`; a failure
+/// is reported and becomes the exit code.
+fn connected(
+    url: &str,
+    connections: usize,
+) -> Result<(tokio::runtime::Runtime, PgStore), ExitCode> {
+    let rt = runtime()?;
+    let store = open(&rt, url, connections)?;
+    Ok((rt, store))
+}
+
 /// `prosevm submit FILE --store URL`: enqueues a run, prints its id.
 pub fn submit(url: &str, program: prosevm::run::Program, args: &RunArgs) -> ExitCode {
     let mut inputs = match parse_inputs(args) {
@@ -48,12 +59,8 @@ pub fn submit(url: &str, program: prosevm::run::Program, args: &RunArgs) -> Exit
         (Ok(s), Ok(o)) => (s, o),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let store = match open(&rt, url, 1) {
-        Ok(s) => s,
+    let (rt, store) = match connected(url, 1) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     match rt.block_on(store.submit(&program, inputs, settings, options)) {
@@ -126,28 +133,12 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
     };
     let id = WorkerId::new();
     let shutdown = Stop::default();
-    let on_signal = shutdown.clone();
-    rt.spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
-        loop {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
-            if on_signal.asked() {
-                eprintln!("prosevm worker: stopping at once");
-                std::process::exit(130);
-            }
-            eprintln!("prosevm worker: stopping: interrupting and releasing the runs held");
-            on_signal.ask();
-        }
-    });
+    crate::stop_on_signals(
+        &rt,
+        shutdown.clone(),
+        "prosevm worker",
+        "stopping: interrupting and releasing the runs held",
+    );
     let quiet = args.quiet;
     if !quiet {
         eprintln!("prosevm worker {id}: working ({concurrency} runs at once)");
@@ -178,12 +169,8 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
 
 /// `prosevm runs --store URL`.
 pub fn runs(url: &str, json: bool, statuses: &[String]) -> ExitCode {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let store = match open(&rt, url, 1) {
-        Ok(s) => s,
+    let (rt, store) = match connected(url, 1) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     let rows = match rt.block_on(store.list()) {
@@ -226,12 +213,8 @@ pub fn prune(url: &str, rule: prosevm::housekeeping::PruneRule) -> ExitCode {
     if let Err(code) = crate::check_prune_rule(&rule) {
         return code;
     }
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let store = match open(&rt, url, 1) {
-        Ok(s) => s,
+    let (rt, store) = match connected(url, 1) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     let done = match rt.block_on(store.prune(&rule.statuses(), rule.older_than, rule.dry_run)) {
@@ -271,12 +254,8 @@ pub fn prune(url: &str, rule: prosevm::housekeeping::PruneRule) -> ExitCode {
 /// `prosevm report RUN --store URL [-o FILE]`: the run's HTML report, from its record,
 /// artifact and journal in the store.
 pub fn report(url: &str, run: &str, output: Option<&std::path::Path>) -> ExitCode {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let store = match open(&rt, url, 1) {
-        Ok(s) => s,
+    let (rt, store) = match connected(url, 1) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     let loaded = rt.block_on(async {
@@ -314,12 +293,8 @@ pub fn report(url: &str, run: &str, output: Option<&std::path::Path>) -> ExitCod
 /// `prosevm inspect RUN --store URL`: the run's record, its row and its journal's length;
 /// with `--session`, that session's exchange from the journal.
 pub fn inspect(url: &str, run: &str, json: bool, session: Option<&str>) -> ExitCode {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let store = match open(&rt, url, 1) {
-        Ok(s) => s,
+    let (rt, store) = match connected(url, 1) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     let stored = match rt.block_on(store.run(run)) {
@@ -373,12 +348,8 @@ pub fn inspect(url: &str, run: &str, json: bool, session: Option<&str>) -> ExitC
 /// holds) and drives it here, like a resume from the file store; a stop leaves it
 /// interrupted.
 pub fn resume(url: &str, run: &str, args: &RunArgs) -> ExitCode {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    let store = match open(&rt, url, 3) {
-        Ok(s) => s,
+    let (rt, store) = match connected(url, 3) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     let worker = WorkerId::new();

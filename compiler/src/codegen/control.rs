@@ -34,7 +34,13 @@ impl<'a> Lowerer<'a> {
             index,
             exit: 0,
         });
-        self.stmts(&l.body);
+        self.counted_body(head, &l.body)
+    }
+
+    /// A counted loop's body after its head at `head`, the jump back, and the head's exit
+    /// patched to just after; the loop's value is null.
+    fn counted_body(&mut self, head: bytecode_spec::Pc, body: &'a [r::Stmt]) -> Reg {
+        self.stmts(body);
         self.emit(Op::Jump { target: head });
         let exit = self.fb().here();
         self.fb().patch(head, exit);
@@ -57,11 +63,7 @@ impl<'a> Lowerer<'a> {
             index,
             exit: 0,
         });
-        self.stmts(&l.body);
-        self.emit(Op::Jump { target: head });
-        let exit = self.fb().here();
-        self.fb().patch(head, exit);
-        self.null()
+        self.counted_body(head, &l.body)
     }
 
     pub(super) fn unbounded(&mut self, l: &'a r::Loop) -> Reg {
