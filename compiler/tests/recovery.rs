@@ -58,3 +58,34 @@ fn errors_after_real_code_are_still_reported() {
         pairs(&[("E004", 2), ("E007", 4), ("E004", 5), ("E004", 6)])
     );
 }
+
+/// `(line, label)` of every diagnostic: the label says what could have come next.
+fn labels(src: &str) -> Vec<(u32, String)> {
+    let mut c = Compilation::new(Options::default());
+    c.add_source(Path::new("t.prose"), src);
+    c.diagnostics
+        .iter()
+        .map(|d| {
+            let line = c.sources.get(d.file).line_col(d.span.start as usize).line;
+            (line, d.label.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn each_reported_error_says_what_could_come_next_even_after_cascades() {
+    // The parser recovers many times in the prose lines (cascades, not reported); the
+    // errors reported after them still name what each place expects, not another's.
+    let src = "session \"Plan\"\nFor each phase, specify:\n- Goal (one sentence)\nlet a = session \"x\"\n    Tasks to do: {x}\nlet b = = 2\nsession \"y\":\n";
+    assert_eq!(
+        labels(src),
+        vec![
+            (
+                2,
+                "expected one of `!=`, `(`, `+`, `->`, `-`, `.` and more".to_string()
+            ),
+            (6, "expected an expression".to_string()),
+            (7, "expected `->`, `or`, `|`, end of line".to_string()),
+        ]
+    );
+}

@@ -17,6 +17,7 @@ use crate::sema::Analysis;
 use crate::source::{FileId, SourceMap};
 use file::{Finished, Front, PENDING};
 use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -61,15 +62,15 @@ pub struct Compilation {
     /// All diagnostics, with their final severities.
     pub diagnostics: Vec<Diagnostic>,
     options: Options,
-    by_path: HashMap<PathBuf, usize>,
+    by_path: FxHashMap<PathBuf, usize>,
     /// The files being loaded, outermost first (an import of one of them is a cycle).
     loading: Vec<PathBuf>,
     /// The nearest `prose.toml` of each directory looked up.
-    configs: HashMap<PathBuf, Option<PathBuf>>,
+    configs: FxHashMap<PathBuf, Option<PathBuf>>,
     /// What each `prose.toml` (or none) gives.
-    projects: HashMap<Option<PathBuf>, projects::Project>,
+    projects: FxHashMap<Option<PathBuf>, projects::Project>,
     /// Files of [`Compilation::add_files`] read (or analysed) ahead, by canonical path.
-    ready: HashMap<PathBuf, Ready>,
+    ready: FxHashMap<PathBuf, Ready>,
 }
 
 impl std::fmt::Debug for Compilation {
@@ -140,7 +141,7 @@ impl Compilation {
     /// be read.
     pub fn add_files(&mut self, paths: &[PathBuf]) -> Result<Vec<usize>, LoadError> {
         // Canonical paths: each directory resolved once; a file that is a link, on its own.
-        let mut dirs: HashMap<&Path, Option<PathBuf>> = HashMap::new();
+        let mut dirs: FxHashMap<&Path, Option<PathBuf>> = FxHashMap::default();
         let canonical: Vec<PathBuf> = paths
             .iter()
             .map(|p| {
@@ -165,7 +166,7 @@ impl Compilation {
             .collect();
         // Each file once, with its project's lint levels (looked up once per directory).
         let mut jobs = Vec::with_capacity(paths.len());
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = FxHashSet::default();
         for (path, canonical) in paths.iter().zip(&canonical) {
             if self.by_path.contains_key(canonical) || !seen.insert(canonical) {
                 continue;
@@ -177,22 +178,23 @@ impl Compilation {
         // Read and parse every file, and analyse those that import nothing, side by side.
         let check_only = self.options.check_only;
         let none = HashMap::new();
-        let ready: Vec<Result<Ready, LoadError>> = crate::threads::pool().install(|| {
-            jobs.into_par_iter()
-                .map(|(path, canonical, project, levels)| {
-                    let bytes =
-                        std::fs::read(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
-                    let front =
-                        Front::from_bytes(path.display().to_string(), canonical, true, bytes);
-                    Ok(if front.uses().is_empty() {
-                        let f = file::finish(front, &none, Vec::new(), &levels, check_only);
-                        Ready::Finished(Box::new(f), project)
-                    } else {
-                        Ready::Parsed(front)
-                    })
-                })
-                .collect()
-        });
+        type Job<'a> = (&'a PathBuf, PathBuf, Option<PathBuf>, crate::lints::Levels);
+        let load = |(path, canonical, project, levels): Job| {
+            let bytes = std::fs::read(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
+            let front = Front::from_bytes(path.display().to_string(), canonical, true, bytes);
+            Ok(if front.uses().is_empty() {
+                let f = file::finish(front, &none, Vec::new(), &levels, check_only);
+                Ready::Finished(Box::new(f), project)
+            } else {
+                Ready::Parsed(front)
+            })
+        };
+        // One file is read on this thread: starting the pool would cost more than it saves.
+        let ready: Vec<Result<Ready, LoadError>> = if jobs.len() > 1 {
+            crate::threads::pool().install(|| jobs.into_par_iter().map(load).collect())
+        } else {
+            jobs.into_iter().map(load).collect()
+        };
         for r in ready {
             let r = r?;
             let canonical = match &r {

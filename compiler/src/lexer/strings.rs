@@ -339,12 +339,25 @@ impl Lexer<'_> {
 }
 
 /// The end of the run of bytes from `i` that contains none of `stops` (all ASCII, so the
-/// result is always a character boundary). At least one byte is consumed.
+/// result is always a character boundary). At least one byte is consumed. Searches up to
+/// three stops at a time with SIMD, each search only as far as the previous one's find.
 fn run_end(bytes: &[u8], i: usize, stops: &[u8]) -> usize {
-    let mut j = i + 1;
-    while j < bytes.len() && !stops.contains(&bytes[j]) {
-        j += 1;
+    let from = (i + 1).min(bytes.len());
+    let rest = &bytes[from..];
+    let mut len = rest.len();
+    for group in stops.chunks(3) {
+        let hay = &rest[..len];
+        let found = match *group {
+            [a] => memchr::memchr(a, hay),
+            [a, b] => memchr::memchr2(a, b, hay),
+            [a, b, c] => memchr::memchr3(a, b, c, hay),
+            _ => None,
+        };
+        if let Some(at) = found {
+            len = at;
+        }
     }
+    let mut j = from + len;
     while j < bytes.len() && (bytes[j] & 0xC0) == 0x80 {
         j += 1;
     }
@@ -374,5 +387,37 @@ fn trim_parts(parts: &mut Vec<StrPart>) {
     }
     if parts.len() > 1 {
         parts.retain(|p| !matches!(p, StrPart::Text(t) if t.is_empty()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_end;
+    use proptest::prelude::*;
+
+    /// The byte-at-a-time definition `run_end` must agree with.
+    fn naive(bytes: &[u8], i: usize, stops: &[u8]) -> usize {
+        let mut j = i + 1;
+        while j < bytes.len() && !stops.contains(&bytes[j]) {
+            j += 1;
+        }
+        while j < bytes.len() && (bytes[j] & 0xC0) == 0x80 {
+            j += 1;
+        }
+        j
+    }
+
+    proptest! {
+        #[test]
+        fn run_end_stops_where_a_byte_by_byte_scan_does(
+            text in "[ab\"\\\\{}*\r\né€ ]{1,200}",
+            at in 0usize..200,
+            set in 0usize..3,
+        ) {
+            let stops: &[u8] = [&b"\"\\{\n\r"[..], b"\"\\{\r", b"*{\n\r"][set];
+            let bytes = text.as_bytes();
+            let i = at % bytes.len();
+            prop_assert_eq!(run_end(bytes, i, stops), naive(bytes, i, stops));
+        }
     }
 }

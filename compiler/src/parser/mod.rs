@@ -10,6 +10,7 @@ use crate::lexer::{Lexer, Tok};
 use crate::source::FileId;
 use crate::span::{LineIndex, Span};
 use lalrpop_util::{ErrorRecovery, ParseError};
+use std::cell::RefCell;
 
 #[allow(clippy::all, missing_docs, unused_parens, dead_code)]
 mod generated {
@@ -49,6 +50,45 @@ pub struct ParseCx {
     pub errors: Vec<ErrorRecovery<usize, Tok, NoLexError>>,
     /// Problems found by actions.
     pub problems: Vec<ParseProblem>,
+    /// The parser's states at each syntax error, for the expected-token lists.
+    pub expected: DeferredExpected,
+}
+
+/// What could have come next at each syntax error, worked out only for the errors that are
+/// reported. The generated parser (as `build.rs` changes it) hands its state stack here at
+/// each error and puts a stand-in naming the record in the error's expected list; working
+/// out the real list simulates the parse once per terminal, too costly for the many
+/// cascades that are dropped.
+#[derive(Default)]
+pub struct DeferredExpected(RefCell<Vec<Box<[i16]>>>);
+
+/// Starts a stand-in expected list (no terminal's name starts with a NUL).
+const DEFERRED: &str = "\0deferred:";
+
+impl DeferredExpected {
+    /// Keeps `states` and returns the stand-in list that names them.
+    pub(crate) fn defer(&self, states: &[i16]) -> Vec<String> {
+        let mut all = self.0.borrow_mut();
+        all.push(states.into());
+        vec![format!("{DEFERRED}{}", all.len() - 1)]
+    }
+
+    /// The real expected list for an error's list (a stand-in or already real).
+    fn resolve(&self, expected: Vec<String>) -> Vec<String> {
+        let index = match expected.as_slice() {
+            [one] => one
+                .strip_prefix(DEFERRED)
+                .and_then(|i| i.parse::<usize>().ok()),
+            _ => None,
+        };
+        match index.and_then(|i| self.0.borrow().get(i).cloned()) {
+            Some(states) => generated::__parse__Program::__expected_tokens_from_states(
+                &states,
+                std::marker::PhantomData,
+            ),
+            None => expected,
+        }
+    }
 }
 
 /// The result of parsing one file.
@@ -136,7 +176,7 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
         }
         cascades.push(Span::new(at, end));
         // Only the errors reported are described (a file of errors has many cascades).
-        let d = syntax_error(file, src, &lexer.triple_ends, &regions, e);
+        let d = syntax_error(file, src, &lexer.triple_ends, &regions, &cx.expected, e);
         // A lexical problem already explains this.
         let explained = explained
             .get_or_insert_with(|| Explained::new(src, &diagnostics[..lexical]))
@@ -312,6 +352,7 @@ fn syntax_error(
     src: &str,
     triple_ends: &[usize],
     regions: &cascade::Regions,
+    deferred: &DeferredExpected,
     e: ParseError<usize, Tok, NoLexError>,
 ) -> Diagnostic {
     match e {
@@ -319,7 +360,7 @@ fn syntax_error(
             token: (l, tok, r),
             expected,
         } => {
-            let expected = expected_list(&expected);
+            let expected = expected_list(&deferred.resolve(expected));
             let (code, message, help) = match &tok {
                 Tok::Elif | Tok::Else => {
                     let (code, message, help) = misplaced_clause(regions, &tok, l);
@@ -366,7 +407,7 @@ fn syntax_error(
                 Span::new(at, at),
                 "unexpected end of file",
             )
-            .with_label(expected_list(&expected))
+            .with_label(expected_list(&deferred.resolve(expected)))
         }
         ParseError::InvalidToken { location } => Diagnostic::new(
             Code::E004,
