@@ -157,9 +157,14 @@ pub fn fifty_statements() -> String {
     src
 }
 
-/// A chain of `n` sequential sessions, each given the previous answer as context.
+/// A chain of sessions: one, then `n` more, each given the previous answer as context.
 pub fn session_chain(n: usize) -> String {
-    format!("let prev = session \"Start the chain\"\nrepeat {n}:\n  prev = session \"Continue the chain\"\n    context: prev\noutput last = prev\n")
+    let more = if n == 0 {
+        String::new()
+    } else {
+        format!("repeat {n}:\n  prev = session \"Continue the chain\"\n    context: prev\n")
+    };
+    format!("let prev = session \"Start the chain\"\n{more}output last = prev\n")
 }
 
 /// A fan-out of `n` sessions over a list built by appending in a `repeat`, then one
