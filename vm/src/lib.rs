@@ -17,6 +17,7 @@ pub mod run;
 pub mod runner;
 pub mod snapshot;
 pub mod store;
+pub mod tls;
 pub mod trace;
 pub mod value;
 pub mod worker;

@@ -283,8 +283,7 @@ async fn start_server(
                     "`url` must be an http:// or https:// URL, not `{url}`"
                 )));
             }
-            // The HTTP transport's client uses rustls without a built-in crypto provider.
-            let _ = rustls::crypto::ring::default_provider().install_default();
+            crate::tls::install_crypto_provider();
             let transport = StreamableHttpClientTransport::from_uri(url.as_str());
             match tokio::time::timeout(START_TIMEOUT, client_config().serve(transport)).await {
                 Ok(Ok(client)) => (client, None),

@@ -87,6 +87,7 @@ impl WebFetch {
     fn client(&self) -> Result<&reqwest::Client, String> {
         self.client
             .get_or_init(|| {
+                crate::tls::install_crypto_provider();
                 reqwest::Client::builder()
                     .redirect(reqwest::redirect::Policy::none())
                     .user_agent(concat!(

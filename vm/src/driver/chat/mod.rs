@@ -114,6 +114,7 @@ impl ChatDriver {
                 "the anthropic driver needs ANTHROPIC_API_KEY".into(),
             ));
         }
+        crate::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .build()
             .map_err(|e| Failure(format!("cannot set up HTTP: {e}")))?;
