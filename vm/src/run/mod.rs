@@ -337,7 +337,9 @@ impl Run {
         // Persistent agents: what their memory is as the run starts, kept with the run so
         // that a resume starts from the same memory.
         record.agents = agents::discover(&artifact, &dir.path, &place.root())?;
-        dir.stage_record(&record)?;
+        if !record.agents.is_empty() {
+            dir.stage_record(&record)?;
+        }
         let contents = journal::Contents::empty(journal::seed(&record.id));
         let mut journal = open_journal(&dir, &contents)?;
         journal.sync_first(dir.start_files());

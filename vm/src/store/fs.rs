@@ -100,6 +100,14 @@ fn write_replacing(path: &Path, bytes: &[u8], durable: bool) -> Result<(), Store
     io(path, std::fs::rename(&tmp, path))
 }
 
+/// Writes a new file at `path`, which must not exist (not even as a link), without a
+/// temporary name: for files in a directory nobody else sees yet (a new run's, built under
+/// a temporary name and renamed into place whole).
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let mut f = io(path, nofollow().write(true).create_new(true).open(path))?;
+    io(path, f.write_all(bytes))
+}
+
 /// Writes a record the run depends on (`run.json`, the artifact, agent memory): atomically
 /// and synced.
 pub fn write_durable(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
@@ -179,6 +187,25 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
         dir
+    }
+
+    #[test]
+    fn a_new_file_is_never_written_over_a_file_or_through_a_link() {
+        let dir = temp("new");
+        let outside = dir.join("outside");
+        std::fs::write(&outside, "keep").expect("write");
+        symlink(&outside, dir.join("link")).expect("link");
+        std::fs::write(dir.join("taken"), "keep").expect("write");
+        assert!(write_new(&dir.join("link"), b"x").is_err());
+        assert!(write_new(&dir.join("taken"), b"x").is_err());
+        assert_eq!(std::fs::read_to_string(&outside).expect("read"), "keep");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("taken")).expect("read"),
+            "keep"
+        );
+        write_new(&dir.join("fresh"), b"new").expect("a fresh name is written");
+        assert_eq!(std::fs::read(dir.join("fresh")).expect("read"), b"new");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

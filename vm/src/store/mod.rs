@@ -161,8 +161,9 @@ impl RunDir {
             path: tmp.clone(),
             id: id.clone(),
         };
-        fs::write_unsynced(&tmp.join("program.prose"), source.as_bytes())?;
-        fs::write_unsynced(&tmp.join("artifact.pbc"), artifact)?;
+        // Nobody sees the directory before its rename: its files are written in place.
+        fs::write_new(&tmp.join("program.prose"), source.as_bytes())?;
+        fs::write_new(&tmp.join("artifact.pbc"), artifact)?;
         // The journal exists from the start, so a missing one is never an empty run.
         let journal = staging.journal_path();
         io(&journal, fs::open_append(&journal))?;
@@ -172,7 +173,7 @@ impl RunDir {
             records: 0,
             crc: journal::seed(&id),
         };
-        staging.stage_record(record)?;
+        fs::write_new(&staging.path.join("run.json"), &encode(record)?)?;
         let path = root.join(&id);
         io(&path, std::fs::rename(&tmp, &path))?;
         let dir = RunDir { path, id };
