@@ -3,19 +3,27 @@
 //! follow-on errors; independent errors after real code still do.
 
 use prosec::compile::{Compilation, Options};
+use prosec::diagnostics::Diagnostic;
 use std::path::Path;
 
-/// `(code, line)` of every diagnostic.
-fn diagnostics(src: &str) -> Vec<(String, u32)> {
+/// What `each` makes of every diagnostic of `src` and the line it is on.
+fn each<T>(src: &str, each: impl Fn(&Diagnostic, u32) -> T) -> Vec<T> {
     let mut c = Compilation::new(Options::default());
     c.add_source(Path::new("t.prose"), src);
     c.diagnostics
         .iter()
         .map(|d| {
-            let line = c.sources.get(d.file).line_col(d.span.start as usize).line;
-            (d.code.as_str().to_string(), line)
+            each(
+                d,
+                c.sources.get(d.file).line_col(d.span.start as usize).line,
+            )
         })
         .collect()
+}
+
+/// `(code, line)` of every diagnostic.
+fn diagnostics(src: &str) -> Vec<(String, u32)> {
+    each(src, |d, line| (d.code.as_str().to_string(), line))
 }
 
 fn pairs(v: &[(&str, u32)]) -> Vec<(String, u32)> {
@@ -61,15 +69,7 @@ fn errors_after_real_code_are_still_reported() {
 
 /// `(line, label)` of every diagnostic: the label says what could have come next.
 fn labels(src: &str) -> Vec<(u32, String)> {
-    let mut c = Compilation::new(Options::default());
-    c.add_source(Path::new("t.prose"), src);
-    c.diagnostics
-        .iter()
-        .map(|d| {
-            let line = c.sources.get(d.file).line_col(d.span.start as usize).line;
-            (line, d.label.clone())
-        })
-        .collect()
+    each(src, |d, line| (line, d.label.clone()))
 }
 
 #[test]
