@@ -81,9 +81,10 @@ impl DeferredExpected {
                 .and_then(|i| i.parse::<usize>().ok()),
             _ => None,
         };
-        match index.and_then(|i| self.0.borrow().get(i).cloned()) {
+        let all = self.0.borrow();
+        match index.and_then(|i| all.get(i)) {
             Some(states) => generated::__parse__Program::__expected_tokens_from_states(
-                &states,
+                states,
                 std::marker::PhantomData,
             ),
             None => expected,
