@@ -265,18 +265,29 @@ fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     report(&c, &args.common, files.len())
 }
 
-fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
-    let mut c = Compilation::new(args.common.options(lints, true));
-    let root = match c.add_file(&args.file) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("prosec: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if c.error_count() > 0 || (args.common.deny_warnings && c.warning_count() > 0) {
-        return report(&c, &args.common, 1);
+/// Compiles `file` and what it imports for `build` or `cost`: the exit status to stop with
+/// when it cannot be read (2) or has errors (or warnings under `--deny-warnings`), reported.
+fn compile_clean(
+    file: &Path,
+    common: &CommonArgs,
+    lints: Vec<(Code, Level)>,
+) -> Result<(Compilation, usize), ExitCode> {
+    let mut c = Compilation::new(common.options(lints, true));
+    let root = c.add_file(file).map_err(|e| {
+        eprintln!("prosec: {e}");
+        ExitCode::from(2)
+    })?;
+    if c.error_count() > 0 || (common.deny_warnings && c.warning_count() > 0) {
+        return Err(report(&c, common, 1));
     }
+    Ok((c, root))
+}
+
+fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    let (mut c, root) = match compile_clean(&args.file, &args.common, lints) {
+        Ok(x) => x,
+        Err(status) => return status,
+    };
     let built = prosec::codegen::build_bytes(&c, root);
     if let Err(BuildError::TooLarge(problems)) = &built {
         // Reported with the check's diagnostics, located like them.
@@ -317,17 +328,10 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
 }
 
 fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
-    let mut c = Compilation::new(args.common.options(lints, true));
-    let root = match c.add_file(&args.file) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("prosec: {e}");
-            return ExitCode::from(2);
-        }
+    let (c, root) = match compile_clean(&args.file, &args.common, lints) {
+        Ok(x) => x,
+        Err(status) => return status,
     };
-    if c.error_count() > 0 || (args.common.deny_warnings && c.warning_count() > 0) {
-        return report(&c, &args.common, 1);
-    }
     let dir = match args.file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
