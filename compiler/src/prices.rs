@@ -38,9 +38,25 @@ pub const HAIKU: &str = "claude-haiku-4-5";
 /// The model every alias is sent as by default on an OpenAI-compatible server.
 pub const OPENAI_DEFAULT: &str = "gpt-4o-mini";
 
-/// Most tokens a model reply may use unless `prose.toml` says otherwise: the chat drivers
-/// send it with every request, and a budget reserves it as the reply's worst case.
-pub const MAX_OUTPUT_TOKENS: u32 = 8192;
+/// Most tokens a reply on the `anthropic` driver may use unless `prose.toml` says otherwise:
+/// the driver sends it with every request, and a budget reserves it as the reply's worst
+/// case. A session's answer is rarely longer than a few pages, and one cut off at the limit
+/// is continued (twice at most).
+pub const MAX_OUTPUT_TOKENS: u32 = 4096;
+
+/// Most tokens a reply on the `openai` driver may use unless `prose.toml` says otherwise:
+/// lower than Anthropic's, because OpenAI-compatible servers are often small local models
+/// that write slowly (2,048 tokens are two minutes at 15 tokens a second).
+pub const MAX_OUTPUT_TOKENS_OPENAI: u32 = 2048;
+
+/// Most tokens a reply may use on `driver` (`openai`, or any other, priced as `anthropic`)
+/// unless `prose.toml` says otherwise.
+pub fn max_output_tokens(driver: &str) -> u32 {
+    match driver {
+        "openai" => MAX_OUTPUT_TOKENS_OPENAI,
+        _ => MAX_OUTPUT_TOKENS,
+    }
+}
 
 /// List prices of the models the drivers use by default.
 const BUILT_IN: &[(&str, Price)] = &[

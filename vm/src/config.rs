@@ -4,6 +4,7 @@
 //! `~/.config/prose/prose.toml`); the project's settings win over the user's. Flags win over
 //! the environment, which wins over the files.
 
+use crate::agent::workshop::ToolDefault;
 use prosec::settings::ModelAliases;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -28,6 +29,8 @@ pub struct Config {
     pub max_concurrency: Option<usize>,
     /// Seconds a request may take.
     pub request_timeout: Option<f64>,
+    /// Seconds a streamed answer may go without a new piece.
+    pub idle_timeout: Option<f64>,
     /// Attempts after the first when an HTTP provider is busy or failing.
     pub http_retries: Option<u32>,
     /// Capabilities allowed to every agent: `bash`, `network`.
@@ -35,6 +38,11 @@ pub struct Config {
     pub allow: Vec<String>,
     /// Model turns a session may take.
     pub max_turns: Option<u32>,
+    /// Seconds a session run as an agent loop may take.
+    pub session_timeout: Option<f64>,
+    /// Which tools sessions are offered (`[tools] default = "none"`).
+    #[serde(default)]
+    pub tools: ToolsConfig,
     /// MCP servers that agents may name in `skills:`.
     #[serde(default)]
     pub mcp: crate::agent::mcp::McpConfig,
@@ -59,6 +67,27 @@ pub struct Config {
     /// `prosec`'s lint levels (`[lints]`); read by the compiler, accepted here.
     #[serde(default)]
     pub lints: BTreeMap<String, toml::Value>,
+}
+
+/// `[tools]`: which tools sessions are offered.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// `all` or `none`: what a session whose agent's `tools:` says nothing is offered.
+    #[serde(default)]
+    default: Option<String>,
+}
+
+impl ToolsConfig {
+    /// The default these settings choose (all tools, when they say nothing).
+    pub fn choice(&self) -> Result<ToolDefault, String> {
+        match &self.default {
+            None => Ok(ToolDefault::All),
+            Some(d) => d
+                .parse()
+                .map_err(|e| format!("prose.toml: [tools] default: {e}")),
+        }
+    }
 }
 
 /// How a model samples: what a `prose.toml` may set globally, per model and per agent, and
@@ -134,9 +163,14 @@ impl Config {
             models: self.models.under(over.models),
             max_concurrency: over.max_concurrency.or(self.max_concurrency),
             request_timeout: over.request_timeout.or(self.request_timeout),
+            idle_timeout: over.idle_timeout.or(self.idle_timeout),
             http_retries: over.http_retries.or(self.http_retries),
             allow,
             max_turns: over.max_turns.or(self.max_turns),
+            session_timeout: over.session_timeout.or(self.session_timeout),
+            tools: ToolsConfig {
+                default: over.tools.default.or(self.tools.default),
+            },
             mcp,
             temperature: over.temperature.or(self.temperature),
             max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),

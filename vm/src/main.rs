@@ -5,6 +5,7 @@
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use prosevm::agent::workshop::ToolDefault;
 use prosevm::config::{self, Config};
 use prosevm::driver::mock::{Conditions, MockOptions, Rule};
 use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
@@ -14,6 +15,7 @@ use prosevm::observe::envelope::Envelope;
 use prosevm::observe::otel::{Export, Otel};
 use prosevm::observe::progress::Progress;
 use prosevm::observe::summary::{Ending, Summary};
+use prosevm::observe::SessionLimits;
 use prosevm::people::People;
 use prosevm::run::rebuild::rebuild_views;
 use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
@@ -326,6 +328,27 @@ struct RunArgs {
     /// prose.toml).
     #[arg(long)]
     max_turns: Option<u32>,
+    /// Seconds a session run as an agent loop may take, over all its turns and retries,
+    /// before it fails (default: no limit, or `session_timeout` in prose.toml).
+    #[arg(long, value_name = "SECONDS")]
+    session_timeout: Option<f64>,
+    /// Seconds a streamed answer may go without a new piece before the request fails and is
+    /// tried again (default 120, or `idle_timeout` in prose.toml).
+    #[arg(long, value_name = "SECONDS")]
+    idle_timeout: Option<f64>,
+    /// The tools a session is offered when its agent's `tools:` says nothing: `all` (those
+    /// its permissions allow; the default) or `none` (plain completions); also `[tools]
+    /// default` in prose.toml.
+    #[arg(long, value_name = "all|none", value_parser = parse_tools)]
+    tools: Option<ToolDefault>,
+    /// Keep every model exchange (each request's body and the provider's reply, never a
+    /// header or key) on this tape, a JSON-lines file (openai and anthropic drivers).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Answer every model request from this tape, recorded with --record, without a
+    /// provider; a request the tape does not hold fails. The driver is the tape's API.
+    #[arg(long, value_name = "FILE")]
+    replay: Option<PathBuf>,
     /// Most tokens the whole run may use: a request whose worst case might not fit is not
     /// sent, and the run pauses (resume it with a larger budget).
     #[arg(long, value_name = "N")]
@@ -379,6 +402,10 @@ fn parse_listed_status(s: &str) -> Result<String, String> {
         return Ok(s.to_string());
     }
     housekeeping::parse_status(s).map(|st| st.as_str().to_string())
+}
+
+fn parse_tools(s: &str) -> Result<ToolDefault, String> {
+    s.parse()
 }
 
 fn parse_driver(s: &str) -> Result<DriverKind, String> {
@@ -465,6 +492,9 @@ impl RunArgs {
             http_retries: self.http_retries,
             backoff_ms: Some(self.backoff_unit_ms),
             host_turns: self.host_turns,
+            idle_timeout: self.idle_timeout,
+            record: self.record.clone(),
+            replay: self.replay.clone(),
             mock: MockOptions {
                 conditions: Some(self.mock_conditions),
                 inputs: self.mock_inputs,
@@ -514,6 +544,11 @@ impl RunArgs {
                 .max_turns
                 .or(file.max_turns)
                 .unwrap_or(defaults.max_turns),
+            session_timeout_s: self.session_timeout.or(file.session_timeout),
+            tools: match self.tools {
+                Some(t) => t,
+                None => file.tools.choice()?,
+            },
             max_tokens: self.max_tokens.or(file.max_tokens),
             max_cost: self.max_cost.or(file.max_cost),
             max_value_size: self.max_value_size.unwrap_or(defaults.max_value_size),
@@ -553,9 +588,17 @@ impl Watchers {
             .map(|m| (m.name.clone(), m.import_path.clone()))
             .collect();
         let otel = export.map(|e| Otel::start(e, run.record(), &modules));
+        let limits = SessionLimits {
+            turns: run.record().options.max_turns,
+            time: run
+                .record()
+                .options
+                .session_timeout_s
+                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+        };
         let display = match args.trace {
             Trace::Narrate if !args.no_progress && std::io::stderr().is_terminal() => {
-                Display::Progress(Progress::stderr())
+                Display::Progress(Progress::stderr(limits))
             }
             Trace::Narrate => Display::Narrate,
             Trace::Json => Display::Json(Envelope::new(id)),
@@ -563,7 +606,7 @@ impl Watchers {
         };
         Watchers {
             display,
-            summary: Summary::new(),
+            summary: Summary::new().with_limits(limits),
             otel,
         }
     }
@@ -611,7 +654,11 @@ impl prosevm::runner::Observer for Watchers {
             otel.event(e);
         }
         match &mut self.display {
-            Display::Narrate => eprintln!("{}", e.narrate()),
+            Display::Narrate => {
+                if let Some(line) = e.narrate() {
+                    eprintln!("{line}")
+                }
+            }
             Display::Progress(p) => p.event(e),
             Display::Json(env) => eprintln!("{}", env.event(e)),
             Display::Quiet => {}

@@ -158,6 +158,10 @@ pub enum Event {
         id: RequestId,
         /// Milliseconds from the first attempt to the reply.
         ms: u64,
+        /// Milliseconds from the first attempt to the answer's first token, when it streamed
+        /// (for a session run as an agent loop, its first turn's first token).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_token_ms: Option<u64>,
         /// Tokens read.
         input_tokens: Option<u64>,
         /// Tokens written.
@@ -174,6 +178,9 @@ pub enum Event {
         tool_calls: usize,
         /// Milliseconds it took.
         ms: u64,
+        /// Milliseconds to its first token, when it streamed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_token_ms: Option<u64>,
         /// Tokens read, when reported.
         input_tokens: Option<u64>,
         /// Tokens written, when reported.
@@ -195,6 +202,26 @@ pub enum Event {
         ms: u64,
         /// Bytes of output.
         bytes: usize,
+    },
+    /// A piece of a model's answer as it streams (shown live, never journaled: the finished
+    /// answer is).
+    Delta {
+        /// The request (a turn's id for a session run as an agent loop).
+        id: RequestId,
+        /// The new text.
+        text: String,
+        /// What was streamed before under this id is abandoned (the attempt was cut off or
+        /// stalled and is asked again): `text` starts afresh.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        restart: bool,
+    },
+    /// A session's agent loop went nowhere; the model is asked for a plain answer without
+    /// tools.
+    Nudge {
+        /// The session.
+        id: RequestId,
+        /// What the model kept doing.
+        why: String,
     },
     /// A failed session is tried again.
     Retry {
@@ -240,20 +267,29 @@ fn short(s: &str) -> String {
 }
 
 impl Event {
-    /// What request `id` cost: `ms` milliseconds over all its attempts and `used`.
-    pub fn usage(id: &RequestId, ms: u64, used: Option<crate::protocol::Usage>) -> Event {
+    /// What request `id` cost: `ms` milliseconds over all its attempts, the first token
+    /// after `first_token_ms` when it streamed, and `used`.
+    pub fn usage(
+        id: &RequestId,
+        ms: u64,
+        first_token_ms: Option<u64>,
+        used: Option<crate::protocol::Usage>,
+    ) -> Event {
         Event::Usage {
             id: id.clone(),
             ms,
+            first_token_ms,
             input_tokens: used.map(|u| u.input_tokens),
             output_tokens: used.map(|u| u.output_tokens),
             cost: used.and_then(|u| u.cost),
         }
     }
 
-    /// The event as a narration line.
-    pub fn narrate(&self) -> String {
-        match self {
+    /// The event as a narration line, if it has one (streamed pieces are for the live
+    /// display and JSON traces, not for narration).
+    pub fn narrate(&self) -> Option<String> {
+        Some(match self {
+            Event::Delta { .. } => return None,
             Event::ProgramStart { name } => format!("[Program] Program start: {name}"),
             Event::Session { line, text, .. } => {
                 format!("[Position] line {line}: session \"{}\"", short(text))
@@ -306,6 +342,7 @@ impl Event {
                 input_tokens,
                 output_tokens,
                 cost,
+                ..
             } => match (input_tokens, output_tokens, cost) {
                 (Some(i), Some(o), Some(c)) => {
                     format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out, ${c:.4}")
@@ -344,6 +381,9 @@ impl Event {
                     if *is_error { "error, " } else { "" }
                 ),
             },
+            Event::Nudge { id, why } => {
+                format!("[Warning] {id}: {why}; asking for an answer without tools")
+            }
             Event::Retry { id, attempt, error } => format!(
                 "[Warning] {id} failed ({}); attempt {attempt}",
                 short(error)
@@ -359,6 +399,6 @@ impl Event {
             Event::Output { name, value } => {
                 format!("[Output] output {name} = \"{}\"", short(value))
             }
-        }
+        })
     }
 }

@@ -6,6 +6,7 @@
 
 mod support;
 
+use prosevm::agent::workshop::WITH_TOOLS;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -434,7 +435,10 @@ fn a_skill_directory_joins_the_system_prompt_and_its_files_are_readable() {
     let system = seen[0].body["messages"][0]["content"]
         .as_str()
         .expect("system");
-    assert!(system.starts_with("You review."), "{system}");
+    assert!(
+        system.starts_with(&format!("{WITH_TOOLS}\n\nYou review.")),
+        "{system}"
+    );
     assert!(
         system.contains("Always read the checklist first."),
         "{system}"
@@ -473,9 +477,16 @@ fn the_turn_limit_fails_the_session_and_catch_sees_it() {
         "let r = try:\n  session \"Loop forever\"\ncatch as e:\n  e.message\noutput r = r\n",
     )
     .expect("program");
-    let script = json!([{"kind": "turn", "reply": {"tool_calls": [
-        {"name": "list_files", "arguments": {"pattern": "*"}}
-    ]}}]);
+    // A new call every turn (the same call again with nothing changed would be a loop
+    // that goes nowhere, ended sooner).
+    let script: Vec<_> = (0..5)
+        .map(|i| {
+            json!({"kind": "turn", "times": 1, "reply": {"tool_calls": [
+                {"name": "list_files", "arguments": {"pattern": format!("{i}*")}}
+            ]}})
+        })
+        .collect();
+    let script = json!(script);
     std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
     let (code, out, err) = support::output(
         vm().current_dir(&dir)
@@ -703,8 +714,10 @@ fn an_imported_program_named_as_a_skill_is_a_tool_run_as_a_child_run() {
         json!(["source-text"])
     );
     // Its session ran as a child run, and its outputs came back to the model.
+    // (Its messages start with the VM's word on tools, as every session with tools does.)
+    assert_eq!(seen[1].body["messages"][0]["content"], WITH_TOOLS);
     assert_eq!(
-        seen[1].body["messages"][0]["content"],
+        seen[1].body["messages"][1]["content"],
         "Condense: a very long text"
     );
     let result = seen[2].body["messages"]
@@ -866,15 +879,14 @@ fn a_tool_call_written_as_json_text_is_taken_as_the_call_it_means() {
     let dir = scratch("text-calls");
     std::fs::write(
         dir.join("prog.prose"),
-        "output r = session \"Greet, and save a note\"\n",
+        "output r = session \"Save a note saying hello\"\n",
     )
     .expect("program");
-    // A small model without native tool calls: one call to a tool that does not exist, one
-    // to a real one, both as JSON text, then its answer.
+    // A small model without native tool calls: a call of a real tool as JSON text, then its
+    // answer.
     let (url, seen) = provider(vec![
-        ok("```json\n{\n  \"name\": \"greeting\",\n  \"arguments\": {\"message\": \"hi\"}\n}\n```"),
         ok("{\"name\": \"write_file\", \"arguments\": {\"path\": \"note.txt\", \"content\": \"hello\"}}"),
-        ok("Hello! The note is saved."),
+        ok("The note is saved."),
     ]);
     let (code, out, err) = support::output(
         vm().current_dir(&dir)
@@ -882,7 +894,7 @@ fn a_tool_call_written_as_json_text_is_taken_as_the_call_it_means() {
             .args(["--base-url", &url, "--trace", "quiet"]),
     );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, "r: Hello! The note is saved.\n");
+    assert_eq!(out, "r: The note is saved.\n");
     assert_eq!(
         std::fs::read_to_string(dir.join("note.txt")).expect("note"),
         "hello"
@@ -891,11 +903,121 @@ fn a_tool_call_written_as_json_text_is_taken_as_the_call_it_means() {
     let told = seen[1].body["messages"]
         .as_array()
         .and_then(|m| m.last())
-        .expect("tool");
+        .expect("the result");
+    // Told in text, ending with the task (a model without tool calling answers what it
+    // read last).
     assert!(
-        told["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("unknown tool `greeting`") && c.contains("plain text")),
+        told["content"].as_str().is_some_and(
+            |c| c.contains("returned") && c.ends_with("Your task: Save a note saying hello")
+        ),
         "{told}"
     );
+}
+
+#[test]
+fn json_naming_a_tool_that_is_not_on_offer_is_the_answer() {
+    let dir = scratch("text-not-calls");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "output r = session \"Write a greeting\"\n",
+    )
+    .expect("program");
+    // The README's hello program on a 1.5B model answered like this; it is the answer, not
+    // a call (and not a loop of refusals up to the turn limit).
+    let greeting =
+        "{\"name\": \"greet\", \"arguments\": {\"message\": \"Hello, welcome to OpenProse!\"}}";
+    let (url, seen) = provider(vec![ok(greeting)]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, format!("r: {greeting}\n"));
+    assert_eq!(seen.lock().expect("seen").len(), 1);
+}
+
+#[test]
+fn a_native_call_of_a_made_up_tool_is_corrected_once_then_a_plain_answer_is_asked() {
+    let dir = scratch("made-up");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "output r = session \"Write a two-line poem\"\n",
+    )
+    .expect("program");
+    let greet = || {
+        tool_calls(
+            "",
+            &[("g1", "greet_first_openprose", json!({"message": "Welcome"}))],
+        )
+    };
+    let (url, seen) = provider(vec![greet(), greet(), ok("Roses are red,\nprose is too.")]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "json"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: Roses are red,\nprose is too.\n");
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 3, "one correction, then a plain answer");
+    let corrected = seen[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("the correction");
+    assert!(
+        corrected["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("unknown tool `greet_first_openprose`")),
+        "{corrected}"
+    );
+    // The plain answer is asked of a fresh conversation that offers no tools.
+    let plain = &seen[2].body;
+    assert!(plain.get("tools").is_none(), "{plain}");
+    let messages = plain["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 1, "{plain}");
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("without tools")
+                && c.ends_with("Your task: Write a two-line poem\n")),
+        "{plain}"
+    );
+    assert!(
+        err.contains("\"event\":\"nudge\"") && err.contains("a tool it does not have"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_loop_still_calling_tools_after_the_plain_ask_fails_retryably_saying_what_it_did() {
+    let dir = scratch("still-stuck");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "let r = try:\n  session \"Read the notes\"\n    retry: 1\ncatch as e:\n  e.message\noutput r = r\n",
+    )
+    .expect("program");
+    let read = || tool_calls("", &[("r1", "read_file", json!({"path": "missing.md"}))]);
+    let (url, seen) = provider((0..6).map(|_| read()).collect());
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args([
+                "--base-url",
+                &url,
+                "--trace",
+                "json",
+                "--backoff-unit-ms",
+                "1",
+            ]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("kept calling tools (`read_file`) after it was asked to answer without them"),
+        "{out}"
+    );
+    // Each attempt: the call, the same failing call again (stuck), the plain ask; the
+    // session's retry made a second attempt. Never the 40-turn budget.
+    assert_eq!(seen.lock().expect("seen").len(), 6);
+    assert!(err.contains("\"event\":\"retry\""), "{err}");
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+use prosevm::agent::workshop::WITH_TOOLS;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -126,7 +127,7 @@ fn sessions_go_to_chat_completions_with_the_agent_as_system() {
     assert_eq!(
         seen[0].body["messages"],
         json!([
-            {"role": "system", "content": "You write"},
+            {"role": "system", "content": format!("{WITH_TOOLS}\n\nYou write")},
             {"role": "user", "content": "Say hi"}
         ])
     );
@@ -347,8 +348,8 @@ fn anthropic_sessions_use_the_messages_api_and_the_model_map() {
         .headers
         .contains(&("anthropic-version".into(), "2023-06-01".into())));
     assert_eq!(seen[1].body["model"], "claude-haiku-4-5");
-    assert_eq!(seen[1].body["max_tokens"], 8192);
-    assert_eq!(seen[1].body["system"], "Be brief");
+    assert_eq!(seen[1].body["max_tokens"], 4096);
+    assert_eq!(seen[1].body["system"], format!("{WITH_TOOLS}\n\nBe brief"));
     assert_eq!(
         seen[1].body["messages"],
         json!([{"role": "user", "content": "Summarise"}])

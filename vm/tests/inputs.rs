@@ -92,7 +92,7 @@ fn an_input_with_no_one_to_ask_is_a_clear_error_and_never_goes_to_the_model() {
     assert_eq!(out, "r: for sailors\n");
     let seen2 = seen2.lock().expect("seen");
     assert_eq!(seen2.len(), 1);
-    assert!(seen2[0].body["messages"][0]["content"]
+    assert!(seen2[0].body["messages"][1]["content"]
         .as_str()
         .is_some_and(|c| c.contains("Rewrite for sailors") && c.contains("a draft")));
 }

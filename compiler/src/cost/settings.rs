@@ -75,11 +75,14 @@ impl PriceSettings {
     /// The pricing these settings give, with `tokens_in` and `tokens_out` per request.
     pub fn pricing(&self, tokens_in: u64, tokens_out: u64) -> Pricing {
         let openai = self.driver.as_deref() == Some("openai");
+        let driver = if openai { "openai" } else { "anthropic" };
         let mut p = Pricing {
             prices: self.prices.clone(),
             tokens_in,
             tokens_out,
-            max_output_tokens: self.max_output_tokens.unwrap_or(prices::MAX_OUTPUT_TOKENS),
+            max_output_tokens: self
+                .max_output_tokens
+                .unwrap_or(prices::max_output_tokens(driver)),
             ..Pricing::default()
         };
         if openai {
@@ -91,7 +94,6 @@ impl PriceSettings {
         } else if let Some(m) = &self.model {
             p.default = m.clone();
         }
-        let driver = if openai { "openai" } else { "anthropic" };
         for (alias, id) in self.models.for_driver(driver) {
             match alias {
                 "sonnet" => p.sonnet = id.to_string(),
@@ -119,11 +121,12 @@ mod tests {
         assert_eq!(p.resolve(Some("opus")), "o3");
         assert_eq!(p.price("o3").map(|p| p.output), Some(8.0));
         assert_eq!((p.tokens_in, p.tokens_out), (10, 20));
-        assert_eq!(p.max_output_tokens, prices::MAX_OUTPUT_TOKENS);
+        assert_eq!(p.max_output_tokens, prices::MAX_OUTPUT_TOKENS_OPENAI);
         // Anthropic by default: the aliases' own models, `model` for sessions naming none.
         let p = PriceSettings::parse("model = \"claude-haiku-4-5\"")
             .expect("parses")
             .pricing(1, 1);
+        assert_eq!(p.max_output_tokens, prices::MAX_OUTPUT_TOKENS);
         assert_eq!(p.resolve(None), prices::HAIKU);
         assert_eq!(p.resolve(Some("opus")), prices::OPUS);
         assert!(PriceSettings::parse("[prices.x]\ninput = \"cheap\"").is_err());

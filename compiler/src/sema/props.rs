@@ -12,12 +12,13 @@ use crate::span::Span;
 use rustc_hash::FxHashMap as HashMap;
 
 const MODELS: [&str; 3] = ["sonnet", "opus", "haiku"];
-const AGENT_PROPS: [&str; 9] = [
+const AGENT_PROPS: [&str; 10] = [
     "model",
     "prompt",
     "persist",
     "skills",
     "permissions",
+    "tools",
     "context",
     "retry",
     "backoff",
@@ -162,6 +163,19 @@ pub(super) fn agent<'a>(a: &mut Analyzer<'a>, def: &'a AgentDef) {
     if let Some(p) = props.get("permissions") {
         check_permissions(a, p, true);
     }
+    if let Some(p) = props.get("tools") {
+        if tool_names(p).is_none() {
+            a.diag(
+                Code::E144,
+                p.span,
+                "`tools` must be `none`, `all` or a list of tool names",
+            )
+            .help = Some(
+                "write `tools: none` for plain answers, or `tools: [\"read_file\", \"grep\"]`"
+                    .into(),
+            );
+        }
+    }
     for key in ["retry", "backoff"] {
         if let Some(p) = props.get(key) {
             a.diag(
@@ -191,6 +205,9 @@ pub(super) fn agent_entry(def: &AgentDef) -> r::Agent {
         .iter()
         .filter(|p| !AGENT_FIELDS.contains(&p.key.text.as_str()))
         .filter_map(|p| {
+            if p.key.text == "tools" {
+                return Some((p.key.text.clone(), r::Literal::Str(tool_names(p)?)));
+            }
             let e = expr_of(p)?;
             let value = match &e.kind {
                 ExprKind::Int(i) => r::Literal::Int(*i),
@@ -289,6 +306,29 @@ fn skills(a: &mut Analyzer, p: &Property) {
 }
 
 /// The skill names of a `skills:` value (nothing when it is not a list).
+/// An agent's `tools:` as the VM reads it from the agent table: `none`, `all`, or the tools'
+/// names joined with commas (`read_file,grep`); none when the value is not one of those.
+pub(super) fn tool_names(p: &Property) -> Option<String> {
+    match &expr_of(p)?.kind {
+        ExprKind::Name(n) if n.text == "none" || n.text == "all" => Some(n.text.clone()),
+        ExprKind::Array(items) => {
+            let names: Option<Vec<String>> = items
+                .iter()
+                .map(|i| {
+                    let name = word(i)?;
+                    let ok = !name.is_empty()
+                        && name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                    ok.then_some(name)
+                })
+                .collect();
+            Some(names?.join(","))
+        }
+        _ => None,
+    }
+}
+
 fn skill_names(e: Option<&Expr>) -> Vec<String> {
     match e.map(|e| &e.kind) {
         Some(ExprKind::Array(items)) => items

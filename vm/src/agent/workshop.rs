@@ -9,12 +9,58 @@ use super::skills::{self, Skill, SkillSearch};
 use super::tools::{Tool, Toolbox};
 use crate::people::People;
 use crate::protocol::SessionAsk;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+/// What the VM tells a model that is offered tools, before the agent's own prompt (small
+/// models otherwise call tools, even made-up ones, for tasks that need none). The same bytes
+/// every time, so that a provider can cache the prefix.
+pub const WITH_TOOLS: &str = "You are doing one task. Use a tool only when the task needs a file, a command or the web; otherwise answer directly. Your last reply, without a tool call, is your answer.";
+
+/// The system prompt of a turn: the agent's own (`own`), after the VM's word on tools when
+/// the turn offers some.
+pub fn system_prompt(own: Option<&str>, with_tools: bool) -> Option<String> {
+    match (own, with_tools) {
+        (own, false) => own.map(str::to_string),
+        (None, true) => Some(WITH_TOOLS.to_string()),
+        (Some(own), true) => Some(format!("{WITH_TOOLS}\n\n{own}")),
+    }
+}
+
 /// Turns a session may take unless told otherwise.
 pub const DEFAULT_MAX_TURNS: u32 = 40;
+
+/// Which tools a session is offered when its agent's `tools:` says nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolDefault {
+    /// Every tool its permissions allow (a session is a subagent that acts).
+    #[default]
+    All,
+    /// None: each session is one plain completion.
+    None,
+}
+
+impl ToolDefault {
+    /// Whether this is the default, [`ToolDefault::All`].
+    pub fn is_all(&self) -> bool {
+        *self == ToolDefault::All
+    }
+}
+
+impl std::str::FromStr for ToolDefault {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ToolDefault, String> {
+        match s {
+            "all" => Ok(ToolDefault::All),
+            "none" => Ok(ToolDefault::None),
+            other => Err(format!("tools {other:?}: want `all` or `none`")),
+        }
+    }
+}
 
 /// What a name in an agent's `skills:` is.
 #[derive(Clone)]
@@ -32,7 +78,8 @@ pub enum SkillSource {
 
 /// What a session works with.
 pub struct Kit {
-    /// The system prompt: the agent's prompt, then its skills' instructions.
+    /// The agent's own system prompt: its prompt, then its skills' instructions (a turn
+    /// that offers tools puts [`WITH_TOOLS`] before it).
     pub system: Option<String>,
     /// The tools offered.
     pub toolbox: Toolbox,
@@ -53,6 +100,10 @@ pub struct Workshop {
     pub people: People,
     /// Model turns a session may take.
     pub max_turns: u32,
+    /// How long a session may take, over all its turns and attempts.
+    pub session_timeout: Option<std::time::Duration>,
+    /// The tools a session is offered when its agent's `tools:` says nothing.
+    pub tools: ToolDefault,
     skills: BTreeMap<String, SkillSource>,
     /// The names of the tools offered to a session naming no skill and no permissions,
     /// shared by all such sessions.
@@ -69,8 +120,10 @@ impl Workshop {
             user,
             people,
             max_turns: DEFAULT_MAX_TURNS,
+            session_timeout: None,
+            tools: ToolDefault::All,
             skills: BTreeMap::new(),
-            plain: names(&offered(Toolbox::builtin(), &Policy::default(), user).0),
+            plain: names(&offered(Toolbox::builtin(), &Policy::default(), user, false).0),
             mcp: Mutex::new(None),
         }
     }
@@ -128,16 +181,48 @@ impl Workshop {
     /// Completes `s` for a driver that runs sessions itself (an agent host): the names of
     /// the tools it may use, and its skills' instructions in its system prompt.
     pub fn prepare(&self, s: &mut SessionAsk) {
-        if s.skills.is_empty() && s.permissions.is_empty() {
+        if s.skills.is_empty() && s.permissions.is_empty() && self.wanted(s).is_none() {
             s.tools = self.plain.clone();
             return;
         }
         s.tools = self
             .toolbox(s)
-            .and_then(|t| Ok(offered(t, &policy(s)?, self.user).0))
-            .map(|t| names(&t))
+            .and_then(|t| Ok(offered(t, &policy(s)?, self.user, self.has_skill_dirs(s)).0))
+            .map(|t| names(&self.only_wanted(s, t)))
             .unwrap_or_default();
         s.system = self.system_prompt(s);
+    }
+
+    /// The tools `s` asks for by name, when it limits them: its agent's `tools:`, else none
+    /// at all when the run's default is `none`.
+    fn wanted<'s>(&self, s: &'s SessionAsk) -> Option<&'s [String]> {
+        match (&s.agent_tools, self.tools) {
+            (Some(names), _) => Some(names),
+            (None, ToolDefault::None) => Some(&[]),
+            (None, ToolDefault::All) => None,
+        }
+    }
+
+    /// `toolbox` less the tools `s` does not ask for.
+    fn only_wanted(&self, s: &SessionAsk, toolbox: Toolbox) -> Toolbox {
+        let Some(wanted) = self.wanted(s) else {
+            return toolbox;
+        };
+        let mut kept = Toolbox::new();
+        for spec in toolbox.specs() {
+            if let (true, Some(tool)) = (wanted.contains(&spec.name), toolbox.get(&spec.name)) {
+                // Names are unique in `toolbox`, so adding cannot clash.
+                drop(kept.add(tool.clone()));
+            }
+        }
+        kept
+    }
+
+    /// Whether `s` names a skill directory (whose files its tools may read).
+    fn has_skill_dirs(&self, s: &SessionAsk) -> bool {
+        s.skills
+            .iter()
+            .any(|n| matches!(self.skills.get(n), Some(SkillSource::Dir(_))))
     }
 
     /// The system prompt of a session of `s`: the agent's prompt, then the instructions of
@@ -193,7 +278,9 @@ impl Workshop {
     /// failure), its skills' directories readable, and `prompter` to ask a person.
     pub fn equip(&self, s: &SessionAsk, prompter: Arc<dyn Prompter>) -> Result<Kit, String> {
         let policy = policy(s)?;
-        let (toolbox, withheld) = offered(self.toolbox(s)?, &policy, self.user);
+        let (toolbox, withheld) =
+            offered(self.toolbox(s)?, &policy, self.user, self.has_skill_dirs(s));
+        let toolbox = self.only_wanted(s, toolbox);
         let mut builder = Sandbox::builder(self.workdir.clone())
             .policy(policy)
             .user(self.user)
@@ -230,28 +317,50 @@ fn policy(s: &SessionAsk) -> Result<Policy, String> {
 }
 
 /// The tools of `all` worth offering under `policy`, and those left out with why: a built-in
-/// tool whose capability can never be granted is not offered (a small model would only waste
-/// turns on refusals); the sandbox still checks every call of the others.
-fn offered(all: Toolbox, policy: &Policy, user: UserAllow) -> (Toolbox, BTreeMap<String, String>) {
+/// tool whose capability can never be granted, or that reads (writes) where the permissions
+/// let it read (write) nothing, is not offered (a small model would only waste turns on
+/// refusals, and every tool offered costs input tokens); the sandbox still checks every call
+/// of the others. `skill_dirs`: the session has skill directories, which it may read.
+fn offered(
+    all: Toolbox,
+    policy: &Policy,
+    user: UserAllow,
+    skill_dirs: bool,
+) -> (Toolbox, BTreeMap<String, String>) {
+    let nothing = |set: Option<&crate::agent::permissions::PatternSet>| {
+        set.is_some_and(|s| s.patterns().is_empty())
+    };
     let mut toolbox = Toolbox::new();
     let mut withheld = BTreeMap::new();
     for spec in all.specs() {
-        let needs = match spec.name.as_str() {
-            "bash" => Some(Capability::Bash),
-            "web_fetch" => Some(Capability::Network),
+        let why = match spec.name.as_str() {
+            "bash" | "web_fetch" => {
+                let cap = if spec.name == "bash" {
+                    Capability::Bash
+                } else {
+                    Capability::Network
+                };
+                match policy.access(cap) {
+                    _ if policy.could_use(cap, user) => None,
+                    Some(_) => Some(format!("its permissions say `{cap}: deny`")),
+                    None => Some(format!(
+                        "nothing allows {cap} (its permissions do not mention it and the user did not allow it)"
+                    )),
+                }
+            }
+            "read_file" | "list_files" | "grep" if nothing(policy.read()) && !skill_dirs => {
+                Some("its permissions let it read nothing (`read: []`)".to_string())
+            }
+            "write_file" | "edit_file" if nothing(policy.write()) => {
+                Some("its permissions let it write nothing (`write: []`)".to_string())
+            }
             _ => None,
         };
         let Some(tool) = all.get(&spec.name) else {
             continue;
         };
-        match needs {
-            Some(cap) if !policy.could_use(cap, user) => {
-                let why = match policy.access(cap) {
-                    Some(_) => format!("its permissions say `{cap}: deny`"),
-                    None => format!(
-                        "nothing allows {cap} (its permissions do not mention it and the user did not allow it)"
-                    ),
-                };
+        match why {
+            Some(why) => {
                 withheld.insert(
                     spec.name.clone(),
                     format!(
@@ -261,7 +370,7 @@ fn offered(all: Toolbox, policy: &Policy, user: UserAllow) -> (Toolbox, BTreeMap
                 );
             }
             // Names are unique in `all`, so adding cannot clash.
-            _ => drop(toolbox.add(tool.clone())),
+            None => drop(toolbox.add(tool.clone())),
         }
     }
     (toolbox, withheld)

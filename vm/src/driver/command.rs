@@ -7,7 +7,7 @@
 //! line) and `PROSE_PERMISSIONS` (the `permissions:` rules as JSON). A non-zero exit status is
 //! the request's failure, carrying the program's stderr.
 
-use super::{render, unanswerable, Driver, Served};
+use super::{render, unanswerable, Driver, Live, Served};
 use crate::convert;
 use crate::protocol::{Answer, Ask, Failure, Request};
 use crate::value::Value;
@@ -197,7 +197,7 @@ impl Driver for CommandDriver {
         "command"
     }
 
-    async fn answer(&self, req: &Request) -> Served {
+    async fn answer(&self, req: &Request, _live: &Live) -> Served {
         self.serve(req).await.into()
     }
 }

@@ -3,7 +3,7 @@
 //! placeholders (with `--mock-inputs`); conversions get a small value of the asked shape.
 //! A script (`--mock-script file.json`) overrides any of this per request site or prompt.
 
-use super::{Driver, Served};
+use super::{Driver, Live, Served};
 use crate::agent::tools::ToolCall;
 use crate::protocol::{
     Answer, Ask, Kind, Message, Request, SessionAnswer, Stop, TurnAnswer, TurnAsk,
@@ -260,6 +260,7 @@ impl Mock {
                 text: answer_for(task_of(t)),
                 tool_calls: Vec::new(),
                 stop: Stop::End,
+                repeated: None,
             }),
             Ask::Tool(_) | Ask::Permission(_) => {
                 return Served::failed(format!(
@@ -322,6 +323,7 @@ fn scripted(ask: &Ask, reply: serde_json::Value) -> Result<Answer, String> {
             text: s,
             tool_calls: Vec::new(),
             stop: Stop::End,
+            repeated: None,
         }),
         (Ask::Turn(t), j) => Answer::Turn(scripted_turn(t, j)?),
         (Ask::Tool(_) | Ask::Permission(_), _) => {
@@ -373,6 +375,7 @@ fn scripted_turn(t: &TurnAsk, j: serde_json::Value) -> Result<TurnAnswer, String
         } else {
             Stop::ToolUse
         },
+        repeated: None,
         text: turn.text,
         tool_calls,
     })
@@ -394,7 +397,7 @@ impl Driver for Mock {
         "mock"
     }
 
-    async fn answer(&self, req: &Request) -> Served {
+    async fn answer(&self, req: &Request, _live: &Live) -> Served {
         self.log(req);
         let (served, delay) = self.decide(req);
         if !delay.is_zero() {

@@ -2,16 +2,21 @@
 //! which matches on the request's [`Ask`](crate::protocol::Ask) (so a new kind of request
 //! is a compile error in every driver until it learns it); a driver that can answer without
 //! waiting (the mock at zero latency) also offers [`Driver::answer_now`], which the runner
-//! uses to skip task scheduling.
+//! uses to skip task scheduling. A driver that streams tells a [`Live`] the answer as it
+//! is written.
 
 pub mod chat;
 pub mod command;
 pub mod http;
+pub mod live;
 pub mod mock;
 pub mod prices;
 pub mod render;
+pub mod runaway;
 pub mod settings;
 pub mod stdio;
+
+pub use live::Live;
 
 use crate::protocol::{Answer, Failure, Kind, Reply, Request, Usage};
 use std::future::Future;
@@ -84,8 +89,9 @@ pub trait Driver: Send + Sync + 'static {
     fn name(&self) -> &str;
 
     /// Answers `req` once (retries are the runner's business); a failure is the request's
-    /// failure, to which the session's retry policy applies.
-    fn answer(&self, req: &Request) -> impl Future<Output = Served> + Send;
+    /// failure, to which the session's retry policy applies. A driver that streams reports
+    /// the answer to `live` as it is written.
+    fn answer(&self, req: &Request, live: &Live) -> impl Future<Output = Served> + Send;
 
     /// Answers at once if this driver never waits (used to skip scheduling).
     fn answer_now(&self, _req: &Request) -> Option<Served> {
@@ -131,7 +137,7 @@ pub trait Driver: Send + Sync + 'static {
     }
 }
 
-/// Serves `req` with `driver`, once.
-pub async fn serve<D: Driver>(driver: &D, req: &Request) -> Reply {
-    driver.answer(req).await.into_reply(req)
+/// Serves `req` with `driver`, once, reporting a streamed answer to `live`.
+pub async fn serve<D: Driver>(driver: &D, req: &Request, live: &Live) -> Reply {
+    driver.answer(req, live).await.into_reply(req)
 }

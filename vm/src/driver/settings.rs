@@ -3,13 +3,14 @@
 //! resumed run continues with the driver it started with. [`DriverSettings::connect`]
 //! builds the driver; [`AnyDriver`] lets the runner serve any of them without boxing.
 
+use super::chat::tape::{Player, Recorder};
 use super::chat::{Api, ChatDriver, Models};
 use super::command::CommandDriver;
 use super::http::HttpOptions;
 use super::mock::{Mock, MockOptions};
 use super::prices::Price;
 use super::stdio::StdioDriver;
-use super::{Driver, Served};
+use super::{Driver, Live, Served};
 use crate::config::Sampling;
 use crate::protocol::{Reply, Request};
 use serde::{Deserialize, Serialize};
@@ -29,12 +30,36 @@ pub struct ChatSettings {
     pub retries: u32,
     /// First delay between attempts, in milliseconds (doubled each time).
     pub backoff_ms: u64,
+    /// Seconds a streamed answer may go without a new piece.
+    #[serde(default = "default_idle_s")]
+    pub idle_s: f64,
+    /// A tape the driver records its exchanges on, or answers from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tape: Option<Tape>,
     /// How models sample: for every turn, per model id, per agent.
     #[serde(default)]
     pub sampling: SamplingTable,
     /// Prices per model id over the built-in table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+}
+
+/// Seconds a streamed answer may go without a new piece unless told otherwise: long enough
+/// for a small model on a laptop's CPU to read a long prompt before its first token.
+pub const DEFAULT_IDLE_S: f64 = 120.0;
+
+fn default_idle_s() -> f64 {
+    DEFAULT_IDLE_S
+}
+
+/// A tape of model exchanges (see [`super::chat::tape`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tape {
+    /// Every exchange is appended to this file.
+    Record(std::path::PathBuf),
+    /// Every request is answered from this file, without a provider.
+    Replay(std::path::PathBuf),
 }
 
 /// Sampling settings from `prose.toml`: the defaults, then per model id, then per agent.
@@ -102,7 +127,7 @@ pub enum AnyDriver {
     /// The stdio driver.
     Stdio(StdioDriver),
     /// A chat provider.
-    Chat(ChatDriver),
+    Chat(Box<ChatDriver>),
 }
 
 impl DriverSettings {
@@ -125,13 +150,25 @@ impl DriverSettings {
             }
             DriverSettings::Command { command, .. } => format!("command ({command})"),
             DriverSettings::Stdio { .. } => "stdio (requests on stdout, replies on stdin)".into(),
+            DriverSettings::Openai(ChatSettings {
+                tape: Some(Tape::Replay(tape)),
+                ..
+            })
+            | DriverSettings::Anthropic(ChatSettings {
+                tape: Some(Tape::Replay(tape)),
+                ..
+            }) => format!("{} (replaying the tape {})", self.name(), tape.display()),
             DriverSettings::Openai(c) => format!(
-                "openai (chat completions at {}, model {})",
-                c.base_url, c.models.default
+                "openai (chat completions at {}, model {}){}",
+                c.base_url,
+                c.models.default,
+                recording(c)
             ),
             DriverSettings::Anthropic(c) => format!(
-                "anthropic (messages at {}, model {})",
-                c.base_url, c.models.default
+                "anthropic (messages at {}, model {}){}",
+                c.base_url,
+                c.models.default,
+                recording(c)
             ),
         }
     }
@@ -163,36 +200,70 @@ impl DriverSettings {
                     DriverSettings::Anthropic(_) => Api::Anthropic,
                     _ => Api::OpenAi,
                 };
-                let url = reqwest::Url::parse(&c.base_url)
-                    .map_err(|e| format!("base URL {:?}: {e}", c.base_url))?;
-                if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
-                    return Err(format!(
-                        "base URL {:?}: want http:// or https:// and a host",
-                        c.base_url
-                    ));
-                }
-                let var = match api {
-                    Api::OpenAi => "OPENAI_API_KEY",
-                    Api::Anthropic => "ANTHROPIC_API_KEY",
-                };
-                let key = std::env::var(var).ok().filter(|k| !k.is_empty());
-                if key.is_none() && api == Api::OpenAi && url.host_str() == Some("api.openai.com") {
-                    return Err(format!("the OpenAI API needs {var}"));
-                }
                 let http = HttpOptions {
                     timeout: timeout(c.timeout_s)?,
+                    idle: timeout(c.idle_s)?,
                     retries: c.retries,
                     backoff: Duration::from_millis(c.backoff_ms),
                 };
-                AnyDriver::Chat(
-                    ChatDriver::new(api, &c.base_url, key, c.models.clone(), http)
-                        .map_err(|e| e.0)?
-                        .with_sampling(c.sampling.clone())
+                let chat = match &c.tape {
+                    Some(Tape::Replay(path)) => {
+                        let player = Player::open(path)?;
+                        if player.api() != api {
+                            return Err(format!(
+                                "--replay {}: the tape was recorded from another API than {}'s",
+                                path.display(),
+                                self.name()
+                            ));
+                        }
+                        ChatDriver::replaying(player, c.models.clone(), http)
+                    }
+                    Some(Tape::Record(path)) => {
+                        http_driver(api, c, http)?.recording(Recorder::open(path, api)?)
+                    }
+                    None => http_driver(api, c, http)?,
+                };
+                AnyDriver::Chat(Box::new(
+                    chat.with_sampling(c.sampling.clone())
                         .with_prices(c.prices.clone()),
-                )
+                ))
             }
         })
     }
+}
+
+/// `, recording to FILE` when `c` records.
+fn recording(c: &ChatSettings) -> String {
+    match &c.tape {
+        Some(Tape::Record(path)) => format!(", recording to {}", path.display()),
+        _ => String::new(),
+    }
+}
+
+/// `path`, absolute (so that a resumed run finds its tape from any directory).
+fn absolute(path: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The chat driver of `c` for `api`, on HTTP, with its key from the environment.
+fn http_driver(api: Api, c: &ChatSettings, http: HttpOptions) -> Result<ChatDriver, String> {
+    let url =
+        reqwest::Url::parse(&c.base_url).map_err(|e| format!("base URL {:?}: {e}", c.base_url))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(format!(
+            "base URL {:?}: want http:// or https:// and a host",
+            c.base_url
+        ));
+    }
+    let var = match api {
+        Api::OpenAi => "OPENAI_API_KEY",
+        Api::Anthropic => "ANTHROPIC_API_KEY",
+    };
+    let key = std::env::var(var).ok().filter(|k| !k.is_empty());
+    if key.is_none() && api == Api::OpenAi && url.host_str() == Some("api.openai.com") {
+        return Err(format!("the OpenAI API needs {var}"));
+    }
+    ChatDriver::new(api, &c.base_url, key, c.models.clone(), http).map_err(|e| e.0)
 }
 
 /// Calls `$call` on whichever driver `$any` holds.
@@ -212,8 +283,8 @@ impl Driver for AnyDriver {
         each!(self, d => d.name())
     }
 
-    async fn answer(&self, req: &Request) -> Served {
-        each!(self, d => d.answer(req).await)
+    async fn answer(&self, req: &Request, live: &Live) -> Served {
+        each!(self, d => d.answer(req, live).await)
     }
 
     fn answer_now(&self, req: &Request) -> Option<Served> {
@@ -311,6 +382,13 @@ pub struct DriverChoice {
     pub mock: MockOptions,
     /// Under the stdio driver, the host answers model turns (the VM runs agent loops).
     pub host_turns: bool,
+    /// Seconds a streamed answer may go without a new piece.
+    pub idle_timeout: Option<f64>,
+    /// Keep every model exchange on this tape.
+    pub record: Option<std::path::PathBuf>,
+    /// Answer every model request from this tape (the driver is the tape's API unless
+    /// chosen).
+    pub replay: Option<std::path::PathBuf>,
 }
 
 /// Seconds a request may take unless told otherwise.
@@ -319,11 +397,29 @@ const DEFAULT_TIMEOUT_S: f64 = 600.0;
 impl DriverChoice {
     /// The settings this choice makes with `file` (the project's `prose.toml`).
     pub fn settings(&self, file: &crate::config::Config) -> Result<DriverSettings, String> {
-        let kind = match (self.driver, file.driver.as_deref()) {
-            (Some(k), _) => k,
-            (None, Some(name)) => name.parse().map_err(|e| format!("prose.toml: {e}"))?,
-            (None, None) => DriverKind::Mock,
+        let kind = match (self.driver, &self.replay, file.driver.as_deref()) {
+            (Some(k), _, _) => k,
+            (None, Some(tape), _) => match Player::open(tape)?.api() {
+                Api::OpenAi => DriverKind::Openai,
+                Api::Anthropic => DriverKind::Anthropic,
+            },
+            (None, None, Some(name)) => name.parse().map_err(|e| format!("prose.toml: {e}"))?,
+            (None, None, None) => DriverKind::Mock,
         };
+        if (self.record.is_some() || self.replay.is_some())
+            && !matches!(kind, DriverKind::Openai | DriverKind::Anthropic)
+        {
+            return Err(format!(
+                "--record and --replay keep the exchanges of the openai and anthropic drivers, not {}'s",
+                DriverKind::ALL
+                    .iter()
+                    .find(|(_, k)| *k == kind)
+                    .map_or("this driver", |(n, _)| n)
+            ));
+        }
+        if self.record.is_some() && self.replay.is_some() {
+            return Err("--record and --replay cannot be used together".into());
+        }
         let timeout_s = self
             .request_timeout
             .or(file.request_timeout)
@@ -408,6 +504,15 @@ impl DriverChoice {
                     timeout_s,
                     retries: self.http_retries.or(file.http_retries).unwrap_or(3),
                     backoff_ms: self.backoff_ms.unwrap_or(1000),
+                    idle_s: self
+                        .idle_timeout
+                        .or(file.idle_timeout)
+                        .unwrap_or(DEFAULT_IDLE_S),
+                    tape: match (&self.record, &self.replay) {
+                        (Some(r), _) => Some(Tape::Record(absolute(r))),
+                        (_, Some(r)) => Some(Tape::Replay(absolute(r))),
+                        _ => None,
+                    },
                     sampling: SamplingTable {
                         default: file.sampling(),
                         models: file.model_options.clone(),

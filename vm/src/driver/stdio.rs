@@ -4,7 +4,7 @@
 //! branch cancelled by a join) is announced with a `cancel` line. The protocol is described
 //! in `docs/stdio-protocol.md`; its version is [`PROTOCOL_VERSION`].
 
-use super::{Driver, Served};
+use super::{Driver, Live, Served};
 use crate::protocol::{Reply, Request, RequestId};
 use serde_json::json;
 use std::collections::HashMap;
@@ -191,7 +191,7 @@ impl Driver for StdioDriver {
         "stdio"
     }
 
-    async fn answer(&self, req: &Request) -> Served {
+    async fn answer(&self, req: &Request, _live: &Live) -> Served {
         self.ask(req).await
     }
 

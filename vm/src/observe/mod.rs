@@ -46,6 +46,16 @@ pub fn grouped(n: u64) -> String {
     out
 }
 
+/// What one session may take, as the progress display and the summary compare it with
+/// what sessions take.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SessionLimits {
+    /// Model turns per session.
+    pub turns: u32,
+    /// Wall-clock time per session, if limited.
+    pub time: Option<Duration>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

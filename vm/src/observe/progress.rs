@@ -4,7 +4,7 @@
 //! warning. Used instead of the narration when stderr is a terminal; the narration stays
 //! what pipes and files get.
 
-use super::{grouped, human_duration};
+use super::{grouped, human_duration, SessionLimits};
 use crate::protocol::{RequestId, Usage};
 use crate::runner::Observer;
 use crate::trace::Event;
@@ -35,6 +35,12 @@ pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
     r
 }
 
+/// Bytes of a session's streamed answer kept for its line.
+const STREAM_TAIL: usize = 512;
+
+/// Characters of a session's streamed answer shown.
+const STREAM_SHOWN: usize = 100;
+
 /// A session in flight.
 struct Live {
     agent: Option<String>,
@@ -45,15 +51,22 @@ struct Live {
     tool_calls: usize,
     tokens: Option<Usage>,
     bar: Option<ProgressBar>,
+    /// The end of the answer being streamed, if one is.
+    streamed: String,
 }
 
 impl Live {
     /// What the session did so far: ` · 3 turn(s) · 2 tool call(s) · 1,200 in / 80 out
-    /// tokens`, each part when there is something to say.
-    fn work(&self) -> String {
+    /// tokens`, each part when there is something to say; turns against the limit when
+    /// there is one.
+    fn work(&self, limits: Option<SessionLimits>) -> String {
         let mut w = String::new();
-        if self.turns > 0 {
-            w.push_str(&format!(" · {} turn(s)", self.turns));
+        match limits {
+            Some(l) if self.turns > 0 => {
+                w.push_str(&format!(" · turn {}/{}", self.turns, l.turns));
+            }
+            _ if self.turns > 0 => w.push_str(&format!(" · {} turn(s)", self.turns)),
+            _ => {}
         }
         if self.tool_calls > 0 {
             w.push_str(&format!(" · {} tool call(s)", self.tool_calls));
@@ -64,15 +77,56 @@ impl Live {
         w
     }
 
-    fn message(&self, id: &RequestId) -> String {
+    fn message(&self, id: &RequestId, limits: Option<SessionLimits>) -> String {
         let mut m = format!(
             "{} {id} line {}",
             self.agent.as_deref().unwrap_or("session"),
             self.line
         );
-        m.push_str(&self.work());
+        m.push_str(&self.work(limits));
+        if let Some(t) = limits.and_then(|l| l.time) {
+            m.push_str(&format!(" · limit {}", human_duration(t)));
+        }
         m.push_str(&format!(" · {}", first_line(&self.text, 48)));
+        let tail = last_line(&self.streamed, STREAM_SHOWN);
+        if !tail.is_empty() {
+            m.push_str(&format!("\n      ↳ {tail}"));
+        }
         m
+    }
+
+    /// More of the answer streamed (or, with `restart`, a new attempt at it).
+    fn stream(&mut self, text: &str, restart: bool) {
+        if restart {
+            self.streamed.clear();
+        }
+        self.streamed.push_str(text);
+        if self.streamed.len() > STREAM_TAIL {
+            let mut cut = self.streamed.len() - STREAM_TAIL;
+            while !self.streamed.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.streamed.drain(..cut);
+        }
+    }
+}
+
+/// The last line of `s` that has something on it, its last `max` characters.
+fn last_line(s: &str, max: usize) -> String {
+    let line = s
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let n = line.chars().count();
+    if n > max {
+        format!(
+            "...{}",
+            line.chars().skip(n - (max - 3)).collect::<String>()
+        )
+    } else {
+        line.to_string()
     }
 }
 
@@ -103,12 +157,15 @@ pub struct Progress {
     failed: usize,
     tokens: Option<Usage>,
     registered: bool,
+    limits: Option<SessionLimits>,
 }
 
 impl Progress {
-    /// A display on this process's stderr (which should be a terminal).
-    pub fn stderr() -> Progress {
+    /// A display on this process's stderr (which should be a terminal), showing sessions
+    /// against `limits`.
+    pub fn stderr(limits: SessionLimits) -> Progress {
         let mut p = Progress::to(ProgressDrawTarget::stderr(), Some(TICK));
+        p.limits = Some(limits);
         if let Ok(mut t) = TERMINAL.lock() {
             *t = Some(p.multi.clone());
             p.registered = true;
@@ -133,6 +190,7 @@ impl Progress {
             failed: 0,
             tokens: None,
             registered: false,
+            limits: None,
         };
         p.update_status();
         p
@@ -187,7 +245,7 @@ impl Progress {
             let bar = ProgressBar::new_spinner()
                 .with_style(style())
                 .with_elapsed(live.started.elapsed())
-                .with_message(live.message(&id));
+                .with_message(live.message(&id, self.limits));
             let bar = self.multi.insert_before(&self.status, bar);
             if let Some(t) = self.tick {
                 bar.enable_steady_tick(t);
@@ -199,7 +257,7 @@ impl Progress {
     fn refresh(&self, id: &RequestId) {
         if let Some(live) = self.live.get(id) {
             if let Some(bar) = &live.bar {
-                bar.set_message(live.message(id));
+                bar.set_message(live.message(id, self.limits));
             }
         }
     }
@@ -226,7 +284,11 @@ impl Progress {
             }
             None => {
                 self.done += 1;
-                format!("✓ {who} {id} line {} in {took}{}", live.line, live.work())
+                format!(
+                    "✓ {who} {id} line {} in {took}{}",
+                    live.line,
+                    live.work(None)
+                )
             }
         };
         self.println(line);
@@ -266,9 +328,18 @@ impl Observer for Progress {
                         tool_calls: 0,
                         tokens: None,
                         bar: None,
+                        streamed: String::new(),
                     },
                 );
                 self.fill_lines();
+            }
+            Event::Delta { id, text, restart } => {
+                let session = id.whole();
+                if let Some(live) = self.live.get_mut(&session) {
+                    live.stream(text, *restart);
+                }
+                self.refresh(&session);
+                return;
             }
             Event::Turn {
                 id,
@@ -279,6 +350,8 @@ impl Observer for Progress {
                 let session = id.whole();
                 if let Some(live) = self.live.get_mut(&session) {
                     live.turns += 1;
+                    // The turn's answer is complete: the next one streams afresh.
+                    live.streamed.clear();
                     if let (Some(i), Some(o)) = (input_tokens, output_tokens) {
                         *live.tokens.get_or_insert_with(Usage::default) += Usage {
                             input_tokens: *i,
@@ -323,7 +396,9 @@ impl Observer for Progress {
                 first_line(error, 100)
             )),
             Event::Warning { .. } | Event::RequestFailed { .. } | Event::Catch { .. } => {
-                self.println(e.narrate())
+                if let Some(line) = e.narrate() {
+                    self.println(line)
+                }
             }
             _ => {}
         }
@@ -377,6 +452,7 @@ mod tests {
             id: id("0/0.0:0#t0"),
             tool_calls: 2,
             ms: 30,
+            first_token_ms: None,
             input_tokens: Some(1200),
             output_tokens: Some(80),
         });
@@ -405,6 +481,7 @@ mod tests {
         p.event(&Event::Usage {
             id: id("0/0.0:0"),
             ms: 40,
+            first_token_ms: None,
             input_tokens: Some(2000),
             output_tokens: Some(100),
             cost: None,
@@ -447,6 +524,56 @@ mod tests {
         let shown = term.contents();
         assert!(!shown.contains("in flight"), "{shown}");
         assert!(shown.contains("✓ researcher"), "{shown}");
+    }
+
+    #[test]
+    fn streamed_answers_show_live_under_their_session_side_by_side() {
+        let term = InMemoryTerm::new(20, 160);
+        let mut p = Progress::to(ProgressDrawTarget::term_like(Box::new(term.clone())), None);
+        p.limits = Some(SessionLimits {
+            turns: 40,
+            time: None,
+        });
+        p.event(&session("0/0.0:0", "poet", 4, "Write a poem"));
+        p.event(&session("0/0.1:0", "critic", 7, "Find the flaws"));
+        for piece in ["Roses are red,\nViolets", " are blue,", " prose runs"] {
+            p.event(&Event::Delta {
+                id: id("0/0.0:0#t0"),
+                text: piece.into(),
+                restart: false,
+            });
+        }
+        p.event(&Event::Delta {
+            id: id("0/0.1:0#t0"),
+            text: "First flaw: the scansion".into(),
+            restart: false,
+        });
+        let shown = screen(&term, &p);
+        assert!(shown.contains("↳ Violets are blue, prose runs"), "{shown}");
+        assert!(shown.contains("↳ First flaw: the scansion"), "{shown}");
+        assert!(
+            !shown.contains("Roses are red"),
+            "only the last line: {shown}"
+        );
+        // A new attempt starts from nothing; a finished turn's text goes.
+        p.event(&Event::Delta {
+            id: id("0/0.1:0#t0"),
+            text: "Second try".into(),
+            restart: true,
+        });
+        p.event(&Event::Turn {
+            id: id("0/0.0:0#t0"),
+            tool_calls: 1,
+            ms: 30,
+            first_token_ms: Some(12),
+            input_tokens: None,
+            output_tokens: None,
+        });
+        let shown = screen(&term, &p);
+        assert!(shown.contains("↳ Second try"), "{shown}");
+        assert!(!shown.contains("First flaw"), "{shown}");
+        assert!(!shown.contains("prose runs"), "{shown}");
+        assert!(shown.contains("poet 0/0.0:0 line 4 · turn 1/40"), "{shown}");
     }
 
     #[test]

@@ -2,12 +2,12 @@
 //! and a few lines for people once it ends (status, wall time, sessions, retries, tokens,
 //! where the outputs and the run directory are, how to resume it).
 
-use super::{grouped, human_duration};
+use super::{grouped, human_duration, SessionLimits};
 use crate::protocol::{RequestId, Usage};
 use crate::run::record::RunStatus;
 use crate::runner::Observer;
 use crate::trace::Event;
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,8 @@ pub struct Tally {
     pub served: usize,
     /// Tokens, summed over every request whose provider reported them.
     pub tokens: Option<Usage>,
+    /// Agent loops asked for a plain answer because they went nowhere.
+    pub nudges: usize,
 }
 
 /// Accumulates a [`Tally`] from trace events; renders the summary when the run ends.
@@ -37,6 +39,15 @@ pub struct Summary {
     started: Instant,
     sessions: FxHashSet<RequestId>,
     tally: Tally,
+    limits: Option<SessionLimits>,
+    /// Turns per session run as an agent loop.
+    turns: FxHashMap<RequestId, u32>,
+    /// When each session in flight started.
+    open: FxHashMap<RequestId, Instant>,
+    /// The longest a session took.
+    longest: Duration,
+    /// Milliseconds to the first token of every streamed provider request.
+    first_tokens: Vec<u64>,
 }
 
 impl Default for Summary {
@@ -68,7 +79,55 @@ impl Summary {
             started: Instant::now(),
             sessions: FxHashSet::default(),
             tally: Tally::default(),
+            limits: None,
+            turns: FxHashMap::default(),
+            open: FxHashMap::default(),
+            longest: Duration::ZERO,
+            first_tokens: Vec::new(),
         }
+    }
+
+    /// The summary, saying how close sessions came to `limits`.
+    pub fn with_limits(mut self, limits: SessionLimits) -> Summary {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// The median time to the first token over the streamed requests, and how many there
+    /// were.
+    pub fn first_token(&self) -> Option<(u64, usize)> {
+        let mut ms = self.first_tokens.clone();
+        ms.sort_unstable();
+        (!ms.is_empty()).then(|| (ms[ms.len() / 2], ms.len()))
+    }
+
+    /// The models' line: time to the first token, and the sessions against their limits.
+    fn model_line(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some((median, n)) = self.first_token() {
+            parts.push(format!(
+                "first token after {} (median of {n} streamed request(s))",
+                human_duration(Duration::from_millis(median))
+            ));
+        }
+        if let (Some(limits), Some(most)) = (self.limits, self.turns.values().max()) {
+            parts.push(format!(
+                "most turns in one session {most} of {}",
+                limits.turns
+            ));
+            let longest = human_duration(self.longest);
+            parts.push(match limits.time {
+                Some(t) => format!("longest session {longest} of {}", human_duration(t)),
+                None => format!("longest session {longest}"),
+            });
+        }
+        if self.tally.nudges > 0 {
+            parts.push(format!(
+                "{} session(s) stuck calling tools were asked for a plain answer",
+                self.tally.nudges
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("[Summary] model: {}", parts.join("; ")))
     }
 
     /// What the run did so far.
@@ -114,6 +173,7 @@ impl Summary {
         }
         let dir = ending.run_dir.display();
         let mut lines = vec![first];
+        lines.extend(self.model_line());
         match ending.status {
             RunStatus::Finished => lines.push(format!(
                 "[Summary] outputs: {} on stdout, kept in {dir}/run.json and {dir}/bindings/",
@@ -152,23 +212,56 @@ pub fn resume_command(id: &str, state_dir: Option<&Path>) -> String {
     }
 }
 
+impl Summary {
+    /// Session `id` ended: how long it took counts.
+    fn close(&mut self, id: &RequestId) {
+        if let Some(started) = self.open.remove(id) {
+            self.longest = self.longest.max(started.elapsed());
+        }
+    }
+}
+
 impl Observer for Summary {
     fn event(&mut self, e: &Event) {
         let t = &mut self.tally;
         match e {
-            Event::Session { id, .. } if self.sessions.insert(id.clone()) => t.sessions += 1,
-            Event::Answer { .. } => t.answered += 1,
-            Event::RequestFailed { id, .. } if self.sessions.contains(id) => t.failed += 1,
+            Event::Session { id, .. } => {
+                if self.sessions.insert(id.clone()) {
+                    t.sessions += 1;
+                }
+                self.open.entry(id.clone()).or_insert_with(Instant::now);
+            }
+            Event::Answer { id, .. } => {
+                t.answered += 1;
+                self.close(id);
+            }
+            Event::RequestFailed { id, .. } if self.sessions.contains(id) => {
+                t.failed += 1;
+                self.close(id);
+            }
             Event::Retry { .. } => t.retries += 1,
-            Event::Turn { .. } => t.turns += 1,
+            Event::Nudge { .. } => t.nudges += 1,
+            Event::Turn {
+                id, first_token_ms, ..
+            } => {
+                t.turns += 1;
+                *self.turns.entry(id.whole()).or_default() += 1;
+                self.first_tokens.extend(*first_token_ms);
+            }
             Event::ToolCall { .. } => t.tool_calls += 1,
             Event::Usage {
+                id,
                 input_tokens,
                 output_tokens,
                 cost,
+                first_token_ms,
                 ..
             } => {
                 t.served += 1;
+                // A session's first token is its first turn's, already counted.
+                if !self.turns.contains_key(id) {
+                    self.first_tokens.extend(*first_token_ms);
+                }
                 if let (Some(i), Some(o)) = (input_tokens, output_tokens) {
                     *t.tokens.get_or_insert_with(Usage::default) += Usage {
                         input_tokens: *i,
@@ -206,6 +299,7 @@ mod tests {
         Event::usage(
             &id(n),
             10,
+            None,
             tokens.map(|(i, o)| Usage {
                 input_tokens: i,
                 output_tokens: o,
@@ -223,6 +317,7 @@ mod tests {
                 id: id("0:0#t0"),
                 tool_calls: 1,
                 ms: 5,
+                first_token_ms: Some(400),
                 input_tokens: Some(100),
                 output_tokens: Some(20),
             },
@@ -239,6 +334,7 @@ mod tests {
                 id: id("0:0#t1"),
                 tool_calls: 0,
                 ms: 5,
+                first_token_ms: Some(200),
                 input_tokens: Some(150),
                 output_tokens: Some(30),
             },
@@ -286,8 +382,49 @@ mod tests {
                     output_tokens: 53,
                     cost: None,
                 }),
+                nudges: 0,
             }
         );
+        assert_eq!(s.first_token(), Some((400, 2)), "each turn's first token");
+    }
+
+    #[test]
+    fn the_model_line_shows_first_tokens_and_sessions_against_their_limits() {
+        let mut s = Summary::new().with_limits(SessionLimits {
+            turns: 40,
+            time: Some(Duration::from_secs(300)),
+        });
+        s.event(&session("0:0"));
+        for (n, ms) in [(0, 1500), (1, 700), (2, 900)] {
+            s.event(&Event::Turn {
+                id: id(&format!("0:0#t{n}")),
+                tool_calls: 0,
+                ms: 2000,
+                first_token_ms: Some(ms),
+                input_tokens: None,
+                output_tokens: None,
+            });
+        }
+        s.event(&Event::Nudge {
+            id: id("0:0"),
+            why: "it kept calling `greet`".into(),
+        });
+        s.event(&Event::Answer {
+            id: id("0:0"),
+            text: "done".into(),
+            bound: true,
+        });
+        let line = s.model_line().expect("a model line");
+        assert!(
+            line.starts_with("[Summary] model: first token after 900ms (median of 3 streamed request(s)); most turns in one session 3 of 40; longest session "),
+            "{line}"
+        );
+        assert!(line.contains(" of 5m00s;"), "{line}");
+        assert!(
+            line.ends_with("1 session(s) stuck calling tools were asked for a plain answer"),
+            "{line}"
+        );
+        assert_eq!(Summary::new().model_line(), None, "nothing to say");
     }
 
     #[test]
@@ -328,6 +465,7 @@ mod tests {
         s.event(&Event::usage(
             &id("0:0"),
             10,
+            None,
             Some(Usage {
                 input_tokens: 12_345,
                 output_tokens: 678,

@@ -60,6 +60,10 @@ pub struct SessionAsk {
     /// own agent loop offers them with their schemas).
     #[serde(default)]
     pub tools: Arc<[String]>,
+    /// The tools the agent's `tools:` names (empty for `tools: none`); none when it says
+    /// nothing, or `all`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_tools: Option<Vec<String>>,
     /// The agent is persistent: the answer may carry its updated memory.
     pub persistent: bool,
     /// The agent's memory, sent with `resume:` (a fresh `session:` starts without it).

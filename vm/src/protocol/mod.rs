@@ -351,6 +351,7 @@ mod tests {
                     text: "Reading it.".into(),
                     tool_calls: vec![call],
                     stop: Stop::ToolUse,
+                    repeated: None,
                 }),
             ),
             Reply::answer(

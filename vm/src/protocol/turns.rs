@@ -48,8 +48,13 @@ pub struct TurnAsk {
     pub system: Option<String>,
     /// The conversation so far, oldest first; it ends with a user message or tool outputs.
     pub messages: Vec<Message>,
-    /// The tools the model may call.
+    /// The tools on offer.
     pub tools: Vec<ToolSpec>,
+    /// The model may not call them this turn (it was asked for a plain answer): the tools
+    /// stay declared, as a conversation holding tool calls requires, but the request says
+    /// `tool_choice: none`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tools_off: bool,
 }
 
 /// Why the model stopped writing.
@@ -62,6 +67,9 @@ pub enum Stop {
     ToolUse,
     /// It ran into its output limit: the message is cut off.
     Length,
+    /// It fell into a loop, writing the same text again and again, and the VM hung up: the
+    /// message is cut after the first copy (see [`TurnAnswer::repeated`]).
+    Repeating,
 }
 
 /// The model's message for a turn.
@@ -74,4 +82,7 @@ pub struct TurnAnswer {
     pub tool_calls: Vec<ToolCall>,
     /// Why it stopped.
     pub stop: Stop,
+    /// What it kept repeating, when it stopped for that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeated: Option<String>,
 }

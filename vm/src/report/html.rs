@@ -121,6 +121,18 @@ fn header(h: &mut String, report: &Report) {
     }
     figure("fibers", report.lanes.len().to_string());
     figure("session time", human_duration(Duration::from_millis(ms)));
+    let mut first: Vec<u64> = report
+        .entries
+        .iter()
+        .filter_map(|e| e.first_token_ms)
+        .collect();
+    if !first.is_empty() {
+        first.sort_unstable();
+        figure(
+            "first token (median)",
+            human_duration(Duration::from_millis(first[first.len() / 2])),
+        );
+    }
     match report.tokens() {
         Some(t) => {
             figure("tokens in", grouped(t.input_tokens));
@@ -219,6 +231,12 @@ fn facts(e: &Entry) -> String {
     }
     if let Some(ms) = e.ms {
         f.push(human_duration(Duration::from_millis(ms)));
+    }
+    if let Some(ms) = e.first_token_ms {
+        f.push(format!(
+            "first token {}",
+            human_duration(Duration::from_millis(ms))
+        ));
     }
     let steps = &e.exchange.steps;
     let calls = steps

@@ -36,6 +36,8 @@ pub struct Entry {
     pub exchange: Exchange,
     /// Milliseconds it took over all attempts, when this run's driver served it.
     pub ms: Option<u64>,
+    /// Milliseconds to its first streamed token, when it streamed.
+    pub first_token_ms: Option<u64>,
     /// Tokens it used, when the provider reported them.
     pub tokens: Option<Usage>,
     /// How many times this fiber had asked at this site, this one included (a loop's
@@ -135,13 +137,12 @@ impl Report {
         Ok(Report::assemble(record, sources, all, &HashMap::new()))
     }
 
-    /// A report of `exchanges`, with `usage` (by request: milliseconds and tokens, as
-    /// `usage.jsonl` has them).
+    /// A report of `exchanges`, with `usage` (by request, as `usage.jsonl` has it).
     pub fn assemble(
         record: RunRecord,
         sources: Vec<Source>,
         exchanges: Vec<Exchange>,
-        usage: &HashMap<RequestId, (u64, Option<Usage>)>,
+        usage: &HashMap<RequestId, Served>,
     ) -> Report {
         let placed = lanes::place(exchanges.iter().map(|x| x.request.id.lineage.as_str()));
         let mut visits: HashMap<(String, u32, u32), u32> = HashMap::new();
@@ -159,9 +160,10 @@ impl Report {
                     .reply
                     .as_ref()
                     .and_then(|x| x.usage)
-                    .or_else(|| served.and_then(|s| s.1));
+                    .or_else(|| served.and_then(|s| s.tokens));
                 Entry {
-                    ms: served.map(|s| s.0),
+                    ms: served.map(|s| s.ms),
+                    first_token_ms: served.and_then(|s| s.first_token_ms),
                     tokens,
                     visit: *visit,
                     lane,
@@ -198,13 +200,26 @@ impl Report {
     }
 }
 
-/// `usage.jsonl` by request id: milliseconds and tokens (lines that do not read are skipped;
-/// a resumed run may serve a request again, and the last line wins).
-pub fn read_usage(path: &std::path::Path) -> HashMap<RequestId, (u64, Option<Usage>)> {
+/// What `usage.jsonl` says of one request a driver served.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Served {
+    /// Milliseconds over all attempts.
+    pub ms: u64,
+    /// Milliseconds to the first streamed token, when it streamed.
+    pub first_token_ms: Option<u64>,
+    /// Tokens, when the provider reported them.
+    pub tokens: Option<Usage>,
+}
+
+/// `usage.jsonl` by request id (lines that do not read are skipped; a resumed run may serve
+/// a request again, and the last line wins).
+pub fn read_usage(path: &std::path::Path) -> HashMap<RequestId, Served> {
     #[derive(serde::Deserialize)]
     struct Line {
         id: RequestId,
         ms: u64,
+        #[serde(default)]
+        first_token_ms: Option<u64>,
         input_tokens: Option<u64>,
         output_tokens: Option<u64>,
         #[serde(default)]
@@ -222,7 +237,14 @@ pub fn read_usage(path: &std::path::Path) -> HashMap<RequestId, (u64, Option<Usa
                 }),
                 _ => None,
             };
-            (l.id, (l.ms, tokens))
+            (
+                l.id,
+                Served {
+                    ms: l.ms,
+                    first_token_ms: l.first_token_ms,
+                    tokens,
+                },
+            )
         })
         .collect()
 }

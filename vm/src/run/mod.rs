@@ -143,6 +143,11 @@ impl Place {
             self.people.clone(),
         );
         w.max_turns = record.options.max_turns;
+        w.session_timeout = record
+            .options
+            .session_timeout_s
+            .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
+        w.tools = record.options.tools;
         let program_dir = record
             .origin
             .parent()

@@ -2,7 +2,7 @@
 //! or how it ended. Typed, so the CLI, the benches and the stores read and write one shape.
 
 use crate::agent::permissions::UserAllow;
-use crate::agent::workshop::DEFAULT_MAX_TURNS;
+use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
 use crate::driver::settings::DriverSettings;
 use crate::protocol::RequestId;
 use crate::store::agents::AgentHome;
@@ -76,6 +76,12 @@ pub struct ExecOptions {
     /// Model turns a session may take.
     #[serde(default = "default_max_turns")]
     pub max_turns: u32,
+    /// Seconds a session run as an agent loop may take (`--session-timeout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_timeout_s: Option<f64>,
+    /// The tools a session is offered when its agent says nothing (`--tools`).
+    #[serde(default, skip_serializing_if = "ToolDefault::is_all")]
+    pub tools: ToolDefault,
     /// Most tokens the whole run may use (`--max-tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
@@ -109,6 +115,8 @@ impl Default for ExecOptions {
             strict: false,
             allow: UserAllow::default(),
             max_turns: DEFAULT_MAX_TURNS,
+            session_timeout_s: None,
+            tools: ToolDefault::All,
             max_tokens: None,
             max_cost: None,
             max_value_size: default_value_size(),

@@ -6,12 +6,14 @@ mod budget;
 pub mod program_skill;
 mod session;
 mod stop;
+mod stuck;
+mod text_calls;
 
 pub use budget::Budget;
 pub use stop::Stop;
 
 use crate::agent::workshop::Workshop;
-use crate::driver::{serve, Driver, Served};
+use crate::driver::{serve, Driver, Live, Served};
 use crate::machine::{Machine, RuntimeError, Step as MachineStep};
 use crate::people::People;
 use crate::protocol::{Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage};
@@ -81,6 +83,7 @@ async fn serve_with_retry<D: Driver>(
     req: Request,
     cfg: RunConfig,
     mut failed: Option<Reply>,
+    outbox: session::Outbox,
 ) -> (Reply, Vec<Event>) {
     let unit = cfg.backoff_unit;
     let (retry, policy) = retries(&req);
@@ -88,10 +91,11 @@ async fn serve_with_retry<D: Driver>(
     let mut attempt = 1;
     let started = std::time::Instant::now();
     let mut tokens: Option<Usage> = None;
+    let live = outbox.live(&req.id);
     loop {
         let mut reply = match failed.take() {
             Some(r) => r,
-            None => match serve_within(&*driver, &req, &cfg).await {
+            None => match serve_within(&*driver, &req, &cfg, &live).await {
                 Some(r) => r,
                 // Over budget: nothing was sent, and the run is pausing.
                 None => return (Reply::failed(req.id.clone(), req.kind(), "paused"), events),
@@ -115,6 +119,7 @@ async fn serve_with_retry<D: Driver>(
                 events.push(Event::usage(
                     &req.id,
                     started.elapsed().as_millis() as u64,
+                    live.first_token_ms(),
                     tokens,
                 ));
                 return (reply, events);
@@ -123,13 +128,14 @@ async fn serve_with_retry<D: Driver>(
     }
 }
 
-/// Serves `req` once within the run's budget: its worst case is reserved first, and what it
-/// used counted after. A request that might not fit is not sent: the run is stopped (it
-/// pauses) and nothing comes back.
+/// Serves `req` once within the run's budget (reporting a streamed answer to `live`): its
+/// worst case is reserved first, and what it used counted after. A request that might not
+/// fit is not sent: the run is stopped (it pauses) and nothing comes back.
 pub(crate) async fn serve_within<D: Driver>(
     driver: &D,
     req: &Request,
     cfg: &RunConfig,
+    live: &Live,
 ) -> Option<Reply> {
     let reservation = match driver.worst_case(req) {
         Some(worst) => match cfg.budget.reserve(worst) {
@@ -141,7 +147,7 @@ pub(crate) async fn serve_within<D: Driver>(
         },
         None => None,
     };
-    let reply = serve(driver, req).await;
+    let reply = serve(driver, req, live).await;
     if let Some(r) = reservation {
         r.settle(reply.usage);
     }
@@ -397,7 +403,13 @@ pub async fn run_durable<D: Driver>(
                 tasks.spawn(async move { (run.await, Vec::new()) })
             } else {
                 let failed = first_failures.remove(&id);
-                tasks.spawn(serve_with_retry(driver.clone(), req, cfg.clone(), failed))
+                tasks.spawn(serve_with_retry(
+                    driver.clone(),
+                    req,
+                    cfg.clone(),
+                    failed,
+                    session::Outbox::new(notes.clone()),
+                ))
             };
             inflight.insert(id, handle);
         }

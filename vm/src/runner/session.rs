@@ -12,12 +12,15 @@
 //! otherwise reported to the model as interrupted. Failed turns are journaled too, so the
 //! attempts a session's `retry` makes replay the same way.
 
+use super::stuck::Stuck;
+use super::text_calls;
 use super::Note;
 use crate::agent::permissions::{Capability, PermissionQuestion, PromptAnswer, Prompter};
-use crate::agent::tools::{ToolCall, ToolOutput};
-use crate::agent::workshop::{Kit, Workshop};
+use crate::agent::tools::{ToolCall, ToolOutput, ToolSpec};
+use crate::agent::workshop::{system_prompt, Kit, Workshop};
 use crate::agent::BoxFuture;
-use crate::driver::{render, serve, Driver};
+use crate::driver::live::Piece;
+use crate::driver::{render, serve, Driver, Live};
 use crate::protocol::{
     Answer, Ask, Failure, Kind, Message, Reply, Request, RequestId, SessionAnswer, SessionAsk,
     Step, Stop, TurnAnswer, TurnAsk, Usage,
@@ -35,6 +38,35 @@ const CONTINUATIONS: u32 = 2;
 /// What the VM tells the model when its reply was cut off.
 const CONTINUE: &str =
     "Your reply was cut off by the output limit. Continue exactly where it stopped.";
+
+/// What the VM tells a model whose answer ran away into repeating itself (the answer was
+/// cut after the first copy).
+const REPEATING: &str = "Your reply began repeating itself, so it was stopped. Write your whole answer again, briefly, without repeating yourself.";
+
+/// Bytes of one tool output a plain answer is given.
+const FOUND_BYTES: usize = 2000;
+
+/// Tool outputs a plain answer is given, at most (the latest).
+const FOUND_OUTPUTS: usize = 8;
+
+/// The request for a plain answer made of a loop stuck calling tools: a fresh conversation
+/// offering no tools, with the task, what the calls that worked returned, and the task again
+/// (small models answer what they read last).
+fn answer_without_tools(s: &SessionAsk, found: &[String]) -> String {
+    let mut out = render::session(s);
+    if !found.is_empty() {
+        out.push_str("\n\n## What your tool calls returned\n\n");
+        for f in &found[found.len().saturating_sub(FOUND_OUTPUTS)..] {
+            out.push_str(f);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!(
+        "\n\nAnswer now, in plain text, without tools.\n\nYour task: {}\n",
+        s.prompt
+    ));
+    out
+}
 
 /// What the VM asks a persistent agent after its answer.
 const UPDATE_MEMORY: &str = "Now update your memory for your next session: rewrite it so it keeps what you know and adds what you learned and decided in this one. Reply with the complete new memory only, as short notes.";
@@ -65,6 +97,24 @@ impl Outbox {
 
     fn event(&self, e: Event) {
         let _ = self.notes.send(Note::Event(e));
+    }
+
+    /// Where a driver streams the answer to request `id`: each piece becomes a
+    /// [`Event::Delta`].
+    pub(crate) fn live(&self, id: &RequestId) -> Live {
+        let notes = self.notes.clone();
+        let id = id.clone();
+        Live::to(move |piece| {
+            let (text, restart) = match piece {
+                Piece::Text(t) => (t.to_string(), false),
+                Piece::Restart => (String::new(), true),
+            };
+            let _ = notes.send(Note::Event(Event::Delta {
+                id: id.clone(),
+                text,
+                restart,
+            }));
+        })
     }
 }
 
@@ -104,7 +154,7 @@ impl<D: Driver> Prompter for Grants<D> {
                     site: self.site.clone(),
                     ask: Ask::Permission(question.clone()),
                 };
-                match serve(&*self.driver, &req).await.outcome {
+                match serve(&*self.driver, &req, &Live::off()).await.outcome {
                     Ok(Answer::Permission(a)) => a,
                     _ => return None,
                 }
@@ -170,14 +220,32 @@ pub(crate) async fn run<D: Driver>(
         usage: None,
         turn: 0,
         cfg: &cfg,
+        started,
+        first_token_ms: None,
     };
     let kit = match workshop.equip(s, grants.clone()) {
         Ok(k) => k,
-        Err(e) => return loop_.finish(Err(Failure(e)), started),
+        Err(e) => return loop_.finish(Err(Failure(e))),
+    };
+    let limits = Limits {
+        turns: workshop.max_turns,
+        time: workshop.session_timeout,
     };
     let mut attempt = 1;
     loop {
-        let outcome = loop_.attempt(&kit, &grants, workshop.max_turns).await;
+        let outcome = match limits.time {
+            Some(t) => match tokio::time::timeout_at((started + t).into(), loop_.attempt(&kit, &grants, limits)).await {
+                Ok(o) => o,
+                Err(_) => Err((
+                    Failure(format!(
+                        "the session ran past its time limit of {} (raise it with --session-timeout or `session_timeout` in prose.toml)",
+                        crate::observe::human_duration(t)
+                    )),
+                    false,
+                )),
+            },
+            None => loop_.attempt(&kit, &grants, limits).await,
+        };
         match outcome {
             Err((failure, replaying)) if attempt <= s.retry => {
                 attempt += 1;
@@ -191,9 +259,18 @@ pub(crate) async fn run<D: Driver>(
                         .await;
                 }
             }
-            other => return loop_.finish(other.map_err(|(f, _)| f), started),
+            other => return loop_.finish(other.map_err(|(f, _)| f)),
         }
     }
+}
+
+/// What one session may take.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// Model turns per attempt.
+    turns: u32,
+    /// Wall-clock time, from the session's start, over all its attempts.
+    time: Option<std::time::Duration>,
 }
 
 /// One session's loop state.
@@ -208,18 +285,38 @@ struct Loop<'a, D> {
     turn: u32,
     /// The run's budget and stop.
     cfg: &'a super::RunConfig,
+    /// When the session started.
+    started: Instant,
+    /// Milliseconds from the session's start to its first streamed token.
+    first_token_ms: Option<u64>,
 }
 
 /// How an attempt failed, and whether the failure was replayed from the journal.
 type AttemptError = (Failure, bool);
 
+/// Where an attempt's conversation stands.
+struct Conversation {
+    messages: Vec<Message>,
+    /// The model may no longer call tools: it was asked for a plain answer.
+    plain: bool,
+    /// Continuations asked of answers cut off by the output limit.
+    continuations: u32,
+    /// Text of the cut-off answers so far.
+    cut: String,
+    /// The model's answer ran away into repetition once already.
+    ran_away: bool,
+    /// What the successful calls of read-only tools returned, for a plain answer.
+    found: Vec<String>,
+}
+
 impl<D: Driver> Loop<'_, D> {
     /// The session's reply from its outcome, with the tokens and time it took.
-    fn finish(self, outcome: Result<SessionAnswer, Failure>, started: Instant) -> Reply {
+    fn finish(self, outcome: Result<SessionAnswer, Failure>) -> Reply {
         let usage = self.usage;
         self.outbox.event(Event::usage(
             &self.req.id,
-            started.elapsed().as_millis() as u64,
+            self.started.elapsed().as_millis() as u64,
+            self.first_token_ms,
             usage,
         ));
         Reply {
@@ -230,12 +327,20 @@ impl<D: Driver> Loop<'_, D> {
         }
     }
 
-    /// One model turn: replayed, or asked (and journaled when it calls tools or fails).
-    /// Returns the answer and whether it was replayed.
+    /// One model turn: replayed, or asked (and journaled unless it ends the session).
+    /// Returns the answer and whether it was replayed. A tool call written as text, of a
+    /// tool on offer, is taken as the call it means (before it is journaled, so that a
+    /// replay reads it the same way).
     async fn turn(&mut self, ask: TurnAsk) -> Result<(TurnAnswer, bool), AttemptError> {
         let n = self.turn;
         self.turn += 1;
         let id = self.req.id.step(Step::Turn(n));
+        let offered: Vec<ToolSpec> = if ask.tools_off {
+            Vec::new()
+        } else {
+            ask.tools.clone()
+        };
+        let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
         let turn_req = Request {
             id: id.clone(),
             site: self.req.site.clone(),
@@ -248,26 +353,43 @@ impl<D: Driver> Loop<'_, D> {
             }
             None => {
                 let started = Instant::now();
-                let Some(mut r) = super::serve_within(self.driver, &turn_req, self.cfg).await
+                let live = self.outbox.live(&id);
+                let Some(mut r) =
+                    super::serve_within(self.driver, &turn_req, self.cfg, &live).await
                 else {
                     // Over budget: nothing was sent, and the run is pausing.
                     return Err((Failure("paused at the budget".into()), false));
                 };
-                if let Ok(Answer::Turn(a)) = &mut r.outcome {
-                    text_tool_call(a, n);
+                if let (Some(t), None) = (live.first_token_ms(), self.first_token_ms) {
+                    let before = started.duration_since(self.started).as_millis() as u64;
+                    self.first_token_ms = Some(before + t);
                 }
-                let calls = match &r.outcome {
-                    Ok(Answer::Turn(a)) => a.tool_calls.len(),
-                    _ => 0,
+                if let Ok(Answer::Turn(a)) = &mut r.outcome {
+                    let written = a.tool_calls.is_empty()
+                        && !text_calls::echoes_declarations(&a.text, &offered);
+                    if let (true, Some(calls)) = (written, text_calls::parse(&a.text, &names, n)) {
+                        a.tool_calls = calls;
+                        a.stop = Stop::ToolUse;
+                    }
+                }
+                let (calls, goes_on) = match &r.outcome {
+                    Ok(Answer::Turn(a)) => (
+                        a.tool_calls.len(),
+                        !a.tool_calls.is_empty()
+                            || matches!(a.stop, Stop::Length | Stop::Repeating)
+                            || text_calls::echoes_declarations(&a.text, &offered),
+                    ),
+                    _ => (0, true),
                 };
                 // A turn that ends the session is the session's answer, journaled with it.
-                if calls > 0 || r.outcome.is_err() {
+                if goes_on {
                     self.outbox.record(&r).await.map_err(|f| (f, false))?;
                 }
                 self.outbox.event(Event::Turn {
                     id: id.clone(),
                     tool_calls: calls,
                     ms: started.elapsed().as_millis() as u64,
+                    first_token_ms: live.first_token_ms(),
                     input_tokens: r.usage.map(|u| u.input_tokens),
                     output_tokens: r.usage.map(|u| u.output_tokens),
                 });
@@ -291,44 +413,88 @@ impl<D: Driver> Loop<'_, D> {
     }
 
     /// One attempt at the session: turns and tool calls until an answer without tool calls
-    /// (then the memory update of a persistent agent), or `max_turns`.
+    /// (then the memory update of a persistent agent), or the turn limit. A loop that gets
+    /// stuck is asked once for a plain answer without tools; an answer that runs away into
+    /// repetition is asked once more, briefly.
     async fn attempt(
         &mut self,
         kit: &Kit,
         grants: &Grants<D>,
-        max_turns: u32,
+        limits: Limits,
     ) -> Result<SessionAnswer, AttemptError> {
         let system = kit.system.clone();
-        let task = render::session(self.s);
-        let mut messages = vec![Message::User { content: task }];
         let tools = kit.toolbox.specs();
+        let mut c = Conversation {
+            messages: vec![Message::User {
+                content: render::session(self.s),
+            }],
+            plain: tools.is_empty(),
+            continuations: 0,
+            cut: String::new(),
+            ran_away: false,
+            found: Vec::new(),
+        };
+        let mut stuck = Stuck::default();
         let mut taken = 0;
-        let mut cut = String::new();
-        let mut continuations = 0;
         let mut replaying = true;
         loop {
-            if taken == max_turns {
+            if taken == limits.turns {
                 return Err((
                     Failure(format!(
-                        "the session reached its limit of {max_turns} turns without a final answer (raise it with --max-turns or `max_turns` in prose.toml)"
+                        "the session reached its limit of {} turns without a final answer (raise it with --max-turns or `max_turns` in prose.toml)",
+                        limits.turns
                     )),
                     replaying,
                 ));
             }
             taken += 1;
+            let offered = if c.plain { Vec::new() } else { tools.clone() };
             let ask = TurnAsk {
                 agent: self.s.agent.clone(),
                 model: self.s.model.clone(),
-                system: system.clone(),
-                messages: messages.clone(),
-                tools: tools.clone(),
+                system: system_prompt(system.as_deref(), !offered.is_empty()),
+                messages: c.messages.clone(),
+                tools: offered,
+                tools_off: false,
             };
             let turn = self.turn;
+            let declared = ask.tools.clone();
             let (answer, replayed) = self.turn(ask).await?;
             replaying = replayed;
+            if !c.plain
+                && answer.tool_calls.is_empty()
+                && text_calls::echoes_declarations(&answer.text, &declared)
+            {
+                self.nudge(
+                    &mut c,
+                    "it wrote the tool declarations back instead of answering".into(),
+                );
+                continue;
+            }
+            if answer.stop == Stop::Repeating {
+                let span = answer.repeated.clone().unwrap_or_default();
+                if c.ran_away {
+                    return Err((
+                        Failure(format!(
+                            "the model's answer kept repeating itself, even when asked to answer briefly: {:?}",
+                            span.chars().take(200).collect::<String>()
+                        )),
+                        replaying,
+                    ));
+                }
+                c.ran_away = true;
+                c.messages.push(Message::Assistant {
+                    text: answer.text,
+                    tool_calls: Vec::new(),
+                });
+                c.messages.push(Message::User {
+                    content: REPEATING.into(),
+                });
+                continue;
+            }
             if answer.tool_calls.is_empty() {
                 if answer.stop == Stop::Length {
-                    if continuations == CONTINUATIONS {
+                    if c.continuations == CONTINUATIONS {
                         return Err((
                             Failure(format!(
                                 "the model's answer was cut off by its output limit, even after {CONTINUATIONS} continuations"
@@ -336,32 +502,34 @@ impl<D: Driver> Loop<'_, D> {
                             replaying,
                         ));
                     }
-                    continuations += 1;
-                    cut.push_str(&answer.text);
-                    messages.push(Message::Assistant {
+                    c.continuations += 1;
+                    c.cut.push_str(&answer.text);
+                    c.messages.push(Message::Assistant {
                         text: answer.text,
                         tool_calls: Vec::new(),
                     });
-                    messages.push(Message::User {
+                    c.messages.push(Message::User {
                         content: CONTINUE.into(),
                     });
                     continue;
                 }
-                let text = format!("{cut}{}", answer.text);
+                let text = format!("{}{}", c.cut, answer.text);
                 let memory = if self.s.persistent {
-                    messages.push(Message::Assistant {
+                    c.messages.push(Message::Assistant {
                         text: text.clone(),
                         tool_calls: Vec::new(),
                     });
-                    messages.push(Message::User {
+                    c.messages.push(Message::User {
                         content: UPDATE_MEMORY.into(),
                     });
+                    let declared = if c.plain { Vec::new() } else { tools.clone() };
                     let ask = TurnAsk {
                         agent: self.s.agent.clone(),
                         model: self.s.model.clone(),
-                        system: system.clone(),
-                        messages,
-                        tools: Vec::new(),
+                        system: system_prompt(system.as_deref(), !declared.is_empty()),
+                        messages: c.messages,
+                        tools_off: !declared.is_empty(),
+                        tools: declared,
                     };
                     let (update, _) = self.turn(ask).await?;
                     Some(update.text)
@@ -370,56 +538,110 @@ impl<D: Driver> Loop<'_, D> {
                 };
                 return Ok(SessionAnswer { text, memory });
             }
-            // A call the model wrote as text is answered in text too, ending with its task
-            // (a model without tool calling answers what it read last).
-            let in_text = answer
-                .tool_calls
-                .iter()
-                .all(|c| c.id.starts_with(TEXT_CALL));
-            if in_text {
-                messages.push(Message::Assistant {
-                    text: answer.text.clone(),
-                    tool_calls: Vec::new(),
-                });
-            } else {
-                messages.push(Message::Assistant {
-                    text: answer.text.clone(),
-                    tool_calls: answer.tool_calls.clone(),
-                });
+            if c.plain {
+                return Err((
+                    Failure(format!(
+                        "the model kept calling tools (`{}`) after it was asked to answer without them",
+                        answer.tool_calls[0].name
+                    )),
+                    replaying,
+                ));
             }
-            let mut results = String::new();
-            for (i, call) in answer.tool_calls.iter().enumerate() {
-                let output = self
-                    .call(kit, grants, turn, i as u32, call, replayed)
-                    .await
-                    .map_err(|f| (f, false))?;
-                if in_text {
-                    let what = if output.is_error {
-                        "failed"
-                    } else {
-                        "returned"
-                    };
-                    results.push_str(&format!(
-                        "The tool `{}` {what}:\n{}\n\n",
-                        call.name, output.content
+            let outputs = self
+                .calls(kit, grants, turn, &answer, replayed, &mut c.messages)
+                .await?;
+            let pairs: Vec<(&ToolCall, &ToolOutput)> =
+                answer.tool_calls.iter().zip(outputs.iter()).collect();
+            // What the calls that only read found (what a write did is in the files).
+            for (call, out) in &pairs {
+                if !out.is_error && kit.toolbox.read_only(&call.name) {
+                    c.found.push(format!(
+                        "### {} {}\n\n{}\n",
+                        call.name,
+                        short_arguments(&call.arguments),
+                        crate::agent::tools::truncate_at(&out.content, FOUND_BYTES)
                     ));
-                } else {
-                    messages.push(Message::Tool {
-                        call_id: call.id.clone(),
-                        name: call.name.clone(),
-                        content: output.content,
-                        is_error: output.is_error,
-                    });
                 }
             }
-            if in_text {
-                results.push_str(&format!(
-                    "Go on with your task; when it is done, reply with your answer in plain text.\n\nYour task: {}",
-                    self.s.prompt
-                ));
-                messages.push(Message::User { content: results });
+            let known =
+                |name: &str| kit.toolbox.get(name).is_some() || kit.withheld.contains_key(name);
+            let changes = |name: &str| !kit.toolbox.read_only(name);
+            if let Some(why) = stuck.turn(&pairs, known, changes) {
+                self.nudge(&mut c, why);
             }
         }
+    }
+
+    /// The loop went nowhere (`why` says how): from now on the conversation is a fresh one
+    /// without tools, with the task and what the calls that read something returned.
+    fn nudge(&self, c: &mut Conversation, why: String) {
+        self.outbox.event(Event::Nudge {
+            id: self.req.id.clone(),
+            why,
+        });
+        c.plain = true;
+        c.messages = vec![Message::User {
+            content: answer_without_tools(self.s, &c.found),
+        }];
+    }
+
+    /// Runs the tool calls of `answer` (turn `turn`), adding the model's message and their
+    /// outputs to `messages`: as tool messages when the model called natively, as one user
+    /// message ending with its task when it wrote its calls as text (a model without tool
+    /// calling answers what it read last). Returns the outputs, in order.
+    async fn calls(
+        &mut self,
+        kit: &Kit,
+        grants: &Grants<D>,
+        turn: u32,
+        answer: &TurnAnswer,
+        replayed: bool,
+        messages: &mut Vec<Message>,
+    ) -> Result<Vec<ToolOutput>, AttemptError> {
+        let in_text = answer.tool_calls.iter().all(text_calls::is_text_call);
+        messages.push(Message::Assistant {
+            text: answer.text.clone(),
+            tool_calls: if in_text {
+                Vec::new()
+            } else {
+                answer.tool_calls.clone()
+            },
+        });
+        let mut outputs = Vec::new();
+        let mut results = String::new();
+        for (i, call) in answer.tool_calls.iter().enumerate() {
+            let output = self
+                .call(kit, grants, turn, i as u32, call, replayed)
+                .await
+                .map_err(|f| (f, false))?;
+            if in_text {
+                let what = if output.is_error {
+                    "failed"
+                } else {
+                    "returned"
+                };
+                results.push_str(&format!(
+                    "The tool `{}` {what}:\n{}\n\n",
+                    call.name, output.content
+                ));
+            } else {
+                messages.push(Message::Tool {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: output.content.clone(),
+                    is_error: output.is_error,
+                });
+            }
+            outputs.push(output);
+        }
+        if in_text {
+            results.push_str(&format!(
+                "Go on with your task; when it is done, reply with your answer in plain text.\n\nYour task: {}",
+                self.s.prompt
+            ));
+            messages.push(Message::User { content: results });
+        }
+        Ok(outputs)
     }
 
     /// Tool call `call` of turn `turn`: replayed, or run in `sandbox` and journaled. A call
@@ -485,48 +707,6 @@ impl<D: Driver> Loop<'_, D> {
             .record(&Reply::answer(id, Answer::Tool(output.clone())))
             .await?;
         Ok(output)
-    }
-}
-
-/// The id prefix of a tool call a model wrote as text.
-const TEXT_CALL: &str = "text_call_";
-
-/// Models without native tool calling (small local ones) often write a call as JSON text,
-/// `{"name": ..., "arguments": {...}}`, fenced or not. Such an answer is taken as the call it
-/// means (an unknown tool then gets an error listing the real ones), not as the session's
-/// answer.
-fn text_tool_call(answer: &mut TurnAnswer, turn: u32) {
-    if !answer.tool_calls.is_empty() {
-        return;
-    }
-    let text = answer.text.trim();
-    let body = text
-        .strip_prefix("```json")
-        .or_else(|| text.strip_prefix("```"))
-        .and_then(|t| t.trim_end().strip_suffix("```"))
-        .unwrap_or(text)
-        .trim();
-    let Ok(serde_json::Value::Object(call)) = serde_json::from_str::<serde_json::Value>(body)
-    else {
-        return;
-    };
-    let known = |k: &String| {
-        matches!(
-            k.as_str(),
-            "name" | "arguments" | "parameters" | "id" | "type"
-        )
-    };
-    let name = call.get("name").and_then(|n| n.as_str());
-    let args = call.get("arguments").or_else(|| call.get("parameters"));
-    if let (Some(name), Some(args)) = (name, args) {
-        if args.is_object() && call.keys().all(known) {
-            answer.tool_calls.push(ToolCall {
-                id: format!("{TEXT_CALL}{turn}"),
-                name: name.to_string(),
-                arguments: args.clone(),
-            });
-            answer.stop = Stop::ToolUse;
-        }
     }
 }
 

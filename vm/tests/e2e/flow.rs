@@ -71,7 +71,7 @@ fn a_choice_runs_the_chosen_options_body() {
         .events
         .iter()
         .filter(|e| matches!(e, Event::Chose { .. }))
-        .map(Event::narrate)
+        .filter_map(Event::narrate)
         .collect();
     assert_eq!(chose, ["[Choice] option 2: \"Packed\""]);
 }

@@ -2,7 +2,7 @@
 
 use crate::harness::compile;
 use prosevm::driver::mock::{Mock, MockOptions, Rule};
-use prosevm::driver::{Driver, Served};
+use prosevm::driver::{Driver, Live, Served};
 use prosevm::machine::{Limits, Machine, RuntimeError};
 use prosevm::protocol::{Ask, Request};
 use prosevm::runner::{run, RunConfig};
@@ -33,11 +33,11 @@ impl Driver for Recording {
         "recording"
     }
 
-    async fn answer(&self, req: &Request) -> Served {
+    async fn answer(&self, req: &Request, live: &Live) -> Served {
         if let Ask::Session(_) = req.ask {
             self.attempts.lock().expect("lock").push(req.id.to_string());
         }
-        self.inner.answer(req).await
+        self.inner.answer(req, live).await
     }
 }
 

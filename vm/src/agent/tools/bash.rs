@@ -12,10 +12,10 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::{object_schema, parse_args, Tool, ToolContext, ToolOutput, ToolSpec};
+use super::{parse_args, string_args, Tool, ToolContext, ToolOutput, ToolSpec};
 use crate::agent::BoxFuture;
 
 /// Seconds a command may run when the call gives no `timeout_s`.
@@ -46,21 +46,8 @@ impl Bash {
         Bash {
             spec: ToolSpec {
                 name: "bash".into(),
-                description: format!(
-                    "Run a shell command (`sh -c`) in the working directory and return its \
-                     output (stdout and stderr together) and exit status. Stdin is empty; \
-                     nothing is interactive. The command is killed after `timeout_s` seconds \
-                     (default {DEFAULT_TIMEOUT_S}, at most {MAX_TIMEOUT_S}), and anything it \
-                     leaves running in the background is stopped when it exits. Output beyond \
-                     {MAX_OUTPUT_BYTES} bytes is cut in the middle."
-                ),
-                input_schema: object_schema(
-                    json!({
-                        "command": {"type": "string", "description": "The shell command."},
-                        "timeout_s": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_S, "description": format!("Seconds before the command is killed (default {DEFAULT_TIMEOUT_S}).")},
-                    }),
-                    &["command"],
-                ),
+                description: "Run a shell command in the working directory.".into(),
+                input_schema: string_args(&["command"]),
             },
         }
     }

@@ -4,9 +4,9 @@ use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read};
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::{blocking, object_schema, parse_args, Tool, ToolContext, ToolOutput, ToolSpec};
+use super::{blocking, parse_args, string_args, Tool, ToolContext, ToolOutput, ToolSpec};
 use crate::agent::BoxFuture;
 
 /// Lines `read_file` returns when no `limit` is given, and the most it returns at once.
@@ -32,20 +32,8 @@ impl ReadFile {
         ReadFile {
             spec: ToolSpec {
                 name: "read_file".into(),
-                description: format!(
-                    "Read a text file. Lines come numbered (line number, a tab, the line). At most \
-                     {MAX_READ_LINES} lines per call; use `offset` (the first line, from 1) and \
-                     `limit` to read a long file in parts. Lines longer than {MAX_LINE_CHARS} \
-                     characters are cut. Paths are relative to the working directory."
-                ),
-                input_schema: object_schema(
-                    json!({
-                        "path": {"type": "string", "description": "The file, relative to the working directory."},
-                        "offset": {"type": "integer", "minimum": 1, "description": "The first line to read, from 1 (default 1)."},
-                        "limit": {"type": "integer", "minimum": 1, "description": format!("How many lines to read (default and maximum {MAX_READ_LINES}).")},
-                    }),
-                    &["path"],
-                ),
+                description: "Read a text file (numbered lines).".into(),
+                input_schema: string_args(&["path"]),
             },
         }
     }
@@ -194,17 +182,8 @@ impl WriteFile {
         WriteFile {
             spec: ToolSpec {
                 name: "write_file".into(),
-                description: "Create a file, or replace a file's whole content. Missing parent \
-                              directories are created. Paths are relative to the working \
-                              directory. To change part of a file, use edit_file."
-                    .into(),
-                input_schema: object_schema(
-                    json!({
-                        "path": {"type": "string", "description": "The file, relative to the working directory."},
-                        "content": {"type": "string", "description": "The file's complete new content."},
-                    }),
-                    &["path", "content"],
-                ),
+                description: "Create or overwrite a file.".into(),
+                input_schema: string_args(&["path", "content"]),
             },
         }
     }
@@ -279,21 +258,9 @@ impl EditFile {
         EditFile {
             spec: ToolSpec {
                 name: "edit_file".into(),
-                description: "Replace exact text in a file. `old_string` must occur exactly once \
-                              (include enough surrounding lines to make it unique), unless \
-                              `replace_all` is true, which replaces every occurrence. Copy the \
-                              text exactly as it is in the file, without the line numbers \
-                              read_file shows."
+                description: "Replace old_string, which must be unique, with new_string in a file."
                     .into(),
-                input_schema: object_schema(
-                    json!({
-                        "path": {"type": "string", "description": "The file, relative to the working directory."},
-                        "old_string": {"type": "string", "description": "The exact text to replace."},
-                        "new_string": {"type": "string", "description": "The text to put in its place."},
-                        "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."},
-                    }),
-                    &["path", "old_string", "new_string"],
-                ),
+                input_schema: string_args(&["path", "old_string", "new_string"]),
             },
         }
     }

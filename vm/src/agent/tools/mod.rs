@@ -280,6 +280,11 @@ impl Toolbox {
         Toolbox { tools }
     }
 
+    /// Whether it holds no tool.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
     /// Adds a tool; its name must be new.
     pub fn add(&mut self, tool: Arc<dyn Tool>) -> Result<(), DuplicateTool> {
         let name = &tool.spec().name;
@@ -383,14 +388,17 @@ pub(crate) fn truncate_at(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// A builder for the object schemas of the built-in tools.
-pub(crate) fn object_schema(properties: Value, required: &[&str]) -> Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
+/// The argument schema of a built-in tool: an object of the string arguments `names`, and
+/// nothing more. Every tool offered costs input tokens on every request, so the schemas say
+/// only what a model must know: optional numeric arguments (`offset`, `limit`,
+/// `timeout_s`, `replace_all`, `glob`) are accepted without being listed, and the tool's
+/// output mentions them where they help (`continue with offset=...`).
+pub(crate) fn string_args(names: &[&str]) -> Value {
+    let properties: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|n| (n.to_string(), serde_json::json!({"type": "string"})))
+        .collect();
+    serde_json::json!({"type": "object", "properties": properties})
 }
 
 #[cfg(test)]
@@ -423,16 +431,21 @@ mod tests {
         for spec in toolbox.specs() {
             assert_eq!(spec.input_schema["type"], "object", "{}", spec.name);
             assert!(spec.input_schema["properties"].is_object());
-            for required in spec.input_schema["required"].as_array().unwrap() {
-                let name = required.as_str().unwrap();
-                assert!(
-                    spec.input_schema["properties"].get(name).is_some(),
-                    "{} requires undeclared {name}",
-                    spec.name
-                );
-            }
             assert!(!spec.description.is_empty());
         }
+        // Every tool offered costs input tokens on every request. As OpenAI's `tools`, the
+        // seven take 1,382 bytes: 487 tokens on Qwen2.5's chat template, its own tool
+        // instructions included (measured with llama.cpp's /apply-template and /tokenize).
+        let declared: Vec<Value> = toolbox
+            .specs()
+            .into_iter()
+            .map(|t| {
+                serde_json::json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            })
+            .collect();
+        let bytes = serde_json::to_string(&declared).unwrap().len();
+        assert!(bytes <= 1400, "the built-in tools take {bytes} bytes");
         assert!(toolbox.read_only("grep"));
         assert!(!toolbox.read_only("bash"));
         assert!(!toolbox.read_only("no_such_tool"));

@@ -9,10 +9,10 @@ use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{
-    blocking, object_schema, parse_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
+    blocking, parse_args, string_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
 };
 use crate::agent::permissions::{PatternSet, Sandbox, STATE_DIR};
 use crate::agent::BoxFuture;
@@ -62,19 +62,8 @@ impl ListFiles {
         ListFiles {
             spec: ToolSpec {
                 name: "list_files".into(),
-                description: format!(
-                    "List the files matching a glob pattern, relative to the working directory, \
-                     sorted. `*` and `?` stay within one directory, `**` spans any number \
-                     (`**/*.rs` finds Rust files at any depth, `src/*` the files directly in \
-                     `src`); a directory's name lists everything under it. Files ignored by \
-                     .gitignore are left out. At most {MAX_LIST_FILES} paths."
-                ),
-                input_schema: object_schema(
-                    json!({
-                        "pattern": {"type": "string", "description": "A glob relative to the working directory, such as `**/*.md` or `src/**`."},
-                    }),
-                    &["pattern"],
-                ),
+                description: "List files matching a glob, such as **/*.md.".into(),
+                input_schema: string_args(&["pattern"]),
             },
         }
     }
@@ -216,22 +205,8 @@ impl Grep {
         Grep {
             spec: ToolSpec {
                 name: "grep".into(),
-                description: format!(
-                    "Search files for a regular expression (Rust regex syntax, like ripgrep). \
-                     Prints matching lines as `path:line:text`. `path` is a file or directory to \
-                     search (default: the working directory); `glob` keeps only files matching \
-                     it (`*.rs` matches by file name at any depth, `src/**/*.rs` from the \
-                     working directory). Files ignored by .gitignore and binary files are \
-                     skipped. At most {MAX_GREP_MATCHES} lines."
-                ),
-                input_schema: object_schema(
-                    json!({
-                        "pattern": {"type": "string", "description": "A regular expression."},
-                        "path": {"type": "string", "description": "A file or directory to search, relative to the working directory (default: all of it)."},
-                        "glob": {"type": "string", "description": "Only search files matching this glob, such as `*.py`."},
-                    }),
-                    &["pattern"],
-                ),
+                description: "Search files for a regex; prints path:line:text.".into(),
+                input_schema: string_args(&["pattern", "path"]),
             },
         }
     }

@@ -10,10 +10,10 @@ use std::time::Duration;
 use reqwest::header::{CONTENT_TYPE, LOCATION};
 use reqwest::Url;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{
-    blocking, object_schema, parse_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
+    blocking, parse_args, string_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
 };
 use crate::agent::BoxFuture;
 
@@ -63,21 +63,8 @@ impl WebFetch {
         WebFetch {
             spec: ToolSpec {
                 name: "web_fetch".into(),
-                description: format!(
-                    "Fetch a web page or file with an HTTP GET and return it as text (HTML is \
-                     converted to plain text). http and https only; at most {MAX_REDIRECTS} \
-                     redirects; at most {} KiB of the body are read and {} KiB of text \
-                     returned; {} s in all.",
-                    limits.max_body_bytes / 1024,
-                    limits.max_text_bytes / 1024,
-                    limits.timeout.as_secs()
-                ),
-                input_schema: object_schema(
-                    json!({
-                        "url": {"type": "string", "description": "The http:// or https:// URL."},
-                    }),
-                    &["url"],
-                ),
+                description: "Fetch a URL as text.".into(),
+                input_schema: string_args(&["url"]),
             },
             limits,
             client: OnceLock::new(),

@@ -62,6 +62,9 @@ pub fn openai_body(model: &str, turn: &TurnAsk) -> Value {
                 })
             })
             .collect();
+        if turn.tools_off {
+            body["tool_choice"] = "none".into();
+        }
     }
     body
 }
@@ -122,6 +125,9 @@ pub fn anthropic_body(model: &str, max_tokens: u32, turn: &TurnAsk) -> Value {
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
+        if turn.tools_off {
+            body["tool_choice"] = json!({"type": "none"});
+        }
     }
     body
 }
@@ -133,6 +139,30 @@ fn usage(v: &Value, input: &str, output: &str) -> Option<Usage> {
         output_tokens: v[output].as_u64()?,
         cost: None,
     })
+}
+
+/// Why an OpenAI answer stopped, from its `finish_reason` and whether it calls tools.
+pub fn openai_stop(finish_reason: Option<&str>, has_calls: bool) -> Stop {
+    match finish_reason {
+        Some("length") => Stop::Length,
+        _ if has_calls => Stop::ToolUse,
+        _ => Stop::End,
+    }
+}
+
+/// Why an Anthropic answer stopped, from its `stop_reason` and whether it calls tools.
+pub fn anthropic_stop(stop_reason: Option<&str>, has_calls: bool) -> Stop {
+    match stop_reason {
+        Some("max_tokens") => Stop::Length,
+        _ if has_calls => Stop::ToolUse,
+        _ => Stop::End,
+    }
+}
+
+/// A tool call's arguments as the provider wrote them (a JSON string): unparseable ones
+/// reach the tool as text, which refuses them with an error the model can read.
+pub fn parse_arguments(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
 }
 
 /// The model's message in an OpenAI chat completions response.
@@ -155,10 +185,7 @@ pub fn openai_answer(resp: &Value) -> Result<(TurnAnswer, Option<Usage>), String
                             .as_str()
                             .unwrap_or_default()
                             .to_string(),
-                        // Unparseable arguments reach the tool as text, which refuses them
-                        // with an error the model can read.
-                        arguments: serde_json::from_str(raw)
-                            .unwrap_or_else(|_| Value::String(raw.to_string())),
+                        arguments: parse_arguments(raw),
                     }
                 })
                 .collect()
@@ -169,16 +196,13 @@ pub fn openai_answer(resp: &Value) -> Result<(TurnAnswer, Option<Usage>), String
         None if !tool_calls.is_empty() => String::new(),
         None => return Err("the provider's response has no choices[0].message.content".into()),
     };
-    let stop = match choice["finish_reason"].as_str() {
-        Some("length") => Stop::Length,
-        _ if !tool_calls.is_empty() => Stop::ToolUse,
-        _ => Stop::End,
-    };
+    let stop = openai_stop(choice["finish_reason"].as_str(), !tool_calls.is_empty());
     Ok((
         TurnAnswer {
             text,
             tool_calls,
             stop,
+            repeated: None,
         },
         usage(&resp["usage"], "prompt_tokens", "completion_tokens"),
     ))
@@ -205,16 +229,13 @@ pub fn anthropic_answer(resp: &Value) -> Result<(TurnAnswer, Option<Usage>), Str
     if tool_calls.is_empty() && !blocks.iter().any(|b| b["type"] == "text") {
         return Err("the provider's response has no content[0].text".into());
     }
-    let stop = match resp["stop_reason"].as_str() {
-        Some("max_tokens") => Stop::Length,
-        _ if !tool_calls.is_empty() => Stop::ToolUse,
-        _ => Stop::End,
-    };
+    let stop = anthropic_stop(resp["stop_reason"].as_str(), !tool_calls.is_empty());
     Ok((
         TurnAnswer {
             text,
             tool_calls,
             stop,
+            repeated: None,
         },
         usage(&resp["usage"], "input_tokens", "output_tokens"),
     ))
@@ -266,6 +287,7 @@ mod tests {
                 description: "Reads".into(),
                 input_schema: json!({"type": "object"}),
             }],
+            tools_off: false,
         }
     }
 

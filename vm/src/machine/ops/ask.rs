@@ -12,7 +12,7 @@ use crate::protocol::{
 };
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
-use bytecode_spec::{Op, PermissionValue, Persist, SessionKind};
+use bytecode_spec::{AgentTemplate, Const, Module, Op, PermissionValue, Persist, SessionKind};
 use prosec::diagnostics::Code;
 use std::cell::RefMut;
 
@@ -134,6 +134,7 @@ impl Machine {
                     permissions,
                     skills: sd.skills.iter().map(|s| m.strings[*s].clone()).collect(),
                     tools: Default::default(),
+                    agent_tools: sd.agent.and_then(|a| agent_tools(m, &m.agents[a])),
                     retry: sd.retry,
                     backoff: sd.backoff,
                 };
@@ -222,5 +223,21 @@ impl Machine {
             ));
         }
         context
+    }
+}
+
+/// What `agent`'s `tools:` names, as the compiler keeps it among the agent's other
+/// properties (`none`, `all`, or names joined with commas): the names, empty for `none`;
+/// nothing when it says nothing, or `all`.
+fn agent_tools(m: &Module, agent: &AgentTemplate) -> Option<Vec<String>> {
+    let value = agent
+        .extra
+        .iter()
+        .find_map(|(key, value)| (m.strings[*key] == "tools").then_some(&m.consts[*value]))?;
+    let Const::Str(s) = value else { return None };
+    match m.strings[*s].as_str() {
+        "all" => None,
+        "none" | "" => Some(Vec::new()),
+        names => Some(names.split(',').map(str::to_string).collect()),
     }
 }

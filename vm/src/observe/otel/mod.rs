@@ -256,6 +256,11 @@ fn tokens(input: Option<u64>, output: Option<u64>) -> Vec<KeyValue> {
     kv
 }
 
+/// The time to the first token as the GenAI conventions name it, in seconds.
+fn first_token(ms: Option<u64>) -> Option<KeyValue> {
+    ms.map(|ms| KeyValue::new("gen_ai.server.time_to_first_token", ms as f64 / 1000.0))
+}
+
 impl Observer for Otel {
     fn event(&mut self, e: &Event) {
         match e {
@@ -311,6 +316,7 @@ impl Observer for Otel {
                 id,
                 tool_calls,
                 ms,
+                first_token_ms,
                 input_tokens,
                 output_tokens,
             } => {
@@ -322,6 +328,7 @@ impl Observer for Otel {
                     KeyValue::new("prose.tool_calls", *tool_calls as i64),
                 ];
                 attributes.extend(tokens(*input_tokens, *output_tokens));
+                attributes.extend(first_token(*first_token_ms));
                 let name = match &model {
                     Some(m) => {
                         attributes.push(KeyValue::new("gen_ai.request.model", m.clone()));
@@ -367,15 +374,27 @@ impl Observer for Otel {
                 input_tokens,
                 output_tokens,
                 ms,
+                first_token_ms,
                 cost,
             } => {
                 if let Some(open) = self.sessions.get(id) {
                     let span = open.cx.span();
                     span.set_attributes(tokens(*input_tokens, *output_tokens));
+                    if let Some(kv) = first_token(*first_token_ms) {
+                        span.set_attribute(kv);
+                    }
                     span.set_attribute(KeyValue::new("prose.latency_ms", *ms as i64));
                     if let Some(c) = cost {
                         span.set_attribute(KeyValue::new("prose.cost_usd", *c));
                     }
+                }
+            }
+            Event::Nudge { id, why } => {
+                if let Some(open) = self.sessions.get(id) {
+                    open.cx.span().add_event(
+                        "nudge",
+                        vec![KeyValue::new("prose.nudge.reason", why.clone())],
+                    );
                 }
             }
             Event::Retry { id, attempt, error } => {
