@@ -146,3 +146,14 @@ fn binding_a_call_to_the_name_of_its_output_is_one_declaration() {
     let src = "block analyze(x):\n  output analysis = session \"Analyze {x}\"\nlet analysis = do analyze(\"it\")\nsession \"Use {analysis}\"\n";
     assert_eq!(codes(src), []);
 }
+
+#[test]
+fn an_agents_tools_are_none_all_or_a_list_of_names() {
+    let ok = "agent a:\n  tools: [read_file, \"grep\"]\nagent b:\n  tools: none\nagent c:\n  tools: all\nsession: a\n  prompt: \"x\"\nsession: b\n  prompt: \"y\"\nsession: c\n  prompt: \"z\"\n";
+    assert_eq!(codes(ok), Vec::<(String, u32)>::new());
+    let bad = "agent a:\n  tools: maybe\nagent b:\n  tools: [1]\nsession: a\n  prompt: \"x\"\nsession: b\n  prompt: \"y\"\n";
+    assert_eq!(
+        codes(bad),
+        [("E144".to_string(), 2), ("E144".to_string(), 4)]
+    );
+}

@@ -792,6 +792,7 @@ fn cut_off(text: &str) -> support::provider::Canned {
         })
         .to_string(),
         delay: Duration::ZERO,
+        stream: None,
     }
 }
 
@@ -904,29 +905,32 @@ fn a_tool_call_written_as_json_text_is_taken_as_the_call_it_means() {
         .as_array()
         .and_then(|m| m.last())
         .expect("the result");
-    // Told in text, ending with the task (a model without tool calling answers what it
-    // read last).
+    // Told in text, with the task and what to do next last (a model without tool calling
+    // answers what it read last).
     assert!(
-        told["content"].as_str().is_some_and(
-            |c| c.contains("returned") && c.ends_with("Your task: Save a note saying hello")
-        ),
+        told["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("returned")
+                && c.contains("Your task: Save a note saying hello\n\n")
+                && c.ends_with("when all are done, reply with your answer.")),
         "{told}"
     );
 }
 
 #[test]
-fn json_naming_a_tool_that_is_not_on_offer_is_the_answer() {
+fn json_naming_a_tool_not_on_offer_is_no_call_and_a_plain_answer_is_asked_once() {
     let dir = scratch("text-not-calls");
     std::fs::write(
         dir.join("prog.prose"),
         "output r = session \"Write a greeting\"\n",
     )
     .expect("program");
-    // The README's hello program on a 1.5B model answered like this; it is the answer, not
-    // a call (and not a loop of refusals up to the turn limit).
+    // The README's hello program on a 1.5B model answered like this. It is no call (and no
+    // loop of refusals up to the turn limit): the model is asked once, without tools, and
+    // whatever it says then is the answer.
     let greeting =
         "{\"name\": \"greet\", \"arguments\": {\"message\": \"Hello, welcome to OpenProse!\"}}";
-    let (url, seen) = provider(vec![ok(greeting)]);
+    let (url, seen) = provider(vec![ok(greeting), ok(greeting)]);
     let (code, out, err) = support::output(
         vm().current_dir(&dir)
             .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
@@ -934,7 +938,13 @@ fn json_naming_a_tool_that_is_not_on_offer_is_the_answer() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, format!("r: {greeting}\n"));
-    assert_eq!(seen.lock().expect("seen").len(), 1);
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 2);
+    assert!(seen[0].body.get("tools").is_some());
+    assert!(
+        seen[1].body.get("tools").is_none(),
+        "the second offers none"
+    );
 }
 
 #[test]
@@ -1020,4 +1030,71 @@ fn a_loop_still_calling_tools_after_the_plain_ask_fails_retryably_saying_what_it
     // session's retry made a second attempt. Never the 40-turn budget.
     assert_eq!(seen.lock().expect("seen").len(), 6);
     assert!(err.contains("\"event\":\"retry\""), "{err}");
+}
+
+#[test]
+fn which_tools_a_session_is_offered_follows_its_agent_the_flags_and_prose_toml() {
+    let dir = scratch("offered");
+    std::fs::write(
+        dir.join("prog.prose"),
+        concat!(
+            "agent poet:\n  tools: none\n",
+            "agent reader:\n  tools: [read_file, grep]\n",
+            "agent sealed:\n  permissions:\n    read: []\n    write: []\n",
+            "agent free:\n  prompt: \"You help.\"\n",
+            "session: poet\n  prompt: \"a\"\n",
+            "session: reader\n  prompt: \"b\"\n",
+            "session: sealed\n  prompt: \"c\"\n",
+            "session: free\n  prompt: \"d\"\n",
+        ),
+    )
+    .expect("program");
+    let offered = |extra: &[&str]| -> Vec<Vec<String>> {
+        let (url, seen) = provider((0..4).map(|_| ok("fine")).collect());
+        let (code, _, err) = support::output(
+            vm().current_dir(&dir)
+                .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+                .args(["--base-url", &url, "--trace", "quiet"])
+                .args(extra),
+        );
+        assert_eq!(code, 0, "{err}");
+        let seen = seen.lock().expect("seen");
+        seen.iter()
+            .map(|s| {
+                s.body["tools"]
+                    .as_array()
+                    .map(|t| {
+                        t.iter()
+                            .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    let all = ["read_file", "write_file", "edit_file", "list_files", "grep"];
+    let by_default = offered(&[]);
+    assert_eq!(by_default[0], Vec::<String>::new(), "tools: none");
+    assert_eq!(by_default[1], ["read_file", "grep"], "tools: [names]");
+    assert_eq!(
+        by_default[2],
+        Vec::<String>::new(),
+        "permissions that allow nothing"
+    );
+    assert_eq!(by_default[3], all, "the language's default");
+    // `--tools none` turns them off where the agent does not say; `tools:` still wins.
+    let none = offered(&["--tools", "none"]);
+    assert_eq!(none[1], ["read_file", "grep"]);
+    assert_eq!(none[3], Vec::<String>::new());
+    std::fs::write(dir.join("prose.toml"), "[tools]\ndefault = \"none\"\n").expect("toml");
+    assert_eq!(offered(&[])[3], Vec::<String>::new(), "[tools] default");
+    assert_eq!(
+        offered(&["--tools", "all"])[3],
+        all,
+        "the flag wins over the file"
+    );
+    std::fs::write(dir.join("prose.toml"), "[tools]\ndefault = \"some\"\n").expect("toml");
+    let (code, _, err) = support::output(vm().current_dir(&dir).args(["run", "prog.prose"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("want `all` or `none`"), "{err}");
 }

@@ -30,6 +30,7 @@ fn answer(text: &str, tokens_in: u64, tokens_out: u64) -> Canned {
         })
         .to_string(),
         delay: Duration::ZERO,
+        stream: None,
     }
 }
 

@@ -320,6 +320,7 @@ fn anthropic_ok(text: &str) -> Canned {
                      "usage": {"input_tokens": 12, "output_tokens": 4}})
         .to_string(),
         delay: Duration::ZERO,
+        stream: None,
     }
 }
 

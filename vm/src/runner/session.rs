@@ -43,6 +43,10 @@ const CONTINUE: &str =
 /// cut after the first copy).
 const REPEATING: &str = "Your reply began repeating itself, so it was stopped. Write your whole answer again, briefly, without repeating yourself.";
 
+/// What the VM tells a model that wrote its tool calls as text, after their results and its
+/// task (small models answer what they read last, and took one call for the whole task).
+const NEXT_STEP: &str = "Which steps of it are done? Do the next one that is not, with a tool call; when all are done, reply with your answer.";
+
 /// Bytes of one tool output a plain answer is given.
 const FOUND_BYTES: usize = 2000;
 
@@ -364,20 +368,24 @@ impl<D: Driver> Loop<'_, D> {
                     let before = started.duration_since(self.started).as_millis() as u64;
                     self.first_token_ms = Some(before + t);
                 }
+                let mut confused = false;
                 if let Ok(Answer::Turn(a)) = &mut r.outcome {
-                    let written = a.tool_calls.is_empty()
-                        && !text_calls::echoes_declarations(&a.text, &offered);
-                    if let (true, Some(calls)) = (written, text_calls::parse(&a.text, &names, n)) {
-                        a.tool_calls = calls;
-                        a.stop = Stop::ToolUse;
+                    if a.tool_calls.is_empty() && !offered.is_empty() {
+                        confused = text_calls::confusion(&a.text, &offered).is_some();
+                        if let (false, Some(calls)) =
+                            (confused, text_calls::parse(&a.text, &names, n))
+                        {
+                            a.tool_calls = calls;
+                            a.stop = Stop::ToolUse;
+                        }
                     }
                 }
                 let (calls, goes_on) = match &r.outcome {
                     Ok(Answer::Turn(a)) => (
                         a.tool_calls.len(),
-                        !a.tool_calls.is_empty()
-                            || matches!(a.stop, Stop::Length | Stop::Repeating)
-                            || text_calls::echoes_declarations(&a.text, &offered),
+                        confused
+                            || !a.tool_calls.is_empty()
+                            || matches!(a.stop, Stop::Length | Stop::Repeating),
                     ),
                     _ => (0, true),
                 };
@@ -461,14 +469,12 @@ impl<D: Driver> Loop<'_, D> {
             let declared = ask.tools.clone();
             let (answer, replayed) = self.turn(ask).await?;
             replaying = replayed;
-            if !c.plain
-                && answer.tool_calls.is_empty()
-                && text_calls::echoes_declarations(&answer.text, &declared)
-            {
-                self.nudge(
-                    &mut c,
-                    "it wrote the tool declarations back instead of answering".into(),
-                );
+            let confused = match answer.tool_calls.is_empty() && !declared.is_empty() {
+                true => text_calls::confusion(&answer.text, &declared),
+                false => None,
+            };
+            if let Some(why) = confused {
+                self.nudge(&mut c, why);
                 continue;
             }
             if answer.stop == Stop::Repeating {
@@ -635,10 +641,7 @@ impl<D: Driver> Loop<'_, D> {
             outputs.push(output);
         }
         if in_text {
-            results.push_str(&format!(
-                "Go on with your task; when it is done, reply with your answer in plain text.\n\nYour task: {}",
-                self.s.prompt
-            ));
+            results.push_str(&format!("Your task: {}\n\n{NEXT_STEP}", self.s.prompt));
             messages.push(Message::User { content: results });
         }
         Ok(outputs)

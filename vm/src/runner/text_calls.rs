@@ -33,16 +33,24 @@ pub fn parse(text: &str, offered: &[&str], turn: u32) -> Option<Vec<ToolCall>> {
         .collect()
 }
 
-/// Whether `text` writes the tool declarations back rather than using them: it holds a
-/// `<tools>` block (the tag small models' chat templates wrap declarations in) or the
-/// description of a tool on offer, word for word. Small models do this when tools confuse
-/// them; the answer is then no answer, and the model is asked again without tools.
-pub fn echoes_declarations(text: &str, offered: &[ToolSpec]) -> bool {
-    text.contains("<tools>")
+/// How an answer without a tool call shows that the tools on offer confused the model, if
+/// it does: it writes the declarations back (a `<tools>` block, the tag small models' chat
+/// templates wrap them in, or the description of a tool on offer word for word), or it is
+/// nothing but a call of a tool it does not have. Such an answer is no call; the model is
+/// asked once more, without tools.
+pub fn confusion(text: &str, offered: &[ToolSpec]) -> Option<String> {
+    let echoes = text.contains("<tools>")
         || text.contains("</tools>")
         || offered
             .iter()
-            .any(|t| t.description.len() >= 16 && text.contains(t.description.as_str()))
+            .any(|t| t.description.len() >= 16 && text.contains(t.description.as_str()));
+    if echoes {
+        return Some("it wrote the tool declarations back instead of answering".into());
+    }
+    let (name, _) = call(whole(text)?)?;
+    (!offered.iter().any(|t| t.name == name)).then(|| {
+        format!("it answered with a call of `{name}`, a tool it does not have, written as text")
+    })
 }
 
 /// Whether `call` was written as text.
@@ -163,7 +171,7 @@ mod tests {
     }
 
     #[test]
-    fn declarations_written_back_are_recognised() {
+    fn answers_confused_by_the_tools_are_recognised() {
         let offered = [ToolSpec {
             name: "write_file".into(),
             description: "Create or overwrite a file.".into(),
@@ -171,16 +179,20 @@ mod tests {
         }];
         // Qwen2.5-Coder-1.5B asked for a poem, with tools on offer.
         let echo = "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"write_file\", \"description\": \"Create or overwrite a file.\"}}\n</tools>\n\n```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"greeting.txt\", \"content\": \"Hello\"}}\n```";
-        assert!(echoes_declarations(echo, &offered));
-        assert!(echoes_declarations(
-            "<tools></tools>\n```json\n{}\n```",
-            &offered
-        ));
-        assert!(!echoes_declarations(
-            "Running your first OpenProse program,\nA new chapter in your journey begins.",
-            &offered
-        ));
-        assert!(!echoes_declarations("I will create a file.", &offered));
+        assert!(confusion(echo, &offered).is_some_and(|w| w.contains("declarations")));
+        assert!(confusion("<tools></tools>\n```json\n{}\n```", &offered).is_some());
+        // The README's hello program, as the issue saw it answered.
+        let greet =
+            "{\"name\": \"greet\", \"arguments\": {\"message\": \"Hello, welcome to OpenProse!\"}}";
+        assert!(confusion(greet, &offered).is_some_and(|w| w.contains("`greet`")));
+        let poem = "Running your first OpenProse program,\nA new chapter in your journey begins.";
+        assert_eq!(confusion(poem, &offered), None);
+        assert_eq!(confusion("I will create a file.", &offered), None);
+        assert_eq!(
+            confusion("{\"score\": 3, \"name\": \"x\"}", &offered),
+            None,
+            "JSON data"
+        );
     }
 
     #[test]

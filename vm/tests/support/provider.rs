@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A canned response: status, extra header lines, body, delay before answering.
+#[derive(Clone)]
 pub struct Canned {
     /// The HTTP status.
     pub status: u16,
@@ -18,6 +19,23 @@ pub struct Canned {
     pub body: String,
     /// How long to wait before answering.
     pub delay: Duration,
+    /// A server-sent event stream to answer with instead of the body.
+    pub stream: Option<Stream>,
+}
+
+/// A streamed answer: the events each API would send (each a complete `event:`/`data:`
+/// block), written one at a time `gap` apart; with `hang`, the connection then stays open
+/// without a word, as a stalled server's does.
+#[derive(Clone)]
+pub struct Stream {
+    /// The events as OpenAI's chat completions send them.
+    pub openai: Vec<String>,
+    /// The events as Anthropic's messages API sends them.
+    pub anthropic: Vec<String>,
+    /// Time between events (and before the first).
+    pub gap: Duration,
+    /// Keep the connection open after the last event.
+    pub hang: bool,
 }
 
 pub fn ok(content: &str) -> Canned {
@@ -31,6 +49,7 @@ pub fn ok(content: &str) -> Canned {
                                "input_tokens": 10, "output_tokens": 3}})
         .to_string(),
         delay: Duration::ZERO,
+        stream: None,
     }
 }
 
@@ -40,7 +59,131 @@ pub fn status(code: u16, headers: &'static str, body: &str) -> Canned {
         headers,
         body: body.to_string(),
         delay: Duration::ZERO,
+        stream: None,
     }
+}
+
+/// An OpenAI event: `data: {json}`.
+fn openai_event(data: Value) -> String {
+    format!("data: {data}\n\n")
+}
+
+/// An Anthropic event: its name and `data: {json}` with the same `type`.
+fn anthropic_event(data: Value) -> String {
+    format!(
+        "event: {}\ndata: {data}\n\n",
+        data["type"].as_str().unwrap_or_default()
+    )
+}
+
+/// A well-formed stream in both APIs' shapes: the text in `pieces`, then the tool calls
+/// (`(id, name, arguments)`, each call's arguments sent in two parts), then the usage
+/// (`input`, `output` tokens).
+pub fn streamed(pieces: &[&str], calls: &[(&str, &str, Value)], usage: (u64, u64)) -> Canned {
+    let (input, output) = usage;
+    let mut openai = vec![openai_event(
+        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}}]}),
+    )];
+    let mut anthropic = vec![anthropic_event(json!({"type": "message_start",
+        "message": {"role": "assistant", "usage": {"input_tokens": input, "output_tokens": 1}}}))];
+    anthropic.push(anthropic_event(
+        json!({"type": "content_block_start", "index": 0,
+        "content_block": {"type": "text", "text": ""}}),
+    ));
+    for p in pieces {
+        openai.push(openai_event(
+            json!({"choices": [{"index": 0, "delta": {"content": p}}]}),
+        ));
+        anthropic.push(anthropic_event(
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": p}}),
+        ));
+        anthropic.push(anthropic_event(json!({"type": "ping"})));
+    }
+    anthropic.push(anthropic_event(
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        let args = args.to_string();
+        let (a, b) = args.split_at(args.len() / 2);
+        openai.push(openai_event(json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": a}}]}}]})));
+        openai.push(openai_event(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": i, "function": {"arguments": b}}]}}]}),
+        ));
+        let block = i + 1;
+        anthropic.push(anthropic_event(
+            json!({"type": "content_block_start", "index": block,
+            "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ));
+        for part in [a, b] {
+            anthropic.push(anthropic_event(
+                json!({"type": "content_block_delta", "index": block,
+                "delta": {"type": "input_json_delta", "partial_json": part}}),
+            ));
+        }
+        anthropic.push(anthropic_event(
+            json!({"type": "content_block_stop", "index": block}),
+        ));
+    }
+    let (finish, stop) = if calls.is_empty() {
+        ("stop", "end_turn")
+    } else {
+        ("tool_calls", "tool_use")
+    };
+    openai.push(openai_event(
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}),
+    ));
+    openai.push(openai_event(json!({"choices": [],
+        "usage": {"prompt_tokens": input, "completion_tokens": output}})));
+    openai.push("data: [DONE]\n\n".into());
+    anthropic.push(anthropic_event(json!({"type": "message_delta",
+        "delta": {"stop_reason": stop}, "usage": {"output_tokens": output}})));
+    anthropic.push(anthropic_event(json!({"type": "message_stop"})));
+    stream(openai, anthropic, Duration::ZERO, false)
+}
+
+/// A canned stream of these events.
+pub fn stream(openai: Vec<String>, anthropic: Vec<String>, gap: Duration, hang: bool) -> Canned {
+    Canned {
+        status: 200,
+        headers: "",
+        body: String::new(),
+        delay: Duration::ZERO,
+        stream: Some(Stream {
+            openai,
+            anthropic,
+            gap,
+            hang,
+        }),
+    }
+}
+
+/// A model that falls into a loop: after `intro`, `sentence` over and over (`times`
+/// events, `gap` apart), never finishing.
+pub fn runaway(intro: &str, sentence: &str, times: usize, gap: Duration) -> Canned {
+    let mut openai = vec![openai_event(
+        json!({"choices": [{"index": 0, "delta": {"content": intro}}]}),
+    )];
+    let mut anthropic = vec![
+        anthropic_event(
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}),
+        ),
+        anthropic_event(
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": intro}}),
+        ),
+    ];
+    for _ in 0..times {
+        openai.push(openai_event(
+            json!({"choices": [{"index": 0, "delta": {"content": sentence}}]}),
+        ));
+        anthropic.push(anthropic_event(
+            json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": sentence}}),
+        ));
+    }
+    stream(openai, anthropic, gap, true)
 }
 
 /// One request the provider received: its path, header lines (lowercased names) and JSON
@@ -61,12 +204,31 @@ pub fn provider(responses: Vec<Canned>) -> (String, Arc<Mutex<Vec<Seen>>>) {
     provider_offering(responses, &[])
 }
 
+/// What the provider received, shared with the test.
+pub type SeenLog = Arc<Mutex<Vec<Seen>>>;
+
+/// Like [`provider`], and also how many events of each streamed answer were written before
+/// the client hung up (or all of them), in the order the streams ended.
+pub fn streaming_provider(responses: Vec<Canned>) -> (String, SeenLog, Arc<Mutex<Vec<usize>>>) {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let (url, seen) = serve(responses, &[], sent.clone());
+    (url, seen, sent)
+}
+
 /// Like [`provider`], and `GET .../models` lists `models` (a 404 when there are none, as
 /// from a server that does not list its models); those requests are neither logged nor
 /// answered from `responses`.
 pub fn provider_offering(
     responses: Vec<Canned>,
     models: &[&str],
+) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    serve(responses, models, Arc::new(Mutex::new(Vec::new())))
+}
+
+fn serve(
+    responses: Vec<Canned>,
+    models: &[&str],
+    sent: Arc<Mutex<Vec<usize>>>,
 ) -> (String, Arc<Mutex<Vec<Seen>>>) {
     let listing = json!({"object": "list", "data": models.iter().map(|m| json!({"id": m})).collect::<Vec<_>>()}).to_string();
     let offers = !models.is_empty();
@@ -122,6 +284,7 @@ pub fn provider_offering(
                 .find(|(k, _)| k == "authorization" || k == "x-api-key")
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default();
+            let anthropic = path.ends_with("/messages");
             log.lock().expect("log").push(Seen {
                 path,
                 headers,
@@ -131,6 +294,34 @@ pub fn provider_offering(
                 .next()
                 .unwrap_or_else(|| status(500, "", "no more answers"));
             std::thread::sleep(r.delay);
+            if let Some(st) = r.stream {
+                let events = if anthropic { st.anthropic } else { st.openai };
+                let sent = sent.clone();
+                // Each stream on a thread of its own: a hung connection holds no one up.
+                std::thread::spawn(move || {
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+                    if stream.write_all(head.as_bytes()).is_err() {
+                        return;
+                    }
+                    let mut n = 0;
+                    for e in events {
+                        std::thread::sleep(st.gap);
+                        if stream
+                            .write_all(e.as_bytes())
+                            .and_then(|()| stream.flush())
+                            .is_err()
+                        {
+                            break;
+                        }
+                        n += 1;
+                    }
+                    sent.lock().expect("sent").push(n);
+                    if st.hang {
+                        std::thread::sleep(Duration::from_secs(300));
+                    }
+                });
+                continue;
+            }
             let body = r.body.replace("{auth}", &auth);
             let _ = write!(
                 stream,
@@ -171,5 +362,6 @@ pub fn tool_calls(text: &str, calls: &[(&str, &str, Value)]) -> Canned {
         })
         .to_string(),
         delay: Duration::ZERO,
+        stream: None,
     }
 }
