@@ -1325,6 +1325,8 @@ fn main() -> ExitCode {
             };
         }
     };
+    // Still one thread: the keys leave the environment before anything can start a child.
+    prosevm::secrets::take();
     let _ = COLOR.set(cli.color.on_stderr());
     match cli.command {
         Command::Exec { file, mut opts } => {

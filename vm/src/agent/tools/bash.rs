@@ -31,10 +31,6 @@ pub const MAX_OUTPUT_BYTES: usize = 30_000;
 /// background holds the pipe open.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
-/// Variables removed from the environment of commands (and of MCP servers): the model
-/// providers' keys the VM itself uses.
-pub const SCRUBBED_ENV: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
-
 /// `bash {command, timeout_s?}`.
 pub struct Bash {
     spec: ToolSpec,
@@ -209,7 +205,7 @@ async fn run(command: &str, workdir: &Path, timeout: Duration) -> ToolOutput {
         .stderr(Stdio::from(stderr))
         .process_group(0)
         .kill_on_drop(true);
-    for var in SCRUBBED_ENV {
+    for var in crate::secrets::SECRET_VARS {
         cmd.env_remove(var);
     }
     let spawned = cmd.spawn();
