@@ -131,7 +131,10 @@ fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
         assert!(!text.contains(KEY), "{id} read the key: {text}");
     }
     let (text, is_error) = tool_output(&records, "0:0#t0c0");
-    assert!(!is_error, "the parent's environment is readable, only keyless: {text}");
+    assert!(
+        !is_error,
+        "the parent's environment is readable, only keyless: {text}"
+    );
     assert!(tool_output(&records, "0:0#t0c2").0.contains("walked"));
     let seen = seen.lock().expect("seen");
     assert_eq!(seen.len(), 2);
@@ -143,4 +146,223 @@ fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
     }
     assert_eq!(files_containing(&dir, KEY), Vec::<PathBuf>::new());
     assert!(!err.contains(KEY), "the key is in the trace");
+}
+
+/// Runs `prosevm run prog.prose` in `dir` with the mock's scripted turns `script` (kept
+/// outside `dir`, where no tool finds it) and `extra` flags; returns the exit code, stdout
+/// and stderr.
+fn run_scripted(dir: &Path, script: Value, extra: &[&str]) -> (i32, String, String) {
+    let file = dir.with_extension("script.json");
+    std::fs::write(&file, script.to_string()).expect("script");
+    support::output(
+        vm("sk-unused")
+            .current_dir(dir)
+            .args(["run", "prog.prose", "--mock-script"])
+            .arg(&file)
+            .args(["--trace", "quiet"])
+            .args(extra),
+    )
+}
+
+/// Escape 3: with `--state-dir state`, tools read another agent's answers from
+/// `state/runs/*/journal.log` and overwrote the journal and `run.json`; only the literal
+/// `.prose` was protected.
+#[test]
+fn a_state_directory_inside_the_working_directory_is_out_of_reach() {
+    let dir = scratch("state-dir");
+    std::fs::write(
+        dir.join("prog.prose"),
+        r#"agent keeper:
+  prompt: "You keep the vault."
+agent snoop:
+  permissions:
+    bash: allow
+let code = session: keeper
+  prompt: "Tell the vault code"
+output out = session: snoop
+  prompt: "Snoop around"
+"#,
+    )
+    .expect("program");
+    let script = json!([
+        {"kind": "turn", "prompt": "Tell the vault code", "reply": "the vault code is 4242"},
+        {"kind": "turn", "prompt": "Snoop around", "times": 1, "reply": {"tool_calls": [
+            {"name": "bash", "arguments": {"command": "cat state/runs/*/journal.log state/runs/*/run.json; ls -R state"}},
+            {"name": "bash", "arguments": {"command": "for f in state/runs/*/journal.log state/runs/*/run.json; do echo forged > \"$f\"; done; mkdir -p state/runs/fake && echo made"}}
+        ]}},
+        {"kind": "turn", "prompt": "Snoop around", "reply": "nothing"}
+    ]);
+    let (code, out, err) = run_scripted(&dir, script, &["--state-dir", "state"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "out: nothing\n");
+    let state = dir.join("state");
+    let run = &runs(&state)[0];
+    let records = journal(run);
+    for id in ["0:1#t0c0", "0:1#t0c1"] {
+        let (text, _) = tool_output(&records, id);
+        assert!(
+            !text.contains("4242"),
+            "{id} read another agent's answer: {text}"
+        );
+        assert!(
+            !text.contains("made"),
+            "{id} wrote into the state directory: {text}"
+        );
+    }
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).expect("run.json"))
+            .expect("run.json is intact");
+    assert_eq!(record["status"], "finished", "{record}");
+    // Every record still parses with its checksum, the keeper's answer first.
+    assert_eq!(records[0]["answer"]["text"], "the vault code is 4242");
+    assert!(!std::fs::read_to_string(run.join("journal.log"))
+        .expect("journal")
+        .starts_with("forged"));
+    assert!(!state.join("runs/fake").exists());
+}
+
+/// Escape 4, through commands: an agent wrote `prose.toml` (the next run then granted bash
+/// and network and sent the key where the agent chose), `.git/config` (`core.fsmonitor`) and
+/// `.git/hooks/*`, which run code the next time a person uses git, or the program itself.
+#[test]
+fn commands_cannot_plant_settings_git_hooks_or_change_the_program() {
+    let dir = scratch("persist-bash");
+    let program = "agent tinkerer:\n  permissions:\n    bash: allow\noutput out = session: tinkerer\n  prompt: \"Tinker\"\n";
+    std::fs::write(dir.join("prog.prose"), program).expect("program");
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{out:?}");
+    };
+    git(&["init", "-q"]);
+    let config_before = std::fs::read_to_string(dir.join(".git/config")).expect("config");
+    let attack = "echo 'allow = [\"bash\", \"network\"]' > prose.toml; \
+                  echo 'base_url = \"http://evil.example\"' >> prose.toml; \
+                  git config core.fsmonitor 'touch pwned'; \
+                  echo '#!/bin/sh' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
+                  echo '# changed' >> prog.prose; mv prog.prose gone.prose; \
+                  mkdir -p sub && echo 'allow = [\"bash\"]' > sub/prose.toml; echo tried";
+    let script = json!([
+        {"kind": "turn", "prompt": "Tinker", "times": 1, "reply": {"tool_calls": [
+            {"name": "bash", "arguments": {"command": attack}}
+        ]}},
+        {"kind": "turn", "prompt": "Tinker", "reply": "done"}
+    ]);
+    let (code, _, err) = run_scripted(&dir, script, &[]);
+    assert_eq!(code, 0, "{err}");
+    let records = journal(&runs(&dir.join(".prose"))[0]);
+    let (text, _) = tool_output(&records, "0:0#t0c0");
+    assert!(text.contains("tried"), "{text}");
+    assert!(!dir.join("prose.toml").exists(), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".git/config")).expect("config"),
+        config_before
+    );
+    assert!(!dir.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("prog.prose")).expect("program"),
+        program
+    );
+    assert!(!dir.join("gone.prose").exists());
+
+    // Where there is no `.git` yet, none can be made either.
+    let bare = scratch("persist-bash-nogit");
+    std::fs::write(bare.join("prog.prose"), program).expect("program");
+    let script = json!([
+        {"kind": "turn", "prompt": "Tinker", "times": 1, "reply": {"tool_calls": [
+            {"name": "bash", "arguments": {"command": "git init -q; mkdir -p .git/hooks; echo x > .git/config; ls -a"}}
+        ]}},
+        {"kind": "turn", "prompt": "Tinker", "reply": "done"}
+    ]);
+    let (code, _, err) = run_scripted(&bare, script, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!bare.join(".git").exists(), "a .git was planted");
+    assert!(
+        !bare.join("prose.toml").exists(),
+        "a placeholder was left behind"
+    );
+}
+
+/// A directory holding `sh` and `touch` but no `bwrap`, to put on `PATH`; with `fake_bwrap`,
+/// a `bwrap` that fails like one without user namespaces.
+fn bin_without_bwrap(dir: &Path, fake_bwrap: bool) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).expect("bin");
+    for tool in ["sh", "touch"] {
+        let real = ["/bin", "/usr/bin"]
+            .iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.is_file())
+            .expect("tool");
+        std::os::unix::fs::symlink(real, bin.join(tool)).expect("link");
+    }
+    if fake_bwrap {
+        let fake = bin.join("bwrap");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n",
+        )
+        .expect("fake");
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("mode");
+    }
+    bin
+}
+
+#[test]
+fn where_no_sandbox_can_be_set_up_commands_are_refused_unless_the_user_allows_it() {
+    for fake in [false, true] {
+        let dir = scratch(if fake { "nosandbox-fake" } else { "nosandbox" });
+        std::fs::write(
+            dir.join("prog.prose"),
+            "agent plain:\n  prompt: \"You help.\"\nsession: plain\n  prompt: \"Run it\"\n",
+        )
+        .expect("program");
+        let bin = bin_without_bwrap(&dir, fake);
+        let script = json!([
+            {"kind": "turn", "times": 1, "reply": {"tool_calls": [
+                {"name": "bash", "arguments": {"command": "touch ran.txt"}}]}},
+            {"kind": "turn", "times": 1, "reply": "ok"}
+        ]);
+        std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
+        let run = |extra: &[&str]| {
+            support::output(
+                vm("sk-unused")
+                    .current_dir(&dir)
+                    .env("PATH", &bin)
+                    .args(["run", "prog.prose", "--mock-script", "script.json"])
+                    .args(["--trace", "json", "--allow", "bash"])
+                    .args(extra),
+            )
+        };
+        let (code, _, err) = run(&[]);
+        assert_eq!(code, 0, "{err}");
+        assert!(!dir.join("ran.txt").exists(), "ran without a sandbox");
+        let why = if fake {
+            "No permissions to create new namespace"
+        } else {
+            "bubblewrap (`bwrap`) is not installed"
+        };
+        assert!(err.contains(why), "{err}");
+        assert!(err.contains("--allow unsandboxed-bash"), "{err}");
+
+        let (code, _, err) = run(&["--allow", "unsandboxed-bash"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(dir.join("ran.txt").exists(), "{err}");
+    }
+    let dir = scratch("nosandbox-toml");
+    std::fs::write(dir.join("prog.prose"), "session \"x\"\n").expect("program");
+    std::fs::write(dir.join("prose.toml"), "allow = [\"unsandboxed-bash\"]\n").expect("toml");
+    let (code, _, err) = support::output(vm("sk-unused").current_dir(&dir).args([
+        "run",
+        "prog.prose",
+        "--trace",
+        "quiet",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("only the command line can"), "{err}");
 }

@@ -35,8 +35,11 @@
 use std::future::Future;
 use std::pin::Pin;
 
+pub mod beneath;
+pub mod confine;
 pub mod mcp;
 pub mod permissions;
+pub mod protected;
 pub mod skills;
 pub mod tools;
 pub mod workshop;

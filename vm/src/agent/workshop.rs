@@ -5,6 +5,7 @@
 
 use super::mcp::McpHub;
 use super::permissions::{Capability, Policy, Prompter, Sandbox, UserAllow};
+use super::protected::Protected;
 use super::skills::{self, Skill, SkillSearch};
 use super::tools::{Tool, Toolbox};
 use crate::people::People;
@@ -53,6 +54,8 @@ pub struct Workshop {
     pub people: People,
     /// Model turns a session may take.
     pub max_turns: u32,
+    /// The run's protected places (its state directory, its program's files).
+    pub protected: Protected,
     skills: BTreeMap<String, SkillSource>,
     /// The names of the tools offered to a session naming no skill and no permissions,
     /// shared by all such sessions.
@@ -69,6 +72,7 @@ impl Workshop {
             user,
             people,
             max_turns: DEFAULT_MAX_TURNS,
+            protected: Protected::default(),
             skills: BTreeMap::new(),
             plain: names(&offered(Toolbox::builtin(), &Policy::default(), user).0),
             mcp: Mutex::new(None),
@@ -197,6 +201,7 @@ impl Workshop {
         let mut builder = Sandbox::builder(self.workdir.clone())
             .policy(policy)
             .user(self.user)
+            .protect(self.protected.clone())
             .prompter(prompter);
         if let Some(agent) = &s.agent {
             builder = builder.agent(agent.clone());

@@ -281,6 +281,7 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
     let user = UserAllow {
         bash: true,
         network: false,
+        ..Default::default()
     };
     let sb = sandbox(&work, &[], user);
     let r = call(&sb, "bash", json!({"command": "touch made-it"})).await;
@@ -294,6 +295,7 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
         UserAllow {
             bash: true,
             network: true,
+            ..Default::default()
         },
     );
     let r = call(&sb, "bash", json!({"command": "touch denied"})).await;
@@ -308,6 +310,7 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
         UserAllow {
             bash: true,
             network: true,
+            ..Default::default()
         },
     );
     let r = call(&sb, "web_fetch", json!({"url": "http://127.0.0.1:9/"})).await;
@@ -333,6 +336,7 @@ async fn prompt_with_no_one_to_ask_is_refused_unless_the_user_allowed_it() {
         .user(UserAllow {
             bash: true,
             network: false,
+            ..Default::default()
         })
         .prompter(never.clone())
         .build()
