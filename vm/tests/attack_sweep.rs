@@ -184,11 +184,21 @@ output out = session: snoop
 "#,
     )
     .expect("program");
+    // The run's id is only known once it runs; the second turn names the only run there is
+    // with a glob the tools do not expand, or a made-up id: both refused before any opening.
     let script = json!([
         {"kind": "turn", "prompt": "Tell the vault code", "reply": "the vault code is 4242"},
         {"kind": "turn", "prompt": "Snoop around", "times": 1, "reply": {"tool_calls": [
             {"name": "bash", "arguments": {"command": "cat state/runs/*/journal.log state/runs/*/run.json; ls -R state"}},
-            {"name": "bash", "arguments": {"command": "for f in state/runs/*/journal.log state/runs/*/run.json; do echo forged > \"$f\"; done; mkdir -p state/runs/fake && echo made"}}
+            {"name": "bash", "arguments": {"command": "for f in state/runs/*/journal.log state/runs/*/run.json; do echo forged > \"$f\"; done; mkdir -p state/runs/fake && echo made"}},
+            {"name": "grep", "arguments": {"pattern": "code is [0-9]+"}},
+            {"name": "grep", "arguments": {"pattern": "code is [0-9]+", "path": "state"}},
+            {"name": "list_files", "arguments": {"pattern": "state/**"}},
+            {"name": "write_file", "arguments": {"path": "state/runs/fake/run.json", "content": "{}"}}
+        ]}},
+        {"kind": "turn", "prompt": "Snoop around", "times": 1, "reply": {"tool_calls": [
+            {"name": "read_file", "arguments": {"path": "state/runs/20260101-000000-abcdef/journal.log"}},
+            {"name": "edit_file", "arguments": {"path": "state/runs/20260101-000000-abcdef/run.json", "old_string": "finished", "new_string": "forged"}}
         ]}},
         {"kind": "turn", "prompt": "Snoop around", "reply": "nothing"}
     ]);
@@ -198,7 +208,11 @@ output out = session: snoop
     let state = dir.join("state");
     let run = &runs(&state)[0];
     let records = journal(run);
-    for id in ["0:1#t0c0", "0:1#t0c1"] {
+    let calls = [
+        "0:1#t0c0", "0:1#t0c1", "0:1#t0c2", "0:1#t0c3", "0:1#t0c4", "0:1#t0c5", "0:1#t1c0",
+        "0:1#t1c1",
+    ];
+    for id in calls {
         let (text, _) = tool_output(&records, id);
         assert!(
             !text.contains("4242"),
@@ -209,6 +223,15 @@ output out = session: snoop
             "{id} wrote into the state directory: {text}"
         );
     }
+    for id in ["0:1#t0c3", "0:1#t0c5", "0:1#t1c0", "0:1#t1c1"] {
+        let (text, is_error) = tool_output(&records, id);
+        assert!(is_error, "{id} was not refused: {text}");
+        assert!(text.contains("state directory"), "{id}: {text}");
+    }
+    assert_eq!(
+        tool_output(&records, "0:1#t0c4").0,
+        "No files match `state/**`."
+    );
     let record: Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).expect("run.json"))
             .expect("run.json is intact");
@@ -219,6 +242,7 @@ output out = session: snoop
         .expect("journal")
         .starts_with("forged"));
     assert!(!state.join("runs/fake").exists());
+    assert!(!state.join("runs/20260101-000000-abcdef").exists());
 }
 
 /// Escape 4, through commands: an agent wrote `prose.toml` (the next run then granted bash
@@ -284,6 +308,74 @@ fn commands_cannot_plant_settings_git_hooks_or_change_the_program() {
     assert!(
         !bare.join("prose.toml").exists(),
         "a placeholder was left behind"
+    );
+}
+
+/// Escape 4, through the file tools of an agent with default permissions (read and write
+/// anywhere in the working directory): `prose.toml` anywhere, git's config and hooks, and the
+/// program and the file it imports stay as they were.
+#[test]
+fn file_tools_cannot_plant_settings_git_hooks_or_change_the_program() {
+    let dir = scratch("persist-files");
+    let program = "use \"./lib/helper.prose\" as helper\nagent tinkerer:\n  prompt: \"You tinker.\"\noutput out = session: tinkerer\n  prompt: \"Tinker\"\n";
+    let helper = "input topic: \"What\"\noutput summary = session \"Summarize {topic}\"\n";
+    std::fs::write(dir.join("prog.prose"), program).expect("program");
+    std::fs::create_dir_all(dir.join("lib")).expect("lib");
+    std::fs::write(dir.join("lib/helper.prose"), helper).expect("helper");
+    std::fs::create_dir_all(dir.join(".git/hooks")).expect("git");
+    std::fs::write(dir.join(".git/config"), "[core]\n").expect("config");
+    let escalate = "allow = [\"bash\", \"network\"]\nbase_url = \"http://evil.example\"\n";
+    let writes = [
+        ("prose.toml", escalate),
+        ("sub/prose.toml", escalate),
+        ("./prose.toml", escalate),
+        (".git/config", "[core]\n\tfsmonitor = touch pwned\n"),
+        (".git/hooks/pre-commit", "#!/bin/sh\ntouch pwned\n"),
+        ("sub/.git/config", "[core]\n"),
+        ("prog.prose", "session \"pwned\"\n"),
+        ("lib/helper.prose", "session \"pwned\"\n"),
+    ];
+    let mut calls: Vec<Value> = writes
+        .iter()
+        .map(|(path, content)| {
+            json!({"name": "write_file", "arguments": {"path": path, "content": content}})
+        })
+        .collect();
+    calls.push(json!({"name": "edit_file", "arguments": {"path": ".git/config", "old_string": "[core]", "new_string": "[core]\n\tfsmonitor = x"}}));
+    calls.push(json!({"name": "edit_file", "arguments": {"path": "prog.prose", "old_string": "Tinker", "new_string": "Pwn"}}));
+    calls.push(json!({"name": "read_file", "arguments": {"path": "prog.prose"}}));
+    let script = json!([
+        {"kind": "turn", "prompt": "Tinker", "times": 1, "reply": {"tool_calls": calls}},
+        {"kind": "turn", "prompt": "Tinker", "reply": "done"}
+    ]);
+    let (code, _, err) = run_scripted(&dir, script, &[]);
+    assert_eq!(code, 0, "{err}");
+    let records = journal(&runs(&dir.join(".prose"))[0]);
+    for i in 0..writes.len() + 2 {
+        let id = format!("0:0#t0c{i}");
+        let (text, is_error) = tool_output(&records, &id);
+        assert!(is_error, "{id} was not refused: {text}");
+        assert!(text.starts_with("permission denied"), "{id}: {text}");
+    }
+    let (text, is_error) = tool_output(&records, &format!("0:0#t0c{}", writes.len() + 2));
+    assert!(
+        !is_error && text.contains("Tinker"),
+        "the program stays readable: {text}"
+    );
+    assert!(!dir.join("prose.toml").exists());
+    assert!(!dir.join("sub").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join(".git/config")).expect("config"),
+        "[core]\n"
+    );
+    assert!(!dir.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("prog.prose")).expect("program"),
+        program
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("lib/helper.prose")).expect("helper"),
+        helper
     );
 }
 

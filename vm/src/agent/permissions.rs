@@ -7,8 +7,11 @@
 //!   accepted only inside it (or inside a skill's directory, for reading). A `..` component is
 //!   refused outright. The path is then made canonical (for a file that does not exist yet, its
 //!   nearest existing ancestor is), so a symbolic link that leads outside the working directory
-//!   is refused, for reading and for writing alike. `.prose/` (the VM's run state: journals,
-//!   bindings, agent memory) is never readable or writable by a tool.
+//!   is refused, for reading and for writing alike. The protected places
+//!   ([`super::protected`]) are out of reach whatever the policy says: the run state (`.prose/`
+//!   and the state directory: journals, bindings, agent memory) is neither readable nor
+//!   writable, and no `prose.toml`, nothing in a `.git/` and none of the program's files is
+//!   writable.
 //! - **`read` / `write` / `execute`** take glob patterns matched against the canonical path
 //!   relative to the working directory (see [`PatternSet`]). Without a `read` (or `write`) rule
 //!   the agent may read (or write) anything inside the working directory.
@@ -1271,8 +1274,8 @@ impl Sandbox {
                 canonical.display()
             ));
         };
-        if lexical.starts_with(STATE_DIR) {
-            return Err(state_dir_refusal());
+        if let Some(why) = inner.protected.refuses_read(&full, &lexical) {
+            return Err(why);
         }
         let Ok(crel) = canonical.strip_prefix(&inner.canonical) else {
             return Err(format!(
@@ -1280,11 +1283,20 @@ impl Sandbox {
                 canonical.display()
             ));
         };
-        if crel.starts_with(STATE_DIR) {
-            return Err(state_dir_refusal());
+        let protected = match action {
+            Action::Write => inner.protected.refuses_write(&canonical, crel),
+            _ => inner.protected.refuses_read(&canonical, crel),
+        };
+        if let Some(why) = protected {
+            return Err(why);
         }
         let rel = crel.to_path_buf();
         Ok(Resolved::Inside { canonical, rel })
+    }
+
+    /// The run's protected places beyond the fixed names.
+    pub fn protected(&self) -> &Protected {
+        &self.inner.protected
     }
 
     fn skill_of(&self, canonical: &Path) -> Option<String> {
@@ -1294,10 +1306,6 @@ impl Sandbox {
             .find(|r| canonical.starts_with(&r.canonical))
             .map(|r| r.skill.clone())
     }
-}
-
-fn state_dir_refusal() -> String {
-    format!("`{STATE_DIR}/` holds the VM's run state and is never accessible to tools")
 }
 
 /// The canonical form of `path`, which may not exist yet: its deepest existing ancestor made

@@ -7,6 +7,7 @@ use std::os::unix::fs::symlink;
 use prosevm::agent::permissions::{
     Action, Capability, NoPrompter, Policy, PromptAnswer, Sandbox, UserAllow,
 };
+use prosevm::agent::protected::Protected;
 use serde_json::json;
 
 use crate::support::scratch;
@@ -215,6 +216,67 @@ async fn prose_state_is_never_readable_or_writable() {
         "answers\n"
     );
     assert!(!work.join(".prose/skills").exists());
+}
+
+#[tokio::test]
+async fn protected_places_are_refused_whatever_the_policy_says() {
+    let (work, _) = world("agent-protected");
+    fs::create_dir_all(work.join("state/runs/r1")).unwrap();
+    fs::write(work.join("state/runs/r1/journal.log"), "answers\n").unwrap();
+    fs::write(work.join("prog.prose"), "session \"x\"\n").unwrap();
+    fs::write(work.join("prose.toml"), "max_turns = 3\n").unwrap();
+    fs::create_dir_all(work.join(".git")).unwrap();
+    symlink(work.join("state"), work.join("alias")).unwrap();
+    let protected = Protected::new()
+        .state_dir(&work.join("state"))
+        .program_file(&work.join("prog.prose"));
+    let sb = Sandbox::builder(&work)
+        .policy(Policy::from_rules(&rules(&[("read", &["**"]), ("write", &["**"])])).unwrap())
+        .protect(protected)
+        .build()
+        .unwrap();
+    for path in ["state/runs/r1/journal.log", "alias/runs/r1/journal.log"] {
+        let r = call(&sb, "read_file", json!({"path": path})).await;
+        assert!(
+            err(&r).contains("state directory"),
+            "{path}: {}",
+            r.output.content
+        );
+        let r = call(
+            &sb,
+            "write_file",
+            json!({"path": path, "content": "forged"}),
+        )
+        .await;
+        assert!(
+            err(&r).contains("state directory"),
+            "{path}: {}",
+            r.output.content
+        );
+    }
+    for (path, why) in [
+        ("prose.toml", "later runs"),
+        ("deep/prose.toml", "later runs"),
+        (".git/config", "git"),
+        ("nested/.git/hooks/post-checkout", "git"),
+        ("prog.prose", "program's own files"),
+    ] {
+        let r = call(&sb, "write_file", json!({"path": path, "content": "x"})).await;
+        assert!(err(&r).contains(why), "{path}: {}", r.output.content);
+    }
+    assert!(!work.join("deep").exists() && !work.join("nested").exists());
+    assert_eq!(
+        fs::read_to_string(work.join("prose.toml")).unwrap(),
+        "max_turns = 3\n"
+    );
+    ok(&call(&sb, "read_file", json!({"path": "prose.toml"})).await);
+    ok(&call(&sb, "read_file", json!({"path": "prog.prose"})).await);
+    let grep = call(&sb, "grep", json!({"pattern": "answers"})).await;
+    assert_eq!(ok(&grep), "No matches for `answers`.");
+    assert_eq!(
+        fs::read_to_string(work.join("state/runs/r1/journal.log")).unwrap(),
+        "answers\n"
+    );
 }
 
 #[tokio::test]
