@@ -164,6 +164,66 @@ fn run_scripted(dir: &Path, script: Value, extra: &[&str]) -> (i32, String, Stri
     )
 }
 
+/// Escape 2: with `execute: ["*.sh"]` and `bash: deny`, the agent wrote a file named
+/// `X=p/a.sh` and ran `X=p/a.sh cat /outside/secret`: the first word matched the pattern,
+/// and `sh` took it for a variable assignment and ran the rest. Glob characters in the
+/// arguments also expanded, outside the working directory.
+#[test]
+fn execute_patterns_run_the_file_itself_with_literal_arguments() {
+    let root = scratch("execute");
+    let dir = root.join("work");
+    std::fs::create_dir_all(dir.join("scripts")).expect("work");
+    std::fs::create_dir_all(root.join("outside")).expect("outside");
+    let secret = root.join("outside/secret.txt");
+    std::fs::write(&secret, "exfiltrated-7731\n").expect("secret");
+    let script = dir.join("scripts/args.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\nfor a in \"$@\"; do echo \"arg: $a\"; done\n",
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("mode");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent runner:\n  permissions:\n    execute: [\"*.sh\"]\n    bash: deny\noutput out = session: runner\n  prompt: \"Run the checks\"\n",
+    )
+    .expect("program");
+    let smuggle = format!("X=p/a.sh cat {}", secret.display());
+    let script = json!([
+        {"kind": "turn", "prompt": "Run the checks", "times": 1, "reply": {"tool_calls": [
+            {"name": "write_file", "arguments": {"path": "X=p/a.sh", "content": "#!/bin/sh\necho planted\n"}},
+            {"name": "bash", "arguments": {"command": smuggle}},
+            {"name": "bash", "arguments": {"command": "./scripts/args.sh /* ~ *.sh"}},
+            {"name": "bash", "arguments": {"command": "scripts/args.sh plain"}},
+            {"name": "bash", "arguments": {"command": "./X=p/a.sh"}}
+        ]}},
+        {"kind": "turn", "prompt": "Run the checks", "reply": "checked"}
+    ]);
+    let (code, _, err) = run_scripted(&dir, script, &[]);
+    assert_eq!(code, 0, "{err}");
+    let records = journal(&runs(&dir.join(".prose"))[0]);
+    let (text, is_error) = tool_output(&records, "0:0#t0c1");
+    assert!(is_error, "the assignment ran: {text}");
+    assert!(!text.contains("exfiltrated-7731"), "{text}");
+    assert!(text.contains("assignment"), "{text}");
+    let (text, is_error) = tool_output(&records, "0:0#t0c2");
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        text, "arg: /*\narg: ~\narg: *.sh\n[exit status 0]",
+        "arguments are passed as written"
+    );
+    let (text, is_error) = tool_output(&records, "0:0#t0c3");
+    assert_eq!(
+        (text.as_str(), is_error),
+        ("arg: plain\n[exit status 0]", false)
+    );
+    // The planted file matches `*.sh`, but write_file made it without the execute bit, and
+    // it is run directly, so nothing reads it as a shell script.
+    let (text, is_error) = tool_output(&records, "0:0#t0c4");
+    assert!(is_error && !text.contains("planted"), "{text}");
+}
+
 /// Escape 3: with `--state-dir state`, tools read another agent's answers from
 /// `state/runs/*/journal.log` and overwrote the journal and `run.json`; only the literal
 /// `.prose` was protected.

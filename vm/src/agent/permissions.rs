@@ -21,10 +21,12 @@
 //!   "always" answer holds for the rest of the session (the sandbox's lifetime) for that
 //!   capability; with no one to ask the call is refused.
 //! - **`execute`** lets a command run even when `bash` is not allowed, provided the command is a
-//!   plain invocation of a file matching an execute pattern: its program is written as a path
-//!   (it contains a `/`, as in `./test.sh` or `scripts/check`), and the command has no shell
-//!   metacharacters (`; | & $ > < \` ' " \ ( ) { }` or a newline), so it can do nothing but run
-//!   that file with literal arguments.
+//!   plain invocation of a file matching an execute pattern: its program (first word) is
+//!   written as a path (it contains a `/`, as in `./test.sh` or `scripts/check`) and is not a
+//!   variable assignment (`X=p/a.sh`), and the command has no shell metacharacters
+//!   (`; | & $ > < \` ' " \ ( ) { }` or a newline). No shell is involved: the file itself is
+//!   run ([`Invocation::Exec`]) with the other words as literal arguments (`*` or `~` are not
+//!   expanded).
 //! - **Commands** (`bash`, and files run through `execute`) run inside an OS sandbox
 //!   ([`super::confine`]) that confines their writes to the agent's write paths and keeps
 //!   the protected places ([`super::protected`]) read-only or hidden. Where no sandbox can be
@@ -1098,8 +1100,8 @@ impl Sandbox {
             .await
     }
 
-    /// `Ok` if `command` runs a file an execute pattern allows; otherwise why not, when the
-    /// agent has execute patterns at all.
+    /// `Ok` (the file and its literal arguments) if `command` runs a file an execute pattern
+    /// allows; otherwise why not, when the agent has execute patterns at all.
     fn execute_grant(&self, command: &str) -> Result<(Invocation, Grant), Option<String>> {
         let Some(set) = self.inner.policy.execute() else {
             return Err(None);
@@ -1118,9 +1120,22 @@ impl Sandbox {
                 "the command contains the shell metacharacter {c:?}"
             ));
         }
-        let Some(program) = command.split_whitespace().next() else {
+        let mut words = command.split_whitespace();
+        let Some(program) = words.next() else {
             return not("the command is empty");
         };
+        if let Some((name, _)) = program.split_once('=') {
+            let mut chars = name.chars();
+            if chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return not(&format!(
+                    "its first word `{program}` is a variable assignment, not a program"
+                ));
+            }
+        }
         if !program.contains('/') {
             return not(&format!(
                 "its program `{program}` is not written as a path (like `./{program}`)"
@@ -1133,7 +1148,10 @@ impl Sandbox {
                 }
                 match set.matching(&rel) {
                     Some(p) => Ok((
-                        Invocation::Shell(command.to_string()),
+                        Invocation::Exec {
+                            program: canonical,
+                            args: words.map(str::to_string).collect(),
+                        },
                         Grant {
                             reason: format!("execute rule {p:?}"),
                         },
