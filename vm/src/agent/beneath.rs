@@ -6,8 +6,8 @@
 //! RESOLVE_NO_SYMLINKS`; elsewhere (older kernels, or where a seccomp filter refuses
 //! `openat2`) the path is walked one component at a time, each directory opened with
 //! `O_NOFOLLOW` relative to the one before. Either way a symbolic link anywhere on the path,
-//! the last component included, is an error (`ELOOP`, or `ENOTDIR` for a link where a
-//! directory was expected), and `..` is refused before anything is opened.
+//! the last component included, is an error (`ELOOP`, or `EXDEV` for a path leaving the
+//! directory), and `..` is refused before anything is opened.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -83,8 +83,9 @@ impl Root {
         &self.path
     }
 
-    /// Opens `rel` beneath this directory in `mode` (new files get mode 0644, less the
-    /// umask), refusing any symbolic link on the way and any `..`.
+    /// Opens `rel` beneath this directory in `mode` (new files get mode 0666 less the
+    /// umask, as `std::fs::write` gives them), refusing any symbolic link on the way and any
+    /// `..`.
     pub fn open_file(&self, rel: &Path, mode: Mode, strategy: Strategy) -> io::Result<File> {
         let parts = components(rel)?;
         if parts.is_empty() {
@@ -136,6 +137,11 @@ impl Root {
                     }
                     openat(&dir, part, flags)?
                 }
+                // A link where a directory is expected fails with ENOTDIR (O_DIRECTORY is
+                // checked first): report it as the link it is.
+                Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) && is_link(&dir, part) => {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP))
+                }
                 other => other?,
             };
         }
@@ -177,10 +183,26 @@ fn dup(fd: &OwnedFd) -> io::Result<OwnedFd> {
     fd.try_clone()
 }
 
+/// Whether `name` in `dir` is a symbolic link.
+fn is_link(dir: &OwnedFd, name: &CString) -> bool {
+    // SAFETY: `stat` is plain data; zeroed is a valid value for fstatat to fill in.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: an open directory, a valid C string and a valid `stat` to write.
+    let done = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    done == 0 && st.st_mode & libc::S_IFMT == libc::S_IFLNK
+}
+
 fn openat(dir: &OwnedFd, name: &CString, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `dir` is an open directory, `name` a valid C string; the mode is read only
     // with O_CREAT.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, 0o644 as libc::c_uint) };
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, 0o666 as libc::c_uint) };
     owned(fd)
 }
 
@@ -190,7 +212,7 @@ fn openat2(dir: &OwnedFd, rel: &Path, flags: libc::c_int) -> io::Result<OwnedFd>
     // SAFETY: `open_how` is plain data; zeroed is a valid value, then filled in.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = flags as u64;
-    how.mode = if flags & libc::O_CREAT != 0 { 0o644 } else { 0 };
+    how.mode = if flags & libc::O_CREAT != 0 { 0o666 } else { 0 };
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
     // SAFETY: the arguments are an open directory, a valid C string, a valid `open_how` and
     // its size, as openat2(2) takes them.
@@ -214,10 +236,7 @@ fn openat2(_: &OwnedFd, _: &Path, _: libc::c_int) -> io::Result<OwnedFd> {
 /// Whether an error from [`Root::open_file`] means a symbolic link was on the path (or the
 /// path left the directory).
 pub fn is_link_error(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ELOOP) | Some(libc::EXDEV) | Some(libc::ENOTDIR)
-    )
+    matches!(e.raw_os_error(), Some(libc::ELOOP) | Some(libc::EXDEV))
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub mod beneath;
+mod checked;
 pub mod confine;
 pub mod mcp;
 pub mod permissions;

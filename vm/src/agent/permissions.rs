@@ -45,11 +45,14 @@ use std::sync::{Arc, Mutex};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use super::beneath::Root;
+use super::checked::Created;
 use super::confine::{self, Confinement, Invocation, Plan, Support};
 use super::protected::{Protected, CONFIG_FILE, GIT_DIR};
 use super::skills::Skill;
 use super::BoxFuture;
 
+pub use super::checked::CheckedPath;
 pub use super::protected::STATE_DIR;
 
 /// Capabilities a user can allow for every agent (`--allow bash`, `--allow network`, or
@@ -500,34 +503,6 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// A path the sandbox has checked: canonical, and allowed for the action it was checked for.
-/// Tools get paths to touch only in this form.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckedPath {
-    path: PathBuf,
-    display: String,
-    reason: String,
-}
-
-impl CheckedPath {
-    /// The canonical absolute path (for a file not created yet: its canonical parent joined
-    /// with the rest).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The path as tools show it: relative to the working directory, or absolute inside a
-    /// skill's directory.
-    pub fn display(&self) -> &str {
-        &self.display
-    }
-
-    /// The rule that allowed it.
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
-}
-
 /// A granted `bash` or `network` check: the rule that allowed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
@@ -664,6 +639,7 @@ pub fn ask_on(
 struct ReadRoot {
     skill: String,
     canonical: PathBuf,
+    root: Arc<Root>,
 }
 
 /// Builds a [`Sandbox`]: the working directory, then the policy, the user's allowances, the
@@ -728,15 +704,19 @@ impl SandboxBuilder {
         };
         let mut roots = Vec::new();
         for (skill, dir) in self.roots {
+            let canonical = std::fs::canonicalize(dir)?;
             roots.push(ReadRoot {
                 skill,
-                canonical: std::fs::canonicalize(dir)?,
+                root: Arc::new(Root::open(&canonical)?),
+                canonical,
             });
         }
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 given: workdir,
+                root: Arc::new(Root::open(&canonical)?),
                 canonical,
+                created: Arc::default(),
                 policy: self.policy,
                 user: self.user,
                 prompter: self.prompter,
@@ -762,6 +742,10 @@ struct Inner {
     given: PathBuf,
     /// The working directory, canonical.
     canonical: PathBuf,
+    /// The working directory, held open: file tools open paths beneath it.
+    root: Arc<Root>,
+    /// The files this session's file tools created.
+    created: Arc<Created>,
     policy: Policy,
     user: UserAllow,
     prompter: Arc<dyn Prompter>,
@@ -846,11 +830,7 @@ impl Sandbox {
             reason,
         };
         match self.resolve(path, Action::Read).map_err(refuse)? {
-            Resolved::Skill { canonical, skill } => Ok(CheckedPath {
-                display: canonical.to_string_lossy().into_owned(),
-                path: canonical,
-                reason: format!("inside the directory of skill `{skill}`"),
-            }),
+            Resolved::Skill { canonical, skill } => Ok(self.checked_in_skill(canonical, skill)),
             Resolved::Inside { canonical, rel } => {
                 let reason = match self.inner.policy.read() {
                     None => "default: reading inside the working directory".to_string(),
@@ -865,11 +845,7 @@ impl Sandbox {
                         }
                     },
                 };
-                Ok(CheckedPath {
-                    display: rel.to_string_lossy().into_owned(),
-                    path: canonical,
-                    reason,
-                })
+                Ok(self.checked(canonical, rel.to_string_lossy().into_owned(), reason))
             }
         }
     }
@@ -907,11 +883,7 @@ impl Sandbox {
                         }
                     },
                 };
-                Ok(CheckedPath {
-                    display: rel.to_string_lossy().into_owned(),
-                    path: canonical,
-                    reason,
-                })
+                Ok(self.checked(canonical, rel.to_string_lossy().into_owned(), reason))
             }
         }
     }
@@ -930,12 +902,7 @@ impl Sandbox {
             .map_err(refuse)?;
         let (canonical, display, reason) = match resolved {
             Resolved::Skill { canonical, skill } => {
-                let display = canonical.to_string_lossy().into_owned();
-                (
-                    canonical,
-                    display,
-                    format!("inside the directory of skill `{skill}`"),
-                )
+                return Ok(self.checked_in_skill(canonical, skill));
             }
             Resolved::Inside { canonical, rel } => {
                 if !canonical.is_dir() {
@@ -953,11 +920,36 @@ impl Sandbox {
                 )
             }
         };
-        Ok(CheckedPath {
-            path: canonical,
+        Ok(self.checked(canonical, display, reason))
+    }
+
+    /// A path checked inside the working directory.
+    fn checked(&self, canonical: PathBuf, display: String, reason: String) -> CheckedPath {
+        let inner = &self.inner;
+        CheckedPath::new(
+            canonical,
             display,
             reason,
-        })
+            inner.root.clone(),
+            inner.created.clone(),
+        )
+    }
+
+    /// A path checked inside the directory of `skill`.
+    fn checked_in_skill(&self, canonical: PathBuf, skill: String) -> CheckedPath {
+        let inner = &self.inner;
+        let base = inner
+            .roots
+            .iter()
+            .find(|r| r.skill == skill && canonical.starts_with(&r.canonical))
+            .map_or_else(|| inner.root.clone(), |r| r.root.clone());
+        CheckedPath::new(
+            canonical.clone(),
+            canonical.to_string_lossy().into_owned(),
+            format!("inside the directory of skill `{skill}`"),
+            base,
+            inner.created.clone(),
+        )
     }
 
     /// Checks that `command` may run, and says how: a plain run of a file matching an

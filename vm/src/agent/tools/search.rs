@@ -308,10 +308,8 @@ fn grep(
     let mut lines: Vec<String> = Vec::new();
     let mut bytes = 0usize;
     let mut full = false;
-    if let Ok(meta) = std::fs::metadata(root) {
-        super::files::not_special(&root.display().to_string(), &meta)?;
-    }
-    let files: Box<dyn Iterator<Item = PathBuf>> = if root.is_dir() {
+    let single = !root.is_dir();
+    let files: Box<dyn Iterator<Item = PathBuf>> = if !single {
         Box::new(
             walk(root, sandbox)
                 .flatten()
@@ -338,11 +336,18 @@ fn grep(
         let Ok(checked) = sandbox.check_read_path(&file) else {
             continue;
         };
+        // A file that cannot be read (removed meanwhile, no permission, several hard links)
+        // is skipped, unless it is the one file to search.
+        let opened = match checked.open_read() {
+            Ok((f, meta)) if meta.is_file() => f,
+            Ok(_) => continue,
+            Err(e) if single => return Err(e),
+            Err(_) => continue,
+        };
         let shown = checked.display().to_string();
-        // A file that cannot be read (removed meanwhile, no permission) is skipped.
-        let _ = searcher.search_path(
+        let _ = searcher.search_file(
             matcher,
-            checked.path(),
+            &opened,
             Lossy(|number, text| {
                 let text = text.trim_end_matches(['\n', '\r']);
                 let text = match text.char_indices().nth(MAX_GREP_LINE_CHARS) {
