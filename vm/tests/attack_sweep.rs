@@ -518,3 +518,82 @@ fn where_no_sandbox_can_be_set_up_commands_are_refused_unless_the_user_allows_it
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("only the command line can"), "{err}");
 }
+
+/// Serves `body` as `text/html` to every request on a loopback port; returns the URL.
+fn serve_html(body: String) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/page", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(body.as_bytes());
+        }
+    });
+    url
+}
+
+/// Escape 5: `web_fetch` of a page nested 100,000 `<div>`s deep reported its 30 s timeout,
+/// but the HTML-to-text conversion went on burning a CPU, and the process could not exit,
+/// even on SIGTERM, for minutes.
+#[test]
+fn a_page_nested_100000_deep_neither_hangs_the_fetch_nor_the_process() {
+    let dir = scratch("deep-html");
+    let url = serve_html(format!(
+        "<html><body>{}deep inside{}</body></html>",
+        "<div>".repeat(100_000),
+        "</div>".repeat(100_000)
+    ));
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent reader:\n  permissions:\n    network: allow\noutput out = session: reader\n  prompt: \"Read the page\"\n",
+    )
+    .expect("program");
+    let script = json!([
+        {"kind": "turn", "prompt": "Read the page", "times": 1, "reply": {"tool_calls": [
+            {"name": "web_fetch", "arguments": {"url": url}}
+        ]}},
+        {"kind": "turn", "prompt": "Read the page", "reply": "read"}
+    ]);
+    let file = dir.with_extension("script.json");
+    std::fs::write(&file, script.to_string()).expect("script");
+    let mut child = vm("sk-unused")
+        .current_dir(&dir)
+        .args(["run", "prog.prose", "--trace", "quiet", "--mock-script"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prosevm");
+    // A watchdog, not a timing: before the fix the process was still busy minutes later.
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(90) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run had not ended after 90 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status}");
+    let records = journal(&runs(&dir.join(".prose"))[0]);
+    let (text, is_error) = tool_output(&records, "0:0#t0c0");
+    assert!(!is_error, "{text}");
+    assert!(text.contains("deep inside"), "{text}");
+    assert!(text.contains("without layout"), "{text}");
+}

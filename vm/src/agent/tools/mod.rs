@@ -33,6 +33,7 @@ use super::BoxFuture;
 
 pub mod bash;
 pub mod files;
+pub mod html;
 pub mod search;
 pub mod web;
 
