@@ -597,3 +597,66 @@ fn a_page_nested_100000_deep_neither_hangs_the_fetch_nor_the_process() {
     assert!(text.contains("deep inside"), "{text}");
     assert!(text.contains("without layout"), "{text}");
 }
+
+/// The sandbox works for an unprivileged user as it does for root (CI runs as root: there
+/// the run is made as `nobody` through `setpriv`; elsewhere the tests already run
+/// unprivileged).
+#[test]
+fn commands_are_sandboxed_for_an_unprivileged_user_too() {
+    let root = scratch("unprivileged");
+    let dir = root.join("work");
+    std::fs::create_dir_all(&dir).expect("work");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent shell:\n  permissions:\n    bash: allow\noutput out = session: shell\n  prompt: \"Look\"\n",
+    )
+    .expect("program");
+    let outside = root.join("outside.txt");
+    let command = format!(
+        "id -u; echo made > made.txt && echo wrote; echo x > {} || echo refused; echo parent=$PPID",
+        outside.display()
+    );
+    let script = json!([
+        {"kind": "turn", "prompt": "Look", "times": 1, "reply": {"tool_calls": [
+            {"name": "bash", "arguments": {"command": command}}]}},
+        {"kind": "turn", "prompt": "Look", "reply": "looked"}
+    ]);
+    let file = root.join("script.json");
+    std::fs::write(&file, script.to_string()).expect("script");
+    // SAFETY: geteuid has no preconditions.
+    let root_user = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if root_user {
+        for p in [&root, &dir] {
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                .expect("mode");
+        }
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_prosevm"))
+            .env("HOME", &root);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    };
+    let (code, out, err) = support::output(
+        cmd.current_dir(&dir)
+            .stdin(Stdio::null())
+            .args(["run", "prog.prose", "--trace", "quiet", "--mock-script"])
+            .arg(&file),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "out: looked\n");
+    let records = journal(&runs(&dir.join(".prose"))[0]);
+    let (text, is_error) = tool_output(&records, "0:0#t0c0");
+    assert!(!is_error, "{text}");
+    // SAFETY: geteuid has no preconditions.
+    let uid = if root_user {
+        65534
+    } else {
+        unsafe { libc::geteuid() }
+    };
+    assert!(text.starts_with(&format!("{uid}\nwrote\n")), "{text}");
+    assert!(text.contains("refused\nparent=1\n"), "{text}");
+    assert!(dir.join("made.txt").is_file());
+    assert!(!outside.exists());
+}
