@@ -29,6 +29,9 @@ pub enum Mode {
     ReadWrite,
     /// Create a new file for writing; fails if anything exists at the path.
     CreateNew,
+    /// A handle to the file or directory itself (`O_PATH`), to hand to another program: it
+    /// grants no access by itself.
+    Handle,
 }
 
 impl Mode {
@@ -39,6 +42,7 @@ impl Mode {
             Mode::Read => libc::O_RDONLY | libc::O_NONBLOCK,
             Mode::ReadWrite => libc::O_RDWR | libc::O_NONBLOCK,
             Mode::CreateNew => libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            Mode::Handle => libc::O_PATH,
         }
     }
 }
@@ -87,16 +91,31 @@ impl Root {
     /// umask, as `std::fs::write` gives them), refusing any symbolic link on the way and any
     /// `..`.
     pub fn open_file(&self, rel: &Path, mode: Mode, strategy: Strategy) -> io::Result<File> {
+        let file = self.open_unchecked(rel, mode, strategy)?;
+        // `O_PATH | O_NOFOLLOW` opens a link itself rather than failing.
+        if mode == Mode::Handle && file.metadata()?.file_type().is_symlink() {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        Ok(file)
+    }
+
+    fn open_unchecked(&self, rel: &Path, mode: Mode, strategy: Strategy) -> io::Result<File> {
         let parts = components(rel)?;
         if parts.is_empty() {
-            return if mode == Mode::Read {
+            return if matches!(mode, Mode::Read | Mode::Handle) {
                 // The root itself.
                 dup(&self.fd).map(File::from)
             } else {
                 Err(io::Error::from_raw_os_error(libc::EISDIR))
             };
         }
-        let flags = mode.flags() | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NOCTTY;
+        // openat2 refuses flags that mean nothing with O_PATH, such as O_NOCTTY.
+        let tty = if mode == Mode::Handle {
+            0
+        } else {
+            libc::O_NOCTTY
+        };
+        let flags = mode.flags() | libc::O_CLOEXEC | libc::O_NOFOLLOW | tty;
         if strategy == Strategy::Best && !NO_OPENAT2.load(Ordering::Relaxed) {
             match openat2(&self.fd, rel, flags) {
                 Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
@@ -117,6 +136,44 @@ impl Root {
     pub fn create_dirs(&self, rel: &Path) -> io::Result<()> {
         let parts = components(rel)?;
         self.walk(&parts, true).map(drop)
+    }
+
+    /// Removes `rel` beneath this directory if it is an empty directory (`dir`) or an empty
+    /// regular file, following no link; anything else is left alone (and not an error).
+    pub fn remove_if_empty(&self, rel: &Path, dir: bool) -> io::Result<()> {
+        let parts = components(rel)?;
+        let Some((last, dirs)) = parts.split_last() else {
+            return Ok(());
+        };
+        let parent = self.walk(dirs, false)?;
+        // SAFETY: `stat` is plain data; zeroed is a valid value for fstatat to fill in.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: an open directory, a valid C string and a valid `stat` to write.
+        let found = unsafe {
+            libc::fstatat(
+                parent.as_raw_fd(),
+                last.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if found != 0 {
+            return Ok(());
+        }
+        let kind = st.st_mode & libc::S_IFMT;
+        let flags = if dir && kind == libc::S_IFDIR {
+            libc::AT_REMOVEDIR
+        } else if !dir && kind == libc::S_IFREG && st.st_size == 0 {
+            0
+        } else {
+            return Ok(());
+        };
+        // SAFETY: an open directory and a valid C string; a directory that is not empty is
+        // not removed (the call fails, which is fine).
+        unsafe {
+            libc::unlinkat(parent.as_raw_fd(), last.as_ptr(), flags);
+        }
+        Ok(())
     }
 
     /// Opens the directories `parts` one after the other with `O_NOFOLLOW`, creating those
@@ -299,6 +356,50 @@ mod tests {
         assert!(r
             .open_file(Path::new("a/b/c/new.txt"), Mode::CreateNew, Strategy::Best)
             .is_err());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn handles_refuse_links_and_placeholders_are_removed_only_when_empty() {
+        let root = scratch("handles");
+        let work = root.join("work");
+        std::fs::create_dir_all(work.join("d")).unwrap();
+        std::fs::write(work.join("full"), "x").unwrap();
+        std::fs::write(work.join("empty"), "").unwrap();
+        std::fs::write(root.join("outside-empty"), "").unwrap();
+        symlink(root.join("outside-empty"), work.join("link")).unwrap();
+        let r = Root::open(&work).unwrap();
+        for strategy in [Strategy::Best, Strategy::Walk] {
+            assert!(r.open_file(Path::new("d"), Mode::Handle, strategy).is_ok());
+            assert!(r.open_file(Path::new(""), Mode::Handle, strategy).is_ok());
+            let e = r
+                .open_file(Path::new("link"), Mode::Handle, strategy)
+                .unwrap_err();
+            assert!(is_link_error(&e), "{strategy:?}: {e}");
+        }
+        for (path, dir) in [
+            ("full", false),
+            ("link", false),
+            ("d", false),
+            ("empty", true),
+        ] {
+            r.remove_if_empty(Path::new(path), dir).unwrap();
+            assert!(
+                std::fs::symlink_metadata(work.join(path)).is_ok(),
+                "{path} was removed"
+            );
+        }
+        std::fs::write(work.join("d/x"), "").unwrap();
+        r.remove_if_empty(Path::new("d"), true).unwrap();
+        assert!(
+            work.join("d/x").exists(),
+            "a directory with something in it stays"
+        );
+        r.remove_if_empty(Path::new("d/x"), false).unwrap();
+        r.remove_if_empty(Path::new("d"), true).unwrap();
+        r.remove_if_empty(Path::new("empty"), false).unwrap();
+        assert!(!work.join("d").exists() && !work.join("empty").exists());
+        assert!(root.join("outside-empty").exists());
         let _ = std::fs::remove_dir_all(&root);
     }
 }

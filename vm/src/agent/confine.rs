@@ -26,8 +26,11 @@
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::beneath::{is_link_error, Mode, Root, Strategy};
 
 /// The bubblewrap program looked for on `PATH`.
 pub const BWRAP: &str = "bwrap";
@@ -150,18 +153,36 @@ fn base_args(network: bool) -> Vec<OsString> {
 /// What a command may touch: built by the session's sandbox
 /// (`super::permissions::Sandbox::confinement`) for each command, and kept until the command
 /// has ended (dropping it removes the placeholders it made).
+///
+/// Every path it makes writable or read-only is opened first, beneath the working directory
+/// and following no link (`super::beneath`), and handed to bubblewrap as a descriptor
+/// (`--bind-fd`, `--ro-bind-fd`): a link another process swaps in meanwhile can make the
+/// sandbox fail to set up, never mount something else in its place.
 #[derive(Debug)]
 pub struct Confinement {
     workdir: PathBuf,
     network: bool,
     /// Writable directories (or files), canonical, none inside another.
     writable: Vec<PathBuf>,
-    /// Existing protected paths inside a writable root.
-    read_only: Vec<PathBuf>,
+    /// What is mounted, in order, after the base arguments.
+    mounts: Vec<Mount>,
+    /// The working directory, held open, for the placeholders' removal.
+    base: Arc<Root>,
     /// Protected paths that did not exist: placeholders this confinement holds.
     placeholders: Vec<Placeholder>,
-    /// State directories to hide.
-    hidden: Vec<PathBuf>,
+}
+
+/// One mount of a confinement.
+#[derive(Debug)]
+enum Mount {
+    /// The path `handle` was opened at, bound over itself.
+    Bind {
+        handle: OwnedFd,
+        at: PathBuf,
+        writable: bool,
+    },
+    /// An empty read-only directory over `at`.
+    Hide(PathBuf),
 }
 
 /// A protected path that does not exist, held as an empty read-only placeholder while
@@ -181,8 +202,8 @@ fn placeholders() -> &'static Mutex<HashMap<PathBuf, usize>> {
 
 /// What a [`Confinement`] is built from.
 pub struct Plan<'a> {
-    /// The working directory (canonical).
-    pub workdir: &'a Path,
+    /// The working directory, held open; its path is canonical.
+    pub workdir: &'a Arc<Root>,
     /// Whether the network is reachable.
     pub network: bool,
     /// Writable paths inside the working directory, canonical: the working directory
@@ -200,6 +221,8 @@ impl Confinement {
     /// The confinement of `plan`: writable roots without nesting, protected paths sorted into
     /// those that exist (bound read-only) and those that do not (placeholders made now).
     pub fn new(plan: Plan<'_>) -> Result<Confinement, String> {
+        let base = plan.workdir.clone();
+        let workdir = base.path().to_path_buf();
         let mut writable = plan.writable;
         writable.sort();
         writable.dedup();
@@ -208,69 +231,147 @@ impl Confinement {
             .filter(|w| !writable.iter().any(|o| o != *w && w.starts_with(o)))
             .cloned()
             .collect();
+        let inside = |path: &Path| roots.iter().any(|w| path.starts_with(w));
+        let hidden: Vec<PathBuf> = plan
+            .hidden
+            .into_iter()
+            .filter(|h| h.is_dir() && !workdir.starts_with(h))
+            .collect();
+        let mut read_only: Vec<PathBuf> = Vec::new();
         let mut confinement = Confinement {
-            workdir: plan.workdir.to_path_buf(),
+            workdir,
             network: plan.network,
-            writable: roots,
-            read_only: Vec::new(),
+            writable: Vec::new(),
+            mounts: Vec::new(),
+            base,
             placeholders: Vec::new(),
-            hidden: Vec::new(),
         };
-        for h in plan.hidden {
-            if h.is_dir() && !confinement.workdir.starts_with(&h) {
-                confinement.hidden.push(h);
-            }
-        }
-        let mut held = placeholders().lock().unwrap_or_else(|e| e.into_inner());
-        for (path, dir) in plan.protect {
-            if !confinement.writable.iter().any(|w| path.starts_with(w))
-                || confinement.hidden.contains(&path)
-                || confinement.read_only.contains(&path)
-                || confinement.placeholders.iter().any(|p| p.path == path)
-            {
-                continue;
-            }
-            if let Some(count) = held.get_mut(&path) {
-                *count += 1;
-                confinement.placeholders.push(Placeholder { path, dir });
-                continue;
-            }
-            match std::fs::symlink_metadata(&path) {
-                Ok(_) => confinement.read_only.push(path),
-                Err(_) => {
-                    if !path.parent().is_some_and(Path::is_dir) {
-                        // Its directory does not exist: nothing looks for it there.
-                        continue;
+        {
+            let mut held = placeholders().lock().unwrap_or_else(|e| e.into_inner());
+            for (path, dir) in plan.protect {
+                if !inside(&path)
+                    || hidden.contains(&path)
+                    || read_only.contains(&path)
+                    || confinement.placeholders.iter().any(|p| p.path == path)
+                {
+                    continue;
+                }
+                if let Some(count) = held.get_mut(&path) {
+                    *count += 1;
+                    confinement.placeholders.push(Placeholder { path, dir });
+                    continue;
+                }
+                if std::fs::symlink_metadata(&path).is_ok() {
+                    read_only.push(path);
+                    continue;
+                }
+                if !path.parent().is_some_and(Path::is_dir) {
+                    // Its directory does not exist: nothing looks for it there.
+                    continue;
+                }
+                let rel = confinement.rel(&path)?;
+                let made = if dir {
+                    confinement.base.create_dirs(rel)
+                } else {
+                    confinement
+                        .base
+                        .open_file(rel, Mode::CreateNew, Strategy::Best)
+                        .map(drop)
+                };
+                match made {
+                    Ok(()) => {
+                        held.insert(path.clone(), 1);
+                        confinement.placeholders.push(Placeholder { path, dir });
                     }
-                    let made = if dir {
-                        std::fs::create_dir(&path)
-                    } else {
-                        std::fs::OpenOptions::new()
-                            .write(true)
-                            .create_new(true)
-                            .open(&path)
-                            .map(drop)
-                    };
-                    match made {
-                        Ok(()) => {
-                            held.insert(path.clone(), 1);
-                            confinement.placeholders.push(Placeholder { path, dir });
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                            confinement.read_only.push(path)
-                        }
-                        Err(e) => {
-                            drop(held);
-                            return Err(format!(
-                                "could not hold the protected path `{}` for the sandbox: {e}",
-                                path.display()
-                            ));
-                        }
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => read_only.push(path),
+                    Err(e) => {
+                        return Err(format!(
+                            "could not hold the protected path `{}` for the sandbox: {e}",
+                            path.display()
+                        ))
                     }
                 }
             }
         }
+        for w in &roots {
+            confinement.bind(w, true)?;
+        }
+        // The directories between a writable root and a protected path become mount points
+        // (bound over themselves, still writable), so they cannot be renamed away.
+        let protected: Vec<PathBuf> = read_only
+            .iter()
+            .chain(confinement.placeholders.iter().map(|p| &p.path))
+            .chain(&hidden)
+            .cloned()
+            .collect();
+        let mut pinned: Vec<PathBuf> = Vec::new();
+        for path in &protected {
+            let Some(root) = roots.iter().find(|w| path.starts_with(w)) else {
+                continue;
+            };
+            let mut dirs: Vec<&Path> = path
+                .ancestors()
+                .skip(1)
+                .take_while(|d| d.starts_with(root) && *d != root.as_path())
+                .collect();
+            dirs.reverse();
+            for d in dirs {
+                if !pinned.iter().any(|p| p == d) {
+                    pinned.push(d.to_path_buf());
+                    confinement.bind(d, true)?;
+                }
+            }
+        }
+        for path in &read_only {
+            confinement.bind(path, false)?;
+        }
+        for p in confinement.placeholders.clone() {
+            if p.dir {
+                confinement.mounts.push(Mount::Hide(p.path));
+            } else {
+                confinement.bind(&p.path, false)?;
+            }
+        }
+        confinement
+            .mounts
+            .extend(hidden.into_iter().map(Mount::Hide));
+        confinement.writable = roots;
         Ok(confinement)
+    }
+
+    /// `path` relative to the working directory.
+    fn rel<'p>(&self, path: &'p Path) -> Result<&'p Path, String> {
+        path.strip_prefix(&self.workdir).map_err(|_| {
+            format!(
+                "`{}` is outside the working directory `{}`",
+                path.display(),
+                self.workdir.display()
+            )
+        })
+    }
+
+    /// Adds a bind of `path` over itself, opened now beneath the working directory.
+    fn bind(&mut self, path: &Path, writable: bool) -> Result<(), String> {
+        let rel = self.rel(path)?;
+        let handle = self
+            .base
+            .open_file(rel, Mode::Handle, Strategy::Best)
+            .map_err(|e| {
+                if is_link_error(&e) {
+                    format!(
+                        "`{}` became a symbolic link while the sandbox was set up",
+                        path.display()
+                    )
+                } else {
+                    format!("`{}`: {e}", path.display())
+                }
+            })?;
+        self.mounts.push(Mount::Bind {
+            handle: handle.into(),
+            at: path.to_path_buf(),
+            writable,
+        });
+        Ok(())
     }
 
     /// Whether the command may reach the network.
@@ -284,7 +385,7 @@ impl Confinement {
     }
 
     /// The command that runs `program` with `args` inside this confinement (bubblewrap
-    /// found by [`support`]).
+    /// found by [`support`]), inheriting the descriptors of what it binds.
     pub fn command(&self, program: &OsStr, args: &[OsString]) -> tokio::process::Command {
         let bwrap = match support() {
             Support::Bubblewrap(path) => path.as_os_str(),
@@ -294,6 +395,27 @@ impl Confinement {
         };
         let mut cmd = tokio::process::Command::new(bwrap);
         cmd.args(self.bwrap_args()).arg(program).args(args);
+        let fds: Vec<RawFd> = self
+            .mounts
+            .iter()
+            .filter_map(|m| match m {
+                Mount::Bind { handle, .. } => Some(handle.as_raw_fd()),
+                Mount::Hide(_) => None,
+            })
+            .collect();
+        // SAFETY: the closure runs in the child between fork and exec; it only calls fcntl,
+        // which is async-signal-safe, on descriptors this confinement keeps open until the
+        // command has been started.
+        unsafe {
+            cmd.pre_exec(move || {
+                for fd in &fds {
+                    if libc::fcntl(*fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
         cmd
     }
 
@@ -301,65 +423,37 @@ impl Confinement {
     /// to run follows them.
     pub fn bwrap_args(&self) -> Vec<OsString> {
         let mut args = base_args(self.network);
-        let bind = |args: &mut Vec<OsString>, how: &str, path: &Path| {
-            args.push(how.into());
-            args.push(path.into());
-            args.push(path.into());
-        };
-        for w in &self.writable {
-            bind(&mut args, "--bind", w);
-        }
-        let protected = self
-            .read_only
-            .iter()
-            .chain(self.placeholders.iter().map(|p| &p.path))
-            .chain(&self.hidden);
-        // The directories between a writable root and a protected path become mount points
-        // (bound over themselves, still writable), so they cannot be renamed away.
-        let mut pinned: Vec<&Path> = Vec::new();
-        for path in protected {
-            let Some(root) = self.writable.iter().find(|w| path.starts_with(w)) else {
-                continue;
-            };
-            let mut dirs: Vec<&Path> = path
-                .ancestors()
-                .skip(1)
-                .take_while(|d| d.starts_with(root) && *d != root.as_path())
-                .collect();
-            dirs.reverse();
-            for d in dirs {
-                if !pinned.contains(&d) {
-                    pinned.push(d);
-                    bind(&mut args, "--bind", d);
+        for m in &self.mounts {
+            match m {
+                Mount::Bind {
+                    handle,
+                    at,
+                    writable,
+                } => {
+                    args.push(
+                        if *writable {
+                            "--bind-fd"
+                        } else {
+                            "--ro-bind-fd"
+                        }
+                        .into(),
+                    );
+                    args.push(handle.as_raw_fd().to_string().into());
+                    args.push(at.into());
+                }
+                Mount::Hide(at) => {
+                    args.push("--tmpfs".into());
+                    args.push(at.into());
+                    args.push("--remount-ro".into());
+                    args.push(at.into());
                 }
             }
-        }
-        for path in &self.read_only {
-            bind(&mut args, "--ro-bind", path);
-        }
-        for p in &self.placeholders {
-            if p.dir {
-                hide(&mut args, &p.path);
-            } else {
-                bind(&mut args, "--ro-bind", &p.path);
-            }
-        }
-        for h in &self.hidden {
-            hide(&mut args, h);
         }
         args.push("--chdir".into());
         args.push(self.workdir.as_os_str().into());
         args.push("--".into());
         args
     }
-}
-
-/// Mounts an empty read-only directory over `path`.
-fn hide(args: &mut Vec<OsString>, path: &Path) {
-    args.push("--tmpfs".into());
-    args.push(path.into());
-    args.push("--remount-ro".into());
-    args.push(path.into());
 }
 
 impl Drop for Confinement {
@@ -380,17 +474,10 @@ impl Drop for Confinement {
                 }
                 None => false,
             };
-            if last {
-                // Only an empty placeholder is removed: nothing else is ever deleted here.
-                let _ = if p.dir {
-                    std::fs::remove_dir(&p.path)
-                } else if std::fs::symlink_metadata(&p.path)
-                    .is_ok_and(|m| m.is_file() && m.len() == 0)
-                {
-                    std::fs::remove_file(&p.path)
-                } else {
-                    Ok(())
-                };
+            if let (true, Ok(rel)) = (last, p.path.strip_prefix(&self.workdir)) {
+                // Only an empty placeholder is removed, beneath the working directory and
+                // following no link: nothing else is ever deleted here.
+                let _ = self.base.remove_if_empty(rel, p.dir);
             }
         }
     }

@@ -1035,7 +1035,7 @@ impl Sandbox {
         hidden.extend(protected.hidden().iter().cloned());
         protect.extend(hidden.iter().map(|h| (h.clone(), true)));
         Confinement::new(Plan {
-            workdir,
+            workdir: &inner.root,
             network: self.commands_reach_network(),
             writable,
             protect,

@@ -360,3 +360,68 @@ async fn ordinary_work_builds_tests_and_reads_git_inside_the_sandbox() {
     assert!(out.contains("\n1\n"), "{out}");
     assert!(dir.join("target").is_dir());
 }
+
+/// A write path swapped for a link to the outside while commands start (by another session,
+/// say): the sandbox binds what was checked, opened without following links, or does not
+/// start; it never makes the link's target writable.
+#[tokio::test]
+async fn a_write_path_swapped_for_a_link_never_makes_the_outside_writable() {
+    let root = scratch("agent-bash-swap");
+    let work = root.join("work");
+    let outside = root.join("outside");
+    std::fs::create_dir_all(work.join("out")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    // Relative, so that it leads outside inside the sandbox's new root too.
+    std::os::unix::fs::symlink("../outside", work.join("alt")).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (work, stop) = (work.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::ffi::OsStrExt;
+            let c = |p: PathBuf| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+            let (out, alt) = (c(work.join("out")), c(work.join("alt")));
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: two valid C strings naming paths.
+                let done = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        out.as_ptr(),
+                        libc::AT_FDCWD,
+                        alt.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(done, 0, "{}", std::io::Error::last_os_error());
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let sb = sandbox(
+        &work,
+        &[("bash", &["allow"]), ("write", &["out/"])],
+        UserAllow::default(),
+    );
+    for i in 0..300 {
+        // Most fail (the sandbox does not start, or `out` is the link by the time `touch`
+        // runs); none may write outside.
+        call(
+            &sb,
+            "bash",
+            json!({"command": format!("touch out/made-{i}")}),
+        )
+        .await;
+        let planted: Vec<_> = std::fs::read_dir(&outside).unwrap().flatten().collect();
+        assert!(planted.is_empty(), "wrote outside: {planted:?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(swapper.join().unwrap() > 100);
+    if work.join("out").is_symlink() {
+        std::fs::rename(work.join("out"), work.join("link")).unwrap();
+        std::fs::rename(work.join("alt"), work.join("out")).unwrap();
+    }
+    let r = call(&sb, "bash", json!({"command": "touch out/after"})).await;
+    ok(&r);
+    assert!(work.join("out/after").is_file());
+}
