@@ -152,11 +152,24 @@ fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
 /// outside `dir`, where no tool finds it) and `extra` flags; returns the exit code, stdout
 /// and stderr.
 fn run_scripted(dir: &Path, script: Value, extra: &[&str]) -> (i32, String, String) {
+    run_scripted_in(dir, None, script, extra)
+}
+
+/// [`run_scripted`], with `HOME` at `home` if given.
+fn run_scripted_in(
+    dir: &Path,
+    home: Option<&Path>,
+    script: Value,
+    extra: &[&str],
+) -> (i32, String, String) {
     let file = dir.with_extension("script.json");
     std::fs::write(&file, script.to_string()).expect("script");
+    let mut cmd = vm("sk-unused");
+    if let Some(home) = home {
+        cmd.env("HOME", home);
+    }
     support::output(
-        vm("sk-unused")
-            .current_dir(dir)
+        cmd.current_dir(dir)
             .args(["run", "prog.prose", "--mock-script"])
             .arg(&file)
             .args(["--trace", "quiet"])
@@ -249,7 +262,7 @@ output out = session: snoop
     let script = json!([
         {"kind": "turn", "prompt": "Tell the vault code", "reply": "the vault code is 4242"},
         {"kind": "turn", "prompt": "Snoop around", "times": 1, "reply": {"tool_calls": [
-            {"name": "bash", "arguments": {"command": "cat state/runs/*/journal.log state/runs/*/run.json; ls -R state"}},
+            {"name": "bash", "arguments": {"command": "cat state/runs/*/journal.log state/runs/*/run.json $HOME/.prose/agents/*/memory.md; ls -R state"}},
             {"name": "bash", "arguments": {"command": "for f in state/runs/*/journal.log state/runs/*/run.json; do echo forged > \"$f\"; done; mkdir -p state/runs/fake && echo made"}},
             {"name": "grep", "arguments": {"pattern": "code is [0-9]+"}},
             {"name": "grep", "arguments": {"pattern": "code is [0-9]+", "path": "state"}},
@@ -262,7 +275,15 @@ output out = session: snoop
         ]}},
         {"kind": "turn", "prompt": "Snoop around", "reply": "nothing"}
     ]);
-    let (code, out, err) = run_scripted(&dir, script, &["--state-dir", "state"]);
+    // A `persist: user` agent's memory from an earlier run, in the user's home.
+    let home = dir.with_extension("home");
+    std::fs::create_dir_all(home.join(".prose/agents/keeper")).expect("home");
+    std::fs::write(
+        home.join(".prose/agents/keeper/memory.md"),
+        "the vault code is 4242\n",
+    )
+    .expect("memory");
+    let (code, out, err) = run_scripted_in(&dir, Some(&home), script, &["--state-dir", "state"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "out: nothing\n");
     let state = dir.join("state");

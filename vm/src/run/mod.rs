@@ -167,7 +167,8 @@ impl Place {
 }
 
 /// What the run's tools may never change beyond the fixed names: its state directory
-/// `state`, and the program's directory and files: `origin` and the files its relative `use`
+/// `state` and the user's agent memory (`~/.prose/agents`), and the program's directory and
+/// files: `origin` and the files its relative `use`
 /// paths name (each looked up from the program's directory and from every imported file's
 /// directory, as the compiler resolves a path from the file that wrote it).
 fn protected_places(
@@ -180,6 +181,10 @@ fn protected_places(
         .state_dir(state)
         .program_dir(program_dir)
         .program_file(origin);
+    // The memory of `persist: user` agents is run state too.
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        protected = protected.state_dir(&Path::new(&home).join(".prose").join("agents"));
+    }
     let relative: Vec<&str> = artifact
         .modules
         .iter()
