@@ -162,8 +162,6 @@ fn base_args(network: bool) -> Vec<OsString> {
 pub struct Confinement {
     workdir: PathBuf,
     network: bool,
-    /// Writable directories (or files), canonical, none inside another.
-    writable: Vec<PathBuf>,
     /// What is mounted, in order, after the base arguments.
     mounts: Vec<Mount>,
     /// The working directory, held open, for the placeholders' removal.
@@ -241,7 +239,6 @@ impl Confinement {
         let mut confinement = Confinement {
             workdir,
             network: plan.network,
-            writable: Vec::new(),
             mounts: Vec::new(),
             base,
             placeholders: Vec::new(),
@@ -335,7 +332,6 @@ impl Confinement {
         confinement
             .mounts
             .extend(hidden.into_iter().map(Mount::Hide));
-        confinement.writable = roots;
         Ok(confinement)
     }
 
@@ -372,16 +368,6 @@ impl Confinement {
             writable,
         });
         Ok(())
-    }
-
-    /// Whether the command may reach the network.
-    pub fn network(&self) -> bool {
-        self.network
-    }
-
-    /// The writable roots.
-    pub fn writable(&self) -> &[PathBuf] {
-        &self.writable
     }
 
     /// The command that runs `program` with `args` inside this confinement (bubblewrap
@@ -421,7 +407,7 @@ impl Confinement {
 
     /// The bubblewrap arguments that set up this confinement, ending with `--`; the command
     /// to run follows them.
-    pub fn bwrap_args(&self) -> Vec<OsString> {
+    fn bwrap_args(&self) -> Vec<OsString> {
         let mut args = base_args(self.network);
         for m in &self.mounts {
             match m {

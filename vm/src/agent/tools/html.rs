@@ -4,9 +4,9 @@
 //! elements nest: a page of 100,000 nested `<div>`s kept a CPU busy for minutes after the
 //! fetch had timed out, and the process could not exit meanwhile. So:
 //!
-//! - a linear scan estimates the nesting first ([`nesting_depth`]); a page nesting deeper
+//! - a linear scan estimates the nesting first (`nesting_depth`); a page nesting deeper
 //!   than [`MAX_DEPTH`] is not laid out at all: its text is taken out between the tags
-//!   ([`strip_tags`], linear), and the reader is told;
+//!   (`strip_tags`, linear), and the reader is told;
 //! - otherwise the page is parsed from a reader that fails once the deadline has passed or
 //!   the call was cancelled, so parsing stops within one chunk of input;
 //! - elements that still nest deeper than [`MAX_DEPTH`] after parsing (the estimate is not
@@ -69,7 +69,7 @@ fn stopped() -> String {
 }
 
 /// [`convert`]'s work, on the calling thread.
-pub fn to_text(
+fn to_text(
     html: &[u8],
     width: usize,
     deadline: Instant,
@@ -230,7 +230,7 @@ fn scan(html: &[u8], mut on: impl FnMut(Tag), mut text: impl FnMut(&[u8])) {
 /// (unless void), an end tag closes the most recent open element of its name and those opened
 /// after it, and a `p`, `li`, `dt`, `dd`, `option`, `tr`, `td` or `th` closes an open one of
 /// the same name directly before it.
-pub fn nesting_depth(html: &[u8]) -> usize {
+fn nesting_depth(html: &[u8]) -> usize {
     let mut open: Vec<String> = Vec::new();
     let mut deepest = 0;
     scan(
@@ -259,7 +259,7 @@ pub fn nesting_depth(html: &[u8]) -> usize {
 
 /// The text between `html`'s tags, the content of scripts and styles left out, a few
 /// entities decoded, runs of white space collapsed, and a line break at each block-level tag.
-pub fn strip_tags(html: &[u8]) -> String {
+fn strip_tags(html: &[u8]) -> String {
     const BLOCKS: &[&str] = &[
         "p",
         "div",
