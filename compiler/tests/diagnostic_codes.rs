@@ -167,6 +167,20 @@ fn cases() -> Vec<Case> {
         case(W102, "agent a:\n  retry: 3\n", 2, 3),
         case(W113, "session \"a\"\n  retry: 11\n", 2, 3),
         case(W118, "agent a:\n  model: \"gpt-4\"\n", 2, 3),
+        // An agent's `write` list naming a variable a session answered.
+        case(
+            W121,
+            "let dir = session \"Pick a directory\"\nagent a:\n  permissions:\n    write: [dir]\nsession: a\n  prompt: \"Go\"\n",
+            4,
+            13,
+        ),
+        // A session's pattern that begins with one.
+        case(
+            W121,
+            "let dir = session \"Pick a directory\"\nsession \"Write it\"\n  permissions:\n    write: [\"{dir}/notes\"]\n",
+            4,
+            13,
+        ),
         // ---- variables
         case(E019, "let x = 1\nlet x = 2\n", 2, 5),
         case(E104, "const a = 1\na = 2\n", 2, 1),

@@ -200,3 +200,27 @@ fn the_command_line_flags() {
     assert_eq!(code, 2);
     assert!(err.contains("not a lint"), "{err}");
 }
+
+#[test]
+fn computed_permission_patterns_warn_unless_a_fixed_directory_bounds_them() {
+    let dir = scratch("computed-permissions");
+    let f = write(
+        &dir,
+        "p.prose",
+        "let dir = session \"Pick a directory\"\nconst root = \"ops/logs\"\n\
+         agent bounded:\n  permissions:\n    write: [\"out/{dir}/\", \"./reports/{dir}\", \"*.md\", root, \"{root}/x\"]\n    read: [\"{placeholder}\"]\n\
+         agent open:\n  permissions:\n    read: [\"{dir}\"]\n    write: [\"./{dir}/x\", \"*/{dir}\", dir]\n    execute: [\"{dir}.sh\"]\n\
+         session: bounded\n  prompt: \"Go\"\nsession: open\n  prompt: \"Go\"\n",
+    );
+    let warned: Vec<u32> = check(&f, Options::default())
+        .into_iter()
+        .filter(|(code, _, _)| *code == W121)
+        .map(|(_, severity, line)| {
+            assert_eq!(severity, Warning);
+            line
+        })
+        .collect();
+    // Line 9 (`read`), line 10 three times (`write`), line 11 (`execute`); none for the
+    // bounded agent, nor for a name that is no variable or a constant's fixed text.
+    assert_eq!(warned, [9, 10, 10, 10, 11]);
+}

@@ -193,18 +193,34 @@ impl Config {
     }
 }
 
-/// Capabilities a user allows every agent, from their names (`bash`, `network`).
+/// Capabilities a user allows every agent: those `prose.toml`'s `allow` names (`bash`,
+/// `network`), then those given with `--allow` (also `unsandboxed-bash`, which only the
+/// command line can allow: settings a project ships must not turn the sandbox off).
 pub fn allowances<'a>(
-    names: impl IntoIterator<Item = &'a str>,
+    file: impl IntoIterator<Item = &'a str>,
+    command_line: impl IntoIterator<Item = &'a str>,
 ) -> Result<crate::agent::permissions::UserAllow, String> {
     let mut allow = crate::agent::permissions::UserAllow::default();
-    for name in names {
+    let names = file
+        .into_iter()
+        .map(|n| (n, false))
+        .chain(command_line.into_iter().map(|n| (n, true)));
+    for (name, flag) in names {
         match name {
             "bash" => allow.bash = true,
             "network" => allow.network = true,
+            "unsandboxed-bash" if flag => allow.unsandboxed_bash = true,
+            "unsandboxed-bash" => {
+                return Err(
+                    "prose.toml cannot allow \"unsandboxed-bash\": only the command line can \
+                     (--allow unsandboxed-bash)"
+                        .into(),
+                )
+            }
             other => {
                 return Err(format!(
-                    "cannot allow {other:?}: the capabilities a user allows are bash and network"
+                    "cannot allow {other:?}: the capabilities a user allows are bash and \
+                     network (and, on the command line, unsandboxed-bash)"
                 ))
             }
         }

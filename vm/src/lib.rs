@@ -15,6 +15,7 @@ pub mod protocol;
 pub mod report;
 pub mod run;
 pub mod runner;
+pub mod secrets;
 pub mod snapshot;
 pub mod store;
 pub mod tls;

@@ -321,7 +321,9 @@ struct RunArgs {
     #[arg(long)]
     strict: bool,
     /// Allow every agent a capability its permissions leave unset or `prompt`: `bash` or
-    /// `network` (repeatable; an explicit `deny` in the program still wins).
+    /// `network` (repeatable; an explicit `deny` in the program still wins). Also
+    /// `unsandboxed-bash`: where no OS sandbox can be set up, commands run without one
+    /// instead of being refused.
     #[arg(long = "allow", value_name = "CAPABILITY")]
     allow: Vec<String>,
     /// Model turns a session may take before it fails (default 40, or `max_turns` in
@@ -534,12 +536,14 @@ impl RunArgs {
     /// How the run executes: these flags, completed with `prose.toml`.
     fn options(&self) -> Result<ExecOptions, String> {
         let file = self.config()?;
-        let names = file.allow.iter().chain(&self.allow).map(String::as_str);
         let defaults = ExecOptions::default();
         Ok(ExecOptions {
             max_iterations: self.max_iterations,
             strict: self.strict,
-            allow: config::allowances(names)?,
+            allow: config::allowances(
+                file.allow.iter().map(String::as_str),
+                self.allow.iter().map(String::as_str),
+            )?,
             max_turns: self
                 .max_turns
                 .or(file.max_turns)
@@ -1372,6 +1376,8 @@ fn main() -> ExitCode {
             };
         }
     };
+    // Still one thread: the keys leave the environment before anything can start a child.
+    prosevm::secrets::take();
     let _ = COLOR.set(cli.color.on_stderr());
     match cli.command {
         Command::Exec { file, mut opts } => {

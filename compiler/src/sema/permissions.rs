@@ -58,6 +58,9 @@ pub(super) fn check_permissions(a: &mut Analyzer, p: &Property, late: bool) {
                     a.diag(Code::W009, value.span, "`bash` takes allow, deny or prompt");
                 }
                 for item in items {
+                    if matches!(key, "read" | "write" | "execute") {
+                        warn_if_computed(a, key, item, late);
+                    }
                     match &item.kind {
                         ExprKind::Str(s) if late => a.late_strlit(s),
                         ExprKind::Str(s) => {
@@ -91,6 +94,88 @@ pub(super) fn check_permissions(a: &mut Analyzer, p: &Property, late: bool) {
                 }
             },
         }
+    }
+}
+
+/// Warns (W121) about a `read`, `write` or `execute` pattern whose start is computed when the
+/// program runs (a variable, or a string beginning with an interpolated variable, before any
+/// fixed directory; a `const` bound to plain text is fixed): a value a model chose could make
+/// it cover the whole working directory.
+fn warn_if_computed(a: &mut Analyzer, key: &str, item: &Expr, late: bool) {
+    let is_var = |a: &mut Analyzer, name: &str| {
+        let declared = if late {
+            a.declared_anywhere(name)
+        } else {
+            a.lookup(name).is_some()
+        };
+        declared && !is_fixed_text(a, name)
+    };
+    let computed = match &item.kind {
+        ExprKind::Name(n) => is_var(a, &n.text),
+        ExprKind::Str(l) => {
+            let mut fixed = String::new();
+            let mut first_var = false;
+            for part in &l.parts {
+                match part {
+                    StrPart::Text(t) => fixed.push_str(t),
+                    StrPart::Interp(i) if is_var(a, &i.root) => {
+                        first_var = true;
+                        break;
+                    }
+                    StrPart::Interp(i) => fixed.push_str(&i.raw),
+                }
+            }
+            first_var && !starts_with_a_fixed_directory(&fixed)
+        }
+        _ => false,
+    };
+    if computed {
+        a.diag(
+            Code::W121,
+            item.span,
+            format!(
+                "this `{key}` pattern begins with a value computed when the program runs: a \
+                 model's answer could make it cover the whole working directory"
+            ),
+        )
+        .help = Some(
+            "begin the pattern with a fixed directory, such as `\"out/{dir}/\"`, so that no \
+             value can widen it beyond that directory"
+                .into(),
+        );
+    }
+}
+
+/// Whether `name` is a `const` bound to plain text, fixed when the program is written.
+fn is_fixed_text(a: &Analyzer, name: &str) -> bool {
+    let mut fixed = false;
+    walk_stmts(&a.program.stmts, &mut |s| {
+        if let StmtKind::Bind {
+            kind: BindKind::Const,
+            target: Target::Name(n),
+            value,
+        } = &s.kind
+        {
+            if n.text == name && matches!(&value.kind, ExprKind::Str(l) if l.as_plain().is_some()) {
+                fixed = true;
+            }
+        }
+    });
+    fixed
+}
+
+/// Whether the literal start of a pattern names a directory without glob characters
+/// (`out/`, `./reports/2024/`), which any text after it stays beneath.
+fn starts_with_a_fixed_directory(text: &str) -> bool {
+    let mut t = text;
+    while let Some(rest) = t.strip_prefix("./").or_else(|| t.strip_prefix('/')) {
+        t = rest;
+    }
+    match t.split_once('/') {
+        Some((dir, _)) => {
+            !dir.is_empty() && dir != "." && dir != ".." && !dir.contains(['*', '?', '[', '{'])
+        }
+        None => false,
     }
 }
 

@@ -37,7 +37,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::tools::bash::SCRUBBED_ENV;
 use super::tools::{DuplicateTool, Tool, ToolContext, ToolOutput, ToolSpec, Toolbox};
 use super::BoxFuture;
 
@@ -251,7 +250,7 @@ async fn start_server(
         (Some(command), None) => {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(&config.args).current_dir(workdir);
-            for var in SCRUBBED_ENV {
+            for var in crate::secrets::SECRET_VARS {
                 cmd.env_remove(var);
             }
             cmd.envs(&config.env);

@@ -28,15 +28,22 @@
 //! 5. **After the run**, [`mcp::McpHub::stop`] stops the servers.
 //!
 //! Every path a tool touches is obtained from the sandbox, which checks it before anything is
-//! read or written; `bash` and `web_fetch` ask the sandbox before running or connecting. The
-//! permission model, the tools' arguments and caps, skills lookup and MCP configuration are
-//! described for users in `docs/tools.md`.
+//! read or written ([`permissions`], against the run's [`protected`] places), and is opened
+//! only through the checked path, beneath the working directory and following no link
+//! ([`beneath`]); `bash` and `web_fetch` ask the sandbox before running or connecting, and
+//! commands run inside an OS sandbox ([`confine`]). The permission model, the tools'
+//! arguments and caps, skills lookup and MCP configuration are described for users in
+//! `docs/tools.md`, the threat model in `SECURITY.md`.
 
 use std::future::Future;
 use std::pin::Pin;
 
+pub mod beneath;
+mod checked;
+pub mod confine;
 pub mod mcp;
 pub mod permissions;
+pub mod protected;
 pub mod skills;
 pub mod tools;
 pub mod workshop;

@@ -7,8 +7,11 @@
 //!   accepted only inside it (or inside a skill's directory, for reading). A `..` component is
 //!   refused outright. The path is then made canonical (for a file that does not exist yet, its
 //!   nearest existing ancestor is), so a symbolic link that leads outside the working directory
-//!   is refused, for reading and for writing alike. `.prose/` (the VM's run state: journals,
-//!   bindings, agent memory) is never readable or writable by a tool.
+//!   is refused, for reading and for writing alike. The protected places
+//!   ([`super::protected`]) are out of reach whatever the policy says: the run state (`.prose/`
+//!   and the state directory: journals, bindings, agent memory) is neither readable nor
+//!   writable, and no `prose.toml`, nothing in a `.git/` and none of the program's files is
+//!   writable.
 //! - **`read` / `write` / `execute`** take glob patterns matched against the canonical path
 //!   relative to the working directory (see [`PatternSet`]). Without a `read` (or `write`) rule
 //!   the agent may read (or write) anything inside the working directory.
@@ -18,10 +21,17 @@
 //!   "always" answer holds for the rest of the session (the sandbox's lifetime) for that
 //!   capability; with no one to ask the call is refused.
 //! - **`execute`** lets a command run even when `bash` is not allowed, provided the command is a
-//!   plain invocation of a file matching an execute pattern: its program is written as a path
-//!   (it contains a `/`, as in `./test.sh` or `scripts/check`), and the command has no shell
-//!   metacharacters (`; | & $ > < \` ' " \ ( ) { }` or a newline), so it can do nothing but run
-//!   that file with literal arguments.
+//!   plain invocation of a file matching an execute pattern: its program (first word) is
+//!   written as a path (it contains a `/`, as in `./test.sh` or `scripts/check`) and is not a
+//!   variable assignment (`X=p/a.sh`), and the command has no shell metacharacters
+//!   (`; | & $ > < \` ' " \ ( ) { }` or a newline). No shell is involved: the file itself is
+//!   run ([`Invocation::Exec`]) with the other words as literal arguments (`*` or `~` are not
+//!   expanded).
+//! - **Commands** (`bash`, and files run through `execute`) run inside an OS sandbox
+//!   ([`super::confine`]) that confines their writes to the agent's write paths and keeps
+//!   the protected places ([`super::protected`]) read-only or hidden. Where no sandbox can be
+//!   set up they are refused, unless the user allowed unsandboxed commands
+//!   ([`UserAllow::unsandboxed_bash`]).
 //!
 //! Every check produces a [`Decision`] record, so the trace can show what was allowed or
 //! refused, and why.
@@ -35,11 +45,15 @@ use std::sync::{Arc, Mutex};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
+use super::beneath::Root;
+use super::checked::Created;
+use super::confine::{self, Confinement, Invocation, Plan, Support};
+use super::protected::{Protected, CONFIG_FILE, GIT_DIR};
 use super::skills::Skill;
 use super::BoxFuture;
 
-/// The name of the run-state directory tools may never touch.
-pub const STATE_DIR: &str = ".prose";
+pub use super::checked::CheckedPath;
+pub use super::protected::STATE_DIR;
 
 /// Capabilities a user can allow for every agent (`--allow bash`, `--allow network`, or
 /// `prose.toml`): they turn an unmentioned or `prompt` setting into `allow`, but never override
@@ -50,6 +64,11 @@ pub struct UserAllow {
     pub bash: bool,
     /// Network access (`web_fetch`, MCP servers that reach out).
     pub network: bool,
+    /// Commands may run without an OS sandbox where none can be set up
+    /// (`--allow unsandboxed-bash`, only on the command line). Where a sandbox can be set up
+    /// it is always used.
+    #[serde(default)]
+    pub unsandboxed_bash: bool,
 }
 
 impl UserAllow {
@@ -221,6 +240,73 @@ impl PatternSet {
     fn describe(&self) -> String {
         let quoted: Vec<String> = self.patterns.iter().map(|p| format!("{p:?}")).collect();
         format!("[{}]", quoted.join(", "))
+    }
+
+    /// What the patterns let a command write, as the OS sandbox can express it: each
+    /// pattern's fixed leading directories (see [`OsRoot`]).
+    pub fn os_roots(&self) -> Vec<OsRoot> {
+        self.patterns.iter().map(|p| os_root(p)).collect()
+    }
+}
+
+/// A place a command may write, derived from one pattern. The OS sandbox makes whole paths
+/// writable and cannot match globs, so only a pattern that covers a whole directory (`out/`,
+/// `out/**`, `out`, `**`) or names a path is expressed; any other (`*.md`, `notes/*.md`)
+/// lets the file tools write what it matches, never a command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OsRoot {
+    /// The whole working directory (`**`, `.`, `*`).
+    Everything,
+    /// A directory relative to the working directory: `out/`, `out/**`.
+    Dir(PathBuf),
+    /// A path written without glob characters, which may be a file or a directory.
+    Path(PathBuf),
+    /// Nothing a command may write: a pattern matching names at any depth (`*.md`) or only
+    /// some of a directory's files (`notes/*.md`).
+    Nothing,
+}
+
+/// The [`OsRoot`] of one pattern (patterns are checked by [`PatternSet::new`]).
+fn os_root(pattern: &str) -> OsRoot {
+    const GLOB: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+    let mut p = pattern.trim();
+    let mut anchored = false;
+    loop {
+        if let Some(rest) = p.strip_prefix("./") {
+            p = rest;
+            anchored = true;
+        } else if let Some(rest) = p.strip_prefix('/') {
+            p = rest;
+            anchored = true;
+        } else {
+            break;
+        }
+    }
+    let dir = p.ends_with('/');
+    let p = p.trim_end_matches('/');
+    if p.is_empty() || p == "." {
+        return OsRoot::Everything;
+    }
+    let parts: Vec<&str> = p
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    if parts.iter().all(|c| *c == "*" || *c == "**") {
+        return OsRoot::Everything;
+    }
+    // A name without `/` matches at any depth (a trailing `/` anchors it).
+    if !anchored && !dir && parts.len() == 1 {
+        return OsRoot::Nothing;
+    }
+    let fixed: PathBuf = parts.iter().take_while(|c| !c.contains(GLOB)).collect();
+    let count = fixed.components().count();
+    let whole = parts[count..].iter().all(|c| *c == "*" || *c == "**");
+    if count == 0 || !whole {
+        OsRoot::Nothing
+    } else if count == parts.len() && !dir {
+        OsRoot::Path(fixed)
+    } else {
+        OsRoot::Dir(fixed)
     }
 }
 
@@ -417,34 +503,6 @@ impl fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
-/// A path the sandbox has checked: canonical, and allowed for the action it was checked for.
-/// Tools get paths to touch only in this form.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CheckedPath {
-    path: PathBuf,
-    display: String,
-    reason: String,
-}
-
-impl CheckedPath {
-    /// The canonical absolute path (for a file not created yet: its canonical parent joined
-    /// with the rest).
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The path as tools show it: relative to the working directory, or absolute inside a
-    /// skill's directory.
-    pub fn display(&self) -> &str {
-        &self.display
-    }
-
-    /// The rule that allowed it.
-    pub fn reason(&self) -> &str {
-        &self.reason
-    }
-}
-
 /// A granted `bash` or `network` check: the rule that allowed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
@@ -581,6 +639,7 @@ pub fn ask_on(
 struct ReadRoot {
     skill: String,
     canonical: PathBuf,
+    root: Arc<Root>,
 }
 
 /// Builds a [`Sandbox`]: the working directory, then the policy, the user's allowances, the
@@ -592,6 +651,7 @@ pub struct SandboxBuilder {
     prompter: Arc<dyn Prompter>,
     agent: Option<String>,
     roots: Vec<(String, PathBuf)>,
+    protected: Protected,
 }
 
 impl SandboxBuilder {
@@ -619,6 +679,13 @@ impl SandboxBuilder {
         self
     }
 
+    /// The run's protected places beyond the fixed names (its state directory, its program's
+    /// files; default: none).
+    pub fn protect(mut self, protected: Protected) -> Self {
+        self.protected = protected;
+        self
+    }
+
     /// Makes a skill's directory readable (never writable): every file under it, whatever the
     /// `read` patterns, as long as its canonical path stays inside the directory.
     pub fn skill(mut self, skill: &Skill) -> Self {
@@ -637,20 +704,25 @@ impl SandboxBuilder {
         };
         let mut roots = Vec::new();
         for (skill, dir) in self.roots {
+            let canonical = std::fs::canonicalize(dir)?;
             roots.push(ReadRoot {
                 skill,
-                canonical: std::fs::canonicalize(dir)?,
+                root: Arc::new(Root::open(&canonical)?),
+                canonical,
             });
         }
         Ok(Sandbox {
             inner: Arc::new(Inner {
                 given: workdir,
+                root: Arc::new(Root::open(&canonical)?),
                 canonical,
+                created: Arc::default(),
                 policy: self.policy,
                 user: self.user,
                 prompter: self.prompter,
                 agent: self.agent,
                 roots,
+                protected: self.protected,
                 always: Mutex::new(HashSet::new()),
                 asking: tokio::sync::Mutex::new(()),
             }),
@@ -670,11 +742,16 @@ struct Inner {
     given: PathBuf,
     /// The working directory, canonical.
     canonical: PathBuf,
+    /// The working directory, held open: file tools open paths beneath it.
+    root: Arc<Root>,
+    /// The files this session's file tools created.
+    created: Arc<Created>,
     policy: Policy,
     user: UserAllow,
     prompter: Arc<dyn Prompter>,
     agent: Option<String>,
     roots: Vec<ReadRoot>,
+    protected: Protected,
     /// Capabilities answered "always" in this session.
     always: Mutex<HashSet<Capability>>,
     /// Held while a question is asked, so concurrent calls ask once.
@@ -711,6 +788,7 @@ impl Sandbox {
             prompter: Arc::new(NoPrompter),
             agent: None,
             roots: Vec::new(),
+            protected: Protected::default(),
         }
     }
 
@@ -752,11 +830,7 @@ impl Sandbox {
             reason,
         };
         match self.resolve(path, Action::Read).map_err(refuse)? {
-            Resolved::Skill { canonical, skill } => Ok(CheckedPath {
-                display: canonical.to_string_lossy().into_owned(),
-                path: canonical,
-                reason: format!("inside the directory of skill `{skill}`"),
-            }),
+            Resolved::Skill { canonical, skill } => Ok(self.checked_in_skill(canonical, skill)),
             Resolved::Inside { canonical, rel } => {
                 let reason = match self.inner.policy.read() {
                     None => "default: reading inside the working directory".to_string(),
@@ -771,11 +845,7 @@ impl Sandbox {
                         }
                     },
                 };
-                Ok(CheckedPath {
-                    display: rel.to_string_lossy().into_owned(),
-                    path: canonical,
-                    reason,
-                })
+                Ok(self.checked(canonical, rel.to_string_lossy().into_owned(), reason))
             }
         }
     }
@@ -813,11 +883,7 @@ impl Sandbox {
                         }
                     },
                 };
-                Ok(CheckedPath {
-                    display: rel.to_string_lossy().into_owned(),
-                    path: canonical,
-                    reason,
-                })
+                Ok(self.checked(canonical, rel.to_string_lossy().into_owned(), reason))
             }
         }
     }
@@ -836,12 +902,7 @@ impl Sandbox {
             .map_err(refuse)?;
         let (canonical, display, reason) = match resolved {
             Resolved::Skill { canonical, skill } => {
-                let display = canonical.to_string_lossy().into_owned();
-                (
-                    canonical,
-                    display,
-                    format!("inside the directory of skill `{skill}`"),
-                )
+                return Ok(self.checked_in_skill(canonical, skill));
             }
             Resolved::Inside { canonical, rel } => {
                 if !canonical.is_dir() {
@@ -859,39 +920,181 @@ impl Sandbox {
                 )
             }
         };
-        Ok(CheckedPath {
-            path: canonical,
-            display,
-            reason,
-        })
+        Ok(self.checked(canonical, display, reason))
     }
 
-    /// Checks that `command` may run: a plain run of a file matching an `execute` pattern is
-    /// allowed; otherwise the `bash` setting decides (asking a person for `prompt`).
-    pub async fn check_bash(&self, command: &str) -> Result<Grant, Refusal> {
-        let execute_note = match self.execute_grant(command) {
-            Ok(grant) => return Ok(grant),
-            Err(note) => note,
-        };
-        self.check_capability(Capability::Bash, command)
-            .await
-            .map_err(|mut refusal| {
-                if let Some(note) = execute_note {
-                    refusal.reason = format!("{}; {note}", refusal.reason);
+    /// A path checked inside the working directory.
+    fn checked(&self, canonical: PathBuf, display: String, reason: String) -> CheckedPath {
+        let inner = &self.inner;
+        CheckedPath::new(
+            canonical,
+            display,
+            reason,
+            inner.root.clone(),
+            inner.created.clone(),
+        )
+    }
+
+    /// A path checked inside the directory of `skill`.
+    fn checked_in_skill(&self, canonical: PathBuf, skill: String) -> CheckedPath {
+        let inner = &self.inner;
+        let base = inner
+            .roots
+            .iter()
+            .find(|r| r.skill == skill && canonical.starts_with(&r.canonical))
+            .map_or_else(|| inner.root.clone(), |r| r.root.clone());
+        CheckedPath::new(
+            canonical.clone(),
+            canonical.to_string_lossy().into_owned(),
+            format!("inside the directory of skill `{skill}`"),
+            base,
+            inner.created.clone(),
+        )
+    }
+
+    /// Checks that `command` may run, and says how: a plain run of a file matching an
+    /// `execute` pattern runs that file directly; otherwise the `bash` setting decides
+    /// (asking a person for `prompt`) and the command runs under `sh -c`. Either way it
+    /// needs the OS sandbox, unless the user allowed commands without one.
+    pub async fn check_bash(&self, command: &str) -> Result<(Invocation, Grant), Refusal> {
+        let unsandboxed = self.unsandboxed();
+        let mut granted = match self.execute_grant(command) {
+            Ok(granted) => match &unsandboxed {
+                Err(why) => {
+                    return Err(Refusal {
+                        action: Action::Bash,
+                        target: command.to_string(),
+                        reason: why.clone(),
+                    })
                 }
-                refusal
-            })
+                Ok(_) => granted,
+            },
+            Err(execute_note) => {
+                let blocked = unsandboxed.as_ref().err().map(String::as_str);
+                let grant = self
+                    .check_capability(Capability::Bash, command, blocked)
+                    .await
+                    .map_err(|mut refusal| {
+                        if let Some(note) = execute_note {
+                            refusal.reason = format!("{}; {note}", refusal.reason);
+                        }
+                        refusal
+                    })?;
+                (Invocation::Shell(command.to_string()), grant)
+            }
+        };
+        if let Ok(true) = unsandboxed {
+            granted.1.reason.push_str(
+                ", without an OS sandbox (none can be set up here; --allow unsandboxed-bash)",
+            );
+        }
+        Ok(granted)
+    }
+
+    /// Whether commands run without the OS sandbox (`Ok(true)`: none can be set up and the
+    /// user allowed that), inside it (`Ok(false)`), or not at all (why).
+    fn unsandboxed(&self) -> Result<bool, String> {
+        match confine::support() {
+            Support::Bubblewrap(_) => Ok(false),
+            Support::Unavailable(_) if self.inner.user.unsandboxed_bash => Ok(true),
+            Support::Unavailable(why) => Err(format!(
+                "commands run only inside an OS sandbox, and none can be set up here: {why}; \
+                 the user can let commands run without one with --allow unsandboxed-bash"
+            )),
+        }
+    }
+
+    /// The OS sandbox a command of this session runs in, made now (it holds placeholders
+    /// for missing protected paths until dropped); `None` when commands run without one
+    /// (see [`Sandbox::check_bash`]).
+    pub fn confinement(&self) -> Result<Option<Confinement>, String> {
+        if !matches!(confine::support(), Support::Bubblewrap(_)) {
+            return Ok(None);
+        }
+        let inner = &self.inner;
+        let workdir = &inner.canonical;
+        let writable = match inner.policy.write() {
+            None => vec![workdir.clone()],
+            Some(set) => self.write_roots(set)?,
+        };
+        let protected = &inner.protected;
+        let mut protect: Vec<(PathBuf, bool)> = Vec::new();
+        for base in std::iter::once(workdir).chain(&writable) {
+            protect.push((base.join(GIT_DIR), true));
+            protect.push((base.join(CONFIG_FILE), false));
+        }
+        if let Some(dir) = protected.program_directory() {
+            for d in dir.ancestors().take_while(|d| d.starts_with(workdir)) {
+                protect.push((d.join(CONFIG_FILE), false));
+            }
+        }
+        for file in protected.program_files() {
+            protect.push((file.clone(), false));
+        }
+        let mut hidden = vec![workdir.join(STATE_DIR)];
+        hidden.extend(protected.hidden().iter().cloned());
+        protect.extend(hidden.iter().map(|h| (h.clone(), true)));
+        Confinement::new(Plan {
+            workdir: &inner.root,
+            network: self.commands_reach_network(),
+            writable,
+            protect,
+            hidden,
+        })
+        .map(Some)
+    }
+
+    /// The canonical paths `set`'s patterns let a command write ([`PatternSet::os_roots`]);
+    /// a directory named by a pattern is created if missing (beneath the working directory,
+    /// following no link), a path that may be a file only if it exists.
+    fn write_roots(&self, set: &PatternSet) -> Result<Vec<PathBuf>, String> {
+        let workdir = &self.inner.canonical;
+        let mut roots = Vec::new();
+        for root in set.os_roots() {
+            let rel = match root {
+                OsRoot::Everything => return Ok(vec![workdir.clone()]),
+                OsRoot::Nothing => continue,
+                OsRoot::Dir(rel) => {
+                    let base = super::beneath::Root::open(workdir)
+                        .map_err(|e| format!("the working directory: {e}"))?;
+                    if let Err(e) = base.create_dirs(&rel) {
+                        return Err(format!(
+                            "could not create `{}`, a directory the agent may write: {e}",
+                            rel.display()
+                        ));
+                    }
+                    rel
+                }
+                OsRoot::Path(rel) => rel,
+            };
+            match std::fs::canonicalize(workdir.join(&rel)) {
+                Ok(c) if c.starts_with(workdir) => roots.push(c),
+                _ => {}
+            }
+        }
+        Ok(roots)
+    }
+
+    /// Whether commands reach the network: only when it is granted without asking (a
+    /// command's connections cannot be asked about one by one).
+    fn commands_reach_network(&self) -> bool {
+        match self.inner.policy.access(Capability::Network) {
+            Some(Access::Allow) => true,
+            Some(Access::Deny) => false,
+            None | Some(Access::Prompt) => self.inner.user.network,
+        }
     }
 
     /// Checks that the network may be used to reach `target` (a URL, or a description of an
     /// MCP server): the `network` setting decides (asking a person for `prompt`).
     pub async fn check_network(&self, target: &str) -> Result<Grant, Refusal> {
-        self.check_capability(Capability::Network, target).await
+        self.check_capability(Capability::Network, target, None)
+            .await
     }
 
-    /// `Ok` if `command` runs a file an execute pattern allows; otherwise why not, when the
-    /// agent has execute patterns at all.
-    fn execute_grant(&self, command: &str) -> Result<Grant, Option<String>> {
+    /// `Ok` (the file and its literal arguments) if `command` runs a file an execute pattern
+    /// allows; otherwise why not, when the agent has execute patterns at all.
+    fn execute_grant(&self, command: &str) -> Result<(Invocation, Grant), Option<String>> {
         let Some(set) = self.inner.policy.execute() else {
             return Err(None);
         };
@@ -909,9 +1112,22 @@ impl Sandbox {
                 "the command contains the shell metacharacter {c:?}"
             ));
         }
-        let Some(program) = command.split_whitespace().next() else {
+        let mut words = command.split_whitespace();
+        let Some(program) = words.next() else {
             return not("the command is empty");
         };
+        if let Some((name, _)) = program.split_once('=') {
+            let mut chars = name.chars();
+            if chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                return not(&format!(
+                    "its first word `{program}` is a variable assignment, not a program"
+                ));
+            }
+        }
         if !program.contains('/') {
             return not(&format!(
                 "its program `{program}` is not written as a path (like `./{program}`)"
@@ -923,9 +1139,15 @@ impl Sandbox {
                     return not(&format!("`{program}` is not a file"));
                 }
                 match set.matching(&rel) {
-                    Some(p) => Ok(Grant {
-                        reason: format!("execute rule {p:?}"),
-                    }),
+                    Some(p) => Ok((
+                        Invocation::Exec {
+                            program: canonical,
+                            args: words.map(str::to_string).collect(),
+                        },
+                        Grant {
+                            reason: format!("execute rule {p:?}"),
+                        },
+                    )),
                     None => not(&format!("`{}` matches none of them", rel.display())),
                 }
             }
@@ -936,7 +1158,14 @@ impl Sandbox {
         }
     }
 
-    async fn check_capability(&self, cap: Capability, detail: &str) -> Result<Grant, Refusal> {
+    /// Checks `cap` for `detail`; `blocked` is why it is refused even if granted (checked
+    /// before anyone is asked).
+    async fn check_capability(
+        &self,
+        cap: Capability,
+        detail: &str,
+        blocked: Option<&str>,
+    ) -> Result<Grant, Refusal> {
         let action = match cap {
             Capability::Bash => Action::Bash,
             Capability::Network => Action::Network,
@@ -948,7 +1177,13 @@ impl Sandbox {
         };
         let grant = |reason: String| Ok(Grant { reason });
         let user = self.inner.user.allows(cap);
-        match self.inner.policy.access(cap) {
+        let access = self.inner.policy.access(cap);
+        if let Some(why) = blocked {
+            if access != Some(Access::Deny) && (access.is_some() || user) {
+                return Err(refuse(why.to_string()));
+            }
+        }
+        match access {
             Some(Access::Allow) => grant(format!("`{cap}: allow` in the agent's permissions")),
             Some(Access::Deny) => Err(refuse(format!("`{cap}: deny` in the agent's permissions"))),
             None if user => grant(format!("the user allowed {cap} (--allow {cap})")),
@@ -1049,8 +1284,8 @@ impl Sandbox {
                 canonical.display()
             ));
         };
-        if lexical.starts_with(STATE_DIR) {
-            return Err(state_dir_refusal());
+        if let Some(why) = inner.protected.refuses_read(&full, &lexical) {
+            return Err(why);
         }
         let Ok(crel) = canonical.strip_prefix(&inner.canonical) else {
             return Err(format!(
@@ -1058,11 +1293,20 @@ impl Sandbox {
                 canonical.display()
             ));
         };
-        if crel.starts_with(STATE_DIR) {
-            return Err(state_dir_refusal());
+        let protected = match action {
+            Action::Write => inner.protected.refuses_write(&canonical, crel),
+            _ => inner.protected.refuses_read(&canonical, crel),
+        };
+        if let Some(why) = protected {
+            return Err(why);
         }
         let rel = crel.to_path_buf();
         Ok(Resolved::Inside { canonical, rel })
+    }
+
+    /// The run's protected places beyond the fixed names.
+    pub fn protected(&self) -> &Protected {
+        &self.inner.protected
     }
 
     fn skill_of(&self, canonical: &Path) -> Option<String> {
@@ -1072,10 +1316,6 @@ impl Sandbox {
             .find(|r| canonical.starts_with(&r.canonical))
             .map(|r| r.skill.clone())
     }
-}
-
-fn state_dir_refusal() -> String {
-    format!("`{STATE_DIR}/` holds the VM's run state and is never accessible to tools")
 }
 
 /// The canonical form of `path`, which may not exist yet: its deepest existing ancestor made
@@ -1144,6 +1384,44 @@ mod tests {
             "a matched directory covers its tree"
         );
         assert!(!s.is_match(Path::new("x/docs/b.md")));
+    }
+
+    #[test]
+    fn os_roots_express_only_whole_directories_and_paths() {
+        let roots = set(&[
+            "out/",
+            "./build/**",
+            "/docs/*",
+            "**",
+            "*.md",
+            "notes/*.md",
+            "src/**/*.rs",
+            "report.txt",
+            "a/b",
+            "*/x",
+        ])
+        .os_roots();
+        assert_eq!(
+            roots,
+            [
+                OsRoot::Dir("out".into()),
+                OsRoot::Dir("build".into()),
+                OsRoot::Dir("docs".into()),
+                OsRoot::Everything,
+                OsRoot::Nothing,
+                OsRoot::Nothing,
+                OsRoot::Nothing,
+                OsRoot::Nothing,
+                OsRoot::Path("a/b".into()),
+                OsRoot::Nothing,
+            ]
+        );
+        assert_eq!(
+            set(&["./report.txt"]).os_roots(),
+            [OsRoot::Path("report.txt".into())]
+        );
+        assert_eq!(set(&["*"]).os_roots(), [OsRoot::Everything]);
+        assert_eq!(set(&["."]).os_roots(), [OsRoot::Everything]);
     }
 
     #[test]

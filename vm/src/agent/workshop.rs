@@ -5,6 +5,7 @@
 
 use super::mcp::McpHub;
 use super::permissions::{Capability, Policy, Prompter, Sandbox, UserAllow};
+use super::protected::Protected;
 use super::skills::{self, Skill, SkillSearch};
 use super::tools::{Tool, Toolbox};
 use crate::people::People;
@@ -104,6 +105,8 @@ pub struct Workshop {
     pub session_timeout: Option<std::time::Duration>,
     /// The tools a session is offered when its agent's `tools:` says nothing.
     pub tools: ToolDefault,
+    /// The run's protected places (its state directory, its program's files).
+    pub protected: Protected,
     skills: BTreeMap<String, SkillSource>,
     /// The names of the tools offered to a session naming no skill and no permissions,
     /// shared by all such sessions.
@@ -122,6 +125,7 @@ impl Workshop {
             max_turns: DEFAULT_MAX_TURNS,
             session_timeout: None,
             tools: ToolDefault::All,
+            protected: Protected::default(),
             skills: BTreeMap::new(),
             plain: names(&offered(Toolbox::builtin(), &Policy::default(), user, false).0),
             mcp: Mutex::new(None),
@@ -284,6 +288,7 @@ impl Workshop {
         let mut builder = Sandbox::builder(self.workdir.clone())
             .policy(policy)
             .user(self.user)
+            .protect(self.protected.clone())
             .prompter(prompter);
         if let Some(agent) = &s.agent {
             builder = builder.agent(agent.clone());

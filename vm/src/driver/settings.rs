@@ -259,7 +259,7 @@ fn http_driver(api: Api, c: &ChatSettings, http: HttpOptions) -> Result<ChatDriv
         Api::OpenAi => "OPENAI_API_KEY",
         Api::Anthropic => "ANTHROPIC_API_KEY",
     };
-    let key = std::env::var(var).ok().filter(|k| !k.is_empty());
+    let key = crate::secrets::get(var);
     if key.is_none() && api == Api::OpenAi && url.host_str() == Some("api.openai.com") {
         return Err(format!("the OpenAI API needs {var}"));
     }

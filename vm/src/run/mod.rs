@@ -14,6 +14,7 @@ pub mod record;
 pub mod transcript;
 
 use crate::agent::mcp::{McpConfig, McpHub};
+use crate::agent::protected::Protected;
 use crate::agent::skills::{user_skills_dir, SkillSearch};
 use crate::agent::workshop::Workshop;
 use crate::driver::settings::DriverSettings;
@@ -153,6 +154,7 @@ impl Place {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
+        w.protected = protected_places(&record.origin, &program_dir, artifact, &self.root());
         let search = SkillSearch::new(program_dir, self.root()).with_user_dir(user_skills_dir());
         let servers: Vec<String> = self.mcp.servers.keys().cloned().collect();
         let programs: Vec<(String, u32)> = artifact
@@ -167,6 +169,57 @@ impl Place {
         w.resolve_skills(skill_names(artifact), &servers, &programs, &search)?;
         Ok(w)
     }
+}
+
+/// What the run's tools may never change beyond the fixed names: its state directory
+/// `state` and the user's agent memory (`~/.prose/agents`), and the program's directory and
+/// files: `origin` and the files its relative `use`
+/// paths name (each looked up from the program's directory and from every imported file's
+/// directory, as the compiler resolves a path from the file that wrote it).
+fn protected_places(
+    origin: &Path,
+    program_dir: &Path,
+    artifact: &Verified,
+    state: &Path,
+) -> Protected {
+    let mut protected = Protected::new()
+        .state_dir(state)
+        .program_dir(program_dir)
+        .program_file(origin);
+    // The memory of `persist: user` agents is run state too.
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        protected = protected.state_dir(&Path::new(&home).join(".prose").join("agents"));
+    }
+    let relative: Vec<&str> = artifact
+        .modules
+        .iter()
+        .map(|m| m.import_path.as_str())
+        .filter(|p| !p.is_empty() && !p.starts_with('@'))
+        .collect();
+    let mut dirs = vec![program_dir.to_path_buf()];
+    let mut i = 0;
+    while i < dirs.len() {
+        for use_path in &relative {
+            let mut file = dirs[i].join(use_path);
+            if file.extension().is_none() {
+                file.set_extension("prose");
+            }
+            let Ok(file) = std::fs::canonicalize(&file) else {
+                continue;
+            };
+            if !file.is_file() || protected.program_files().contains(&file) {
+                continue;
+            }
+            protected = protected.program_file(&file);
+            if let Some(dir) = file.parent() {
+                if !dirs.iter().any(|d| d == dir) {
+                    dirs.push(dir.to_path_buf());
+                }
+            }
+        }
+        i += 1;
+    }
+    protected
 }
 
 /// Every model the program's sessions name (as written: an alias or a provider id), and

@@ -7,6 +7,7 @@ use std::os::unix::fs::symlink;
 use prosevm::agent::permissions::{
     Action, Capability, NoPrompter, Policy, PromptAnswer, Sandbox, UserAllow,
 };
+use prosevm::agent::protected::Protected;
 use serde_json::json;
 
 use crate::support::scratch;
@@ -218,6 +219,67 @@ async fn prose_state_is_never_readable_or_writable() {
 }
 
 #[tokio::test]
+async fn protected_places_are_refused_whatever_the_policy_says() {
+    let (work, _) = world("agent-protected");
+    fs::create_dir_all(work.join("state/runs/r1")).unwrap();
+    fs::write(work.join("state/runs/r1/journal.log"), "answers\n").unwrap();
+    fs::write(work.join("prog.prose"), "session \"x\"\n").unwrap();
+    fs::write(work.join("prose.toml"), "max_turns = 3\n").unwrap();
+    fs::create_dir_all(work.join(".git")).unwrap();
+    symlink(work.join("state"), work.join("alias")).unwrap();
+    let protected = Protected::new()
+        .state_dir(&work.join("state"))
+        .program_file(&work.join("prog.prose"));
+    let sb = Sandbox::builder(&work)
+        .policy(Policy::from_rules(&rules(&[("read", &["**"]), ("write", &["**"])])).unwrap())
+        .protect(protected)
+        .build()
+        .unwrap();
+    for path in ["state/runs/r1/journal.log", "alias/runs/r1/journal.log"] {
+        let r = call(&sb, "read_file", json!({"path": path})).await;
+        assert!(
+            err(&r).contains("state directory"),
+            "{path}: {}",
+            r.output.content
+        );
+        let r = call(
+            &sb,
+            "write_file",
+            json!({"path": path, "content": "forged"}),
+        )
+        .await;
+        assert!(
+            err(&r).contains("state directory"),
+            "{path}: {}",
+            r.output.content
+        );
+    }
+    for (path, why) in [
+        ("prose.toml", "later runs"),
+        ("deep/prose.toml", "later runs"),
+        (".git/config", "git"),
+        ("nested/.git/hooks/post-checkout", "git"),
+        ("prog.prose", "program's own files"),
+    ] {
+        let r = call(&sb, "write_file", json!({"path": path, "content": "x"})).await;
+        assert!(err(&r).contains(why), "{path}: {}", r.output.content);
+    }
+    assert!(!work.join("deep").exists() && !work.join("nested").exists());
+    assert_eq!(
+        fs::read_to_string(work.join("prose.toml")).unwrap(),
+        "max_turns = 3\n"
+    );
+    ok(&call(&sb, "read_file", json!({"path": "prose.toml"})).await);
+    ok(&call(&sb, "read_file", json!({"path": "prog.prose"})).await);
+    let grep = call(&sb, "grep", json!({"pattern": "answers"})).await;
+    assert_eq!(ok(&grep), "No matches for `answers`.");
+    assert_eq!(
+        fs::read_to_string(work.join("state/runs/r1/journal.log")).unwrap(),
+        "answers\n"
+    );
+}
+
+#[tokio::test]
 async fn write_globs_bound_writes_and_name_the_rule() {
     let (work, _) = world("agent-globs");
     let sb = sandbox(
@@ -281,6 +343,7 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
     let user = UserAllow {
         bash: true,
         network: false,
+        ..Default::default()
     };
     let sb = sandbox(&work, &[], user);
     let r = call(&sb, "bash", json!({"command": "touch made-it"})).await;
@@ -294,6 +357,7 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
         UserAllow {
             bash: true,
             network: true,
+            ..Default::default()
         },
     );
     let r = call(&sb, "bash", json!({"command": "touch denied"})).await;
@@ -308,6 +372,7 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
         UserAllow {
             bash: true,
             network: true,
+            ..Default::default()
         },
     );
     let r = call(&sb, "web_fetch", json!({"url": "http://127.0.0.1:9/"})).await;
@@ -333,6 +398,7 @@ async fn prompt_with_no_one_to_ask_is_refused_unless_the_user_allowed_it() {
         .user(UserAllow {
             bash: true,
             network: false,
+            ..Default::default()
         })
         .prompter(never.clone())
         .build()
@@ -550,4 +616,138 @@ fn fixture() -> &'static Fixture {
             sandbox,
         }
     })
+}
+
+/// Escape 7 of the attack sweep, first half: a hard link inside the working directory to a
+/// file outside is the same file under another name, so path checks cannot see it.
+#[tokio::test]
+async fn hard_links_to_files_the_session_did_not_create_are_refused() {
+    let (work, outside) = world("agent-hardlink");
+    fs::hard_link(outside.join("secret.txt"), work.join("planted.txt")).unwrap();
+    let sb = sandbox(&work, &[("bash", &["allow"])], UserAllow::default());
+    let r = call(&sb, "read_file", json!({"path": "planted.txt"})).await;
+    assert!(err(&r).contains("hard links"), "{}", r.output.content);
+    assert!(!r.output.content.contains("top secret"));
+    let r = call(
+        &sb,
+        "write_file",
+        json!({"path": "planted.txt", "content": "owned"}),
+    )
+    .await;
+    assert!(err(&r).contains("hard links"), "{}", r.output.content);
+    let r = call(
+        &sb,
+        "edit_file",
+        json!({"path": "planted.txt", "old_string": "top", "new_string": "owned"}),
+    )
+    .await;
+    assert!(err(&r).contains("hard links"), "{}", r.output.content);
+    let r = call(&sb, "grep", json!({"pattern": "secret"})).await;
+    assert_eq!(ok(&r), "No matches for `secret`.");
+    let r = call(
+        &sb,
+        "grep",
+        json!({"pattern": "secret", "path": "planted.txt"}),
+    )
+    .await;
+    assert!(err(&r).contains("hard links"), "{}", r.output.content);
+    assert_eq!(
+        fs::read_to_string(outside.join("secret.txt")).unwrap(),
+        "top secret\n"
+    );
+    // A file this session made keeps working under a second name it gave it.
+    ok(&call(
+        &sb,
+        "write_file",
+        json!({"path": "mine.txt", "content": "mine\n"}),
+    )
+    .await);
+    ok(&call(&sb, "bash", json!({"command": "ln mine.txt alias.txt"})).await);
+    let r = call(&sb, "read_file", json!({"path": "alias.txt"})).await;
+    assert!(ok(&r).contains("mine"));
+    ok(&call(
+        &sb,
+        "write_file",
+        json!({"path": "alias.txt", "content": "still mine\n"}),
+    )
+    .await);
+    assert_eq!(
+        fs::read_to_string(work.join("mine.txt")).unwrap(),
+        "still mine\n"
+    );
+    // Another session did not make it.
+    let other = sandbox(&work, &[], UserAllow::default());
+    let r = call(&other, "read_file", json!({"path": "alias.txt"})).await;
+    assert!(err(&r).contains("hard links"), "{}", r.output.content);
+}
+
+/// Escape 7, second half: a loop swapping a directory for a symbolic link to the outside
+/// while `write_file` and `read_file` are called. Whatever the timing, nothing outside is
+/// written or read.
+#[tokio::test]
+async fn a_link_swapped_in_between_check_and_use_leads_nowhere() {
+    let (work, outside) = world("agent-swap");
+    fs::create_dir(work.join("d")).unwrap();
+    fs::write(work.join("d/secret.txt"), "inside\n").unwrap();
+    symlink(&outside, work.join("alt")).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // `d` is always there, a directory or a link to the outside in turn: the two names are
+    // exchanged atomically (renameat2 with RENAME_EXCHANGE).
+    let swapper = {
+        let (work, stop) = (work.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::ffi::OsStrExt;
+            let c =
+                |p: std::path::PathBuf| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+            let (d, alt) = (c(work.join("d")), c(work.join("alt")));
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // SAFETY: two valid C strings naming paths; renameat2 has no other
+                // preconditions.
+                let done = unsafe {
+                    libc::renameat2(
+                        libc::AT_FDCWD,
+                        d.as_ptr(),
+                        libc::AT_FDCWD,
+                        alt.as_ptr(),
+                        libc::RENAME_EXCHANGE,
+                    )
+                };
+                assert_eq!(done, 0, "{}", std::io::Error::last_os_error());
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let sb = sandbox(&work, &[], UserAllow::default());
+    let mut written = 0;
+    let mut read_inside = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while std::time::Instant::now() < deadline {
+        let w = call(
+            &sb,
+            "write_file",
+            json!({"path": "d/planted.txt", "content": "planted\n"}),
+        )
+        .await;
+        written += usize::from(!w.output.is_error);
+        let r = call(&sb, "read_file", json!({"path": "d/secret.txt"})).await;
+        assert!(
+            !r.output.content.contains("top secret"),
+            "read outside through a swapped link: {}",
+            r.output.content
+        );
+        read_inside += usize::from(r.output.content.contains("inside"));
+        assert!(
+            !outside.join("planted.txt").exists(),
+            "wrote outside through a swapped link"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(swaps > 100, "the swapper ran {swaps} times");
+    assert!(
+        written + read_inside > 0,
+        "some calls landed while `d` was the real directory"
+    );
 }

@@ -153,6 +153,14 @@ async fn html_becomes_text() {
         ok(&r).ends_with("just text"),
         "relative redirects are followed"
     );
+    let r = call(
+        &sb,
+        "web_fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/deep")}),
+    )
+    .await;
+    let out = ok(&r);
+    assert!(out.ends_with("without layout]\n\ndeep inside"), "{out}");
 }
 
 #[tokio::test]

@@ -1,12 +1,19 @@
 //! `bash {command, timeout_s?}`: a shell command in the working directory.
 //!
-//! The command runs as `sh -c COMMAND` in its own process group, with stdin empty and stdout
-//! and stderr sent to one pipe (so their lines interleave as written). When the shell exits,
-//! output still arriving is read for a moment, then whatever the command left running in the
-//! background is killed: a call leaves no process behind. On timeout, and when the call's
-//! future is dropped (the session was cancelled), the whole process group is killed.
+//! The command runs as `sh -c COMMAND` (or, granted by an `execute` pattern, as the file
+//! itself) inside the session's OS sandbox (`crate::agent::confine`), with stdin empty and
+//! stdout and stderr sent to one pipe (so their lines interleave as written). The sandbox has
+//! its own PID namespace: when the shell exits, everything it started dies with it, even
+//! processes that left its session or process group, so a call leaves no process behind. On
+//! timeout, and when the call's future is dropped (the session was cancelled), the sandbox is
+//! killed, and the kernel kills everything inside.
+//!
+//! Where no sandbox can be set up and the user allowed commands without one, the command
+//! runs in its own process group instead: when the shell exits, output still arriving is read
+//! for a moment, then the group is killed (a process that left the group survives).
 
 use std::collections::VecDeque;
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -16,6 +23,7 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use super::{parse_args, string_args, Tool, ToolContext, ToolOutput, ToolSpec};
+use crate::agent::confine::{Confinement, Invocation};
 use crate::agent::BoxFuture;
 
 /// Seconds a command may run when the call gives no `timeout_s`.
@@ -30,10 +38,6 @@ pub const MAX_OUTPUT_BYTES: usize = 30_000;
 /// How long output is still read after the shell exits, while something it started in the
 /// background holds the pipe open.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
-
-/// Variables removed from the environment of commands (and of MCP servers): the model
-/// providers' keys the VM itself uses.
-pub const SCRUBBED_ENV: &[&str] = &["OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
 /// `bash {command, timeout_s?}`.
 pub struct Bash {
@@ -84,15 +88,24 @@ impl Tool for Bash {
             if args.command.trim().is_empty() {
                 return ToolOutput::error("`command` is empty");
             }
-            if let Err(refusal) = cx.bash(&args.command).await {
-                return ToolOutput::error(refusal);
-            }
+            let how = match cx.bash(&args.command).await {
+                Ok(how) => how,
+                Err(refusal) => return ToolOutput::error(refusal),
+            };
             let timeout = args
                 .timeout_s
                 .unwrap_or(DEFAULT_TIMEOUT_S)
                 .clamp(1, MAX_TIMEOUT_S);
+            // Held until the command has ended: it keeps the protected paths' placeholders.
+            let confinement = match cx.sandbox().confinement() {
+                Ok(c) => c,
+                Err(e) => {
+                    return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
+                }
+            };
             run(
-                &args.command,
+                &how,
+                confinement.as_ref(),
                 cx.sandbox().workdir(),
                 Duration::from_secs(timeout),
             )
@@ -174,8 +187,41 @@ impl CappedOutput {
     }
 }
 
-async fn run(command: &str, workdir: &Path, timeout: Duration) -> ToolOutput {
-    let spawn_error = |e: std::io::Error| ToolOutput::error(format!("could not start `sh`: {e}"));
+/// The process that runs `how`: inside `confinement`, or plainly when there is none.
+fn command(how: &Invocation, confinement: Option<&Confinement>) -> tokio::process::Command {
+    let (program, args): (OsString, Vec<OsString>) = match how {
+        Invocation::Shell(command) => ("sh".into(), vec!["-c".into(), command.into()]),
+        Invocation::Exec { program, args } => (
+            program.clone().into_os_string(),
+            args.iter().map(OsString::from).collect(),
+        ),
+    };
+    match confinement {
+        Some(c) => c.command(&program, &args),
+        None => {
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+    }
+}
+
+async fn run(
+    how: &Invocation,
+    confinement: Option<&Confinement>,
+    workdir: &Path,
+    timeout: Duration,
+) -> ToolOutput {
+    let spawn_error = |e: std::io::Error| {
+        ToolOutput::error(format!(
+            "could not start the command{}: {e}",
+            if confinement.is_some() {
+                " in its sandbox"
+            } else {
+                ""
+            }
+        ))
+    };
     let (sender, mut reader) = match tokio::net::unix::pipe::pipe() {
         Ok(p) => p,
         Err(e) => return spawn_error(e),
@@ -187,16 +233,14 @@ async fn run(command: &str, workdir: &Path, timeout: Duration) -> ToolOutput {
         Ok(p) => p,
         Err(e) => return spawn_error(e),
     };
-    let mut cmd = tokio::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(workdir)
+    let mut cmd = command(how, confinement);
+    cmd.current_dir(workdir)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .process_group(0)
         .kill_on_drop(true);
-    for var in SCRUBBED_ENV {
+    for var in crate::secrets::SECRET_VARS {
         cmd.env_remove(var);
     }
     let spawned = cmd.spawn();

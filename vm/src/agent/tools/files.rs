@@ -1,7 +1,7 @@
 //! `read_file`, `write_file` and `edit_file`.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -87,14 +87,12 @@ fn read_lines(
     limit: usize,
 ) -> Result<String, String> {
     let shown = path.display();
-    let meta = std::fs::metadata(path.path()).map_err(|e| io_error(shown, &e))?;
+    let (file, meta) = path.open_read()?;
     if meta.is_dir() {
         return Err(format!(
             "`{shown}` is a directory; use list_files to see what it holds"
         ));
     }
-    not_special(shown, &meta)?;
-    let file = std::fs::File::open(path.path()).map_err(|e| io_error(shown, &e))?;
     let mut reader = BufReader::new(file);
     if reader
         .fill_buf()
@@ -151,19 +149,6 @@ fn read_lines(
     Ok(out)
 }
 
-/// Refuses what is neither a regular file nor a directory (a FIFO would block the tool, a
-/// device is no text file).
-pub(crate) fn not_special(shown: &str, meta: &std::fs::Metadata) -> Result<(), String> {
-    if meta.is_file() || meta.is_dir() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{shown}` is not a regular file (a pipe, socket or device); file tools work on \
-             files"
-        ))
-    }
-}
-
 fn io_error(shown: &str, e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => format!("`{shown}` does not exist"),
@@ -218,20 +203,7 @@ impl Tool for WriteFile {
                 let path = cx.write_path(&args.path)?;
                 blocking(move || {
                     let shown = path.display();
-                    let existed = match std::fs::metadata(path.path()) {
-                        Ok(m) if m.is_dir() => {
-                            return Err(format!("`{shown}` is a directory"));
-                        }
-                        Ok(m) if !m.is_file() => {
-                            return not_special(shown, &m).map(|()| String::new());
-                        }
-                        Ok(_) => true,
-                        Err(_) => false,
-                    };
-                    if let Some(parent) = path.path().parent() {
-                        std::fs::create_dir_all(parent).map_err(|e| io_error(shown, &e))?;
-                    }
-                    std::fs::write(path.path(), &args.content).map_err(|e| io_error(shown, &e))?;
+                    let existed = path.write(args.content.as_bytes())?;
                     Ok(format!(
                         "{} `{shown}`: {} bytes, {} lines.",
                         if existed { "Replaced" } else { "Created" },
@@ -318,14 +290,9 @@ impl Tool for EditFile {
 
 fn edit(path: &crate::agent::permissions::CheckedPath, args: &EditArgs) -> Result<String, String> {
     let shown = path.display();
-    let meta = std::fs::metadata(path.path()).map_err(|e| io_error(shown, &e))?;
-    if meta.is_dir() {
-        return Err(format!("`{shown}` is a directory"));
-    }
-    not_special(shown, &meta)?;
+    let (mut file, _) = path.open_edit()?;
     let mut bytes = Vec::new();
-    std::fs::File::open(path.path())
-        .and_then(|mut f| f.read_to_end(&mut bytes))
+    file.read_to_end(&mut bytes)
         .map_err(|e| io_error(shown, &e))?;
     if bytes.iter().take(BINARY_PROBE).any(|&b| b == 0) {
         return Err(format!("`{shown}` is a binary file; edit_file edits text"));
@@ -354,7 +321,10 @@ fn edit(path: &crate::agent::permissions::CheckedPath, args: &EditArgs) -> Resul
     } else {
         text.replacen(&args.old_string, &args.new_string, 1)
     };
-    std::fs::write(path.path(), new_text).map_err(|e| io_error(shown, &e))?;
+    file.set_len(0)
+        .and_then(|()| file.seek(SeekFrom::Start(0)))
+        .and_then(|_| file.write_all(new_text.as_bytes()))
+        .map_err(|e| io_error(shown, &e))?;
     Ok(if count == 1 {
         format!("Replaced 1 occurrence in `{shown}` (at line {first_line}).")
     } else {

@@ -27,11 +27,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::confine::Invocation;
 use super::permissions::{CheckedPath, Decision, Grant, Refusal, Sandbox};
 use super::BoxFuture;
 
 pub mod bash;
 pub mod files;
+pub mod html;
 pub mod search;
 pub mod web;
 
@@ -194,11 +196,15 @@ impl<'a> ToolContext<'a> {
         self.record_path(path, super::permissions::Action::Read, result)
     }
 
-    /// Whether `command` may run (see [`Sandbox::check_bash`]).
-    pub async fn bash(&self, command: &str) -> Result<(), String> {
+    /// Whether `command` may run, and how (see [`Sandbox::check_bash`]).
+    pub async fn bash(&self, command: &str) -> Result<Invocation, String> {
         let result = self.sandbox.check_bash(command).await;
-        self.record_capability(super::permissions::Action::Bash, command, &result);
-        self.record_grant(result)
+        let grant = result
+            .as_ref()
+            .map(|(_, g)| g.clone())
+            .map_err(Clone::clone);
+        self.record_capability(super::permissions::Action::Bash, command, &grant);
+        result.map(|(how, _)| how).map_err(|r| r.to_string())
     }
 
     /// Whether the network may be used to reach `target` (see [`Sandbox::check_network`]).

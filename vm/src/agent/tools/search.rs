@@ -15,6 +15,7 @@ use super::{
     blocking, parse_args, string_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
 };
 use crate::agent::permissions::{PatternSet, Sandbox, STATE_DIR};
+use crate::agent::protected::GIT_DIR;
 use crate::agent::BoxFuture;
 
 /// Paths `list_files` returns at most.
@@ -29,16 +30,18 @@ pub const MAX_GREP_LINE_CHARS: usize = 500;
 /// Bytes of output `grep` returns at most.
 pub const MAX_GREP_BYTES: usize = 64 * 1024;
 
-/// A walk of `root` with ripgrep's ignore rules, hidden files included, `.git/` and (directly
-/// under the working directory) `.prose/` skipped, sorted by name at each level.
-fn walk(root: &Path, workdir: &Path) -> ignore::Walk {
-    let state = workdir.join(STATE_DIR);
+/// A walk of `root` with ripgrep's ignore rules, hidden files included, `.git/`, `.prose/`
+/// (directly under the working directory) and the state directory skipped, sorted by name
+/// at each level.
+fn walk(root: &Path, sandbox: &Sandbox) -> ignore::Walk {
+    let mut skipped = vec![sandbox.workdir().join(STATE_DIR)];
+    skipped.extend(sandbox.protected().hidden().iter().cloned());
     ignore::WalkBuilder::new(root)
         .hidden(false)
         .require_git(false)
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(move |e| e.file_name() != ".git" && e.path() != state)
+        .filter_entry(move |e| e.file_name() != GIT_DIR && !skipped.iter().any(|s| e.path() == s))
         .build()
 }
 
@@ -165,7 +168,7 @@ fn list(sandbox: &Sandbox, pattern: &str) -> Result<String, String> {
     }
     let mut found = Vec::new();
     let mut total = 0usize;
-    for entry in walk(&start, workdir).flatten() {
+    for entry in walk(&start, sandbox).flatten() {
         if !is_file(&entry) {
             continue;
         }
@@ -280,12 +283,10 @@ fn grep(
     let mut lines: Vec<String> = Vec::new();
     let mut bytes = 0usize;
     let mut full = false;
-    if let Ok(meta) = std::fs::metadata(root) {
-        super::files::not_special(&root.display().to_string(), &meta)?;
-    }
-    let files: Box<dyn Iterator<Item = PathBuf>> = if root.is_dir() {
+    let single = !root.is_dir();
+    let files: Box<dyn Iterator<Item = PathBuf>> = if !single {
         Box::new(
-            walk(root, workdir)
+            walk(root, sandbox)
                 .flatten()
                 .filter(is_file)
                 .map(|e| e.into_path()),
@@ -310,11 +311,18 @@ fn grep(
         let Ok(checked) = sandbox.check_read_path(&file) else {
             continue;
         };
+        // A file that cannot be read (removed meanwhile, no permission, several hard links)
+        // is skipped, unless it is the one file to search.
+        let opened = match checked.open_read() {
+            Ok((f, meta)) if meta.is_file() => f,
+            Ok(_) => continue,
+            Err(e) if single => return Err(e),
+            Err(_) => continue,
+        };
         let shown = checked.display().to_string();
-        // A file that cannot be read (removed meanwhile, no permission) is skipped.
-        let _ = searcher.search_path(
+        let _ = searcher.search_file(
             matcher,
-            checked.path(),
+            &opened,
             Lossy(|number, text| {
                 let text = text.trim_end_matches(['\n', '\r']);
                 let text = match text.char_indices().nth(MAX_GREP_LINE_CHARS) {

@@ -2,19 +2,18 @@
 //!
 //! Redirects are followed by the tool itself, each hop checked against the `network`
 //! permission like the first request, at most [`MAX_REDIRECTS`] of them. The body is read up
-//! to a size cap and the whole fetch, redirects included, has a time limit.
+//! to a size cap and the whole fetch, redirects and the HTML's conversion included, has a time
+//! limit; the conversion is bounded in depth and stops with the call (`super::html`).
 
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, LOCATION};
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{
-    blocking, parse_args, string_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
-};
+use super::{html, parse_args, string_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec};
 use crate::agent::BoxFuture;
 
 /// Redirects followed at most.
@@ -117,7 +116,10 @@ impl Tool for WebFetch {
                 Ok(a) => a,
                 Err(e) => return ToolOutput::error(e),
             };
-            match tokio::time::timeout(self.limits.timeout, self.fetch(&args.url, cx)).await {
+            let deadline = Instant::now() + self.limits.timeout;
+            match tokio::time::timeout(self.limits.timeout, self.fetch(&args.url, cx, deadline))
+                .await
+            {
                 Ok(output) => output,
                 Err(_) => ToolOutput::error(format!(
                     "fetching {} took longer than {} s and was stopped",
@@ -140,7 +142,7 @@ fn parse_url(text: &str) -> Result<Url, String> {
 }
 
 impl WebFetch {
-    async fn fetch(&self, url: &str, cx: &ToolContext<'_>) -> ToolOutput {
+    async fn fetch(&self, url: &str, cx: &ToolContext<'_>, deadline: Instant) -> ToolOutput {
         let client = match self.client() {
             Ok(c) => c,
             Err(e) => return ToolOutput::error(e),
@@ -188,14 +190,19 @@ impl WebFetch {
                 };
                 continue;
             }
-            return self.read_body(url, response).await;
+            return self.read_body(url, response, deadline).await;
         }
         ToolOutput::error(format!(
             "more than {MAX_REDIRECTS} redirects; stopped at {url}"
         ))
     }
 
-    async fn read_body(&self, url: Url, mut response: reqwest::Response) -> ToolOutput {
+    async fn read_body(
+        &self,
+        url: Url,
+        mut response: reqwest::Response,
+        deadline: Instant,
+    ) -> ToolOutput {
         let status = response.status();
         let content_type = response
             .headers()
@@ -249,18 +256,13 @@ impl WebFetch {
                 if cut { " or more" } else { "" }
             ));
         }
-        let text = if html {
-            match blocking(move || {
-                html2text::from_read(&body[..], TEXT_WIDTH)
-                    .map_err(|e| format!("the HTML could not be converted to text: {e}"))
-            })
-            .await
-            {
-                Ok(t) => t,
+        let (text, note) = if html {
+            match html::convert(body, TEXT_WIDTH, deadline).await {
+                Ok(c) => (c.text, c.note),
                 Err(e) => return ToolOutput::error(format!("{url}: {e}")),
             }
         } else {
-            String::from_utf8_lossy(&body).into_owned()
+            (String::from_utf8_lossy(&body).into_owned(), None)
         };
         let mut out = format!(
             "URL: {url}\nStatus: {status}\nContent-Type: {}\n\n",
@@ -270,6 +272,10 @@ impl WebFetch {
                 &content_type
             }
         );
+        if let Some(note) = note {
+            out.push_str(&note);
+            out.push_str("\n\n");
+        }
         out.push_str(truncate_at(&text, self.limits.max_text_bytes));
         if cut || text.len() > self.limits.max_text_bytes {
             out.push_str(&format!(
