@@ -10,6 +10,7 @@ pub mod codegen;
 pub mod compile;
 pub mod cost;
 pub mod diagnostics;
+pub mod fmt;
 pub mod lexer;
 pub mod limits;
 pub mod lints;
