@@ -53,6 +53,7 @@ impl<'a> Analyzer<'a> {
             );
         }
         let id = self.new_var(Some(&p.text), self.func);
+        self.index.add(p.span, super::index::Target::Var(id), true);
         self.scopes.declare_scoped(
             &p.text,
             Var {

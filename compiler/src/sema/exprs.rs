@@ -217,6 +217,11 @@ impl<'a> Analyzer<'a> {
             return null;
         };
         let import = program.import;
+        self.index.add(
+            name.span,
+            super::index::Target::Program(name.text.clone()),
+            false,
+        );
         let contract = match &program.status {
             super::ImportStatus::Resolved(c) => Some(c.clone()),
             _ => None,
@@ -325,6 +330,8 @@ impl<'a> Analyzer<'a> {
             return r::ExprKind::Lit(r::Literal::Null);
         };
         let (block, expected, span) = (b.id, b.def.params.len(), b.span);
+        self.index
+            .add(name.span, super::index::Target::Block(block), false);
         let got = values.len();
         if expected != got {
             self.report(

@@ -12,6 +12,7 @@ mod blocks;
 mod collect;
 mod constructs;
 mod exprs;
+pub mod index;
 mod modifiers;
 mod names;
 mod permissions;
@@ -57,6 +58,8 @@ pub struct Analysis {
     pub contract: Contract,
     /// The program with every name resolved (meaningful when there are no errors).
     pub program: r::Program,
+    /// Where each name is written and what it stands for.
+    pub index: index::NameIndex,
 }
 
 struct AgentInfo<'a> {
@@ -140,6 +143,8 @@ struct Analyzer<'a> {
     output_ids: HashMap<String, r::OutputId>,
     /// What is being built.
     out: r::Program,
+    /// Name occurrences, for tools.
+    index: index::NameIndex,
 }
 
 /// Analyses a parsed file. `imports` maps each `use` path to what the loader found.
@@ -175,6 +180,7 @@ pub fn analyze<'a>(
         input_ids: HashMap::default(),
         output_ids: HashMap::default(),
         out,
+        index: index::NameIndex::default(),
     };
     a.collect(program);
     a.out.body = a.stmts(&program.stmts, Ctx::default());
@@ -185,6 +191,7 @@ pub fn analyze<'a>(
         diagnostics: a.diags,
         contract: a.contract,
         program: a.out,
+        index: a.index,
     }
 }
 

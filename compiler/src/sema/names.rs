@@ -1,5 +1,6 @@
 //! Variables: looking names up, declaring them, and reading them.
 
+use super::index::Target as Named;
 use super::scope::{exclusive, Var, VarKind};
 use super::{Analyzer, BlockVar, Ctx};
 use crate::ast::*;
@@ -42,6 +43,14 @@ impl<'a> Analyzer<'a> {
     /// Marks a variable as read, reporting the first read of a block's variable (E146).
     pub(super) fn read_var(&mut self, var: &Var, at: Span, report: bool) -> VarId {
         self.out.vars[var.id].read = true;
+        // In a `{name.path}` group, the name is just after the brace.
+        let len = self.out.vars[var.id].name.as_ref().map_or(0, String::len);
+        let written = if (at.end - at.start) as usize > len {
+            Span::new(at.start as usize + 1, at.start as usize + 1 + len)
+        } else {
+            at
+        };
+        self.index.add(written, Named::Var(var.id), false);
         if var.kind == VarKind::BlockVar {
             if let Some(bv) = self.block_vars.get_mut(&var.id) {
                 let first = !bv.reported;
@@ -134,6 +143,9 @@ impl<'a> Analyzer<'a> {
     /// A variable record for `name` declared here.
     fn var(&mut self, name: &Name, kind: VarKind, program: Option<String>, owner: FnId) -> Var {
         let id = self.new_var(Some(&name.text), owner);
+        if !matches!(kind, VarKind::BlockOutput | VarKind::BlockVar) {
+            self.index.add(name.span, Named::Var(id), true);
+        }
         self.out.vars[id].kind = match kind {
             VarKind::Const => bytecode_spec::BindingKind::Const,
             VarKind::Input => bytecode_spec::BindingKind::Input,
@@ -193,6 +205,7 @@ impl<'a> Analyzer<'a> {
                 if let Some(v) = self.scopes.ns().get_mut(&name.text) {
                     v.program = program;
                 }
+                self.index.add(name.span, Named::Var(prev.id), false);
                 prev.id
             }
             (BindKind::Assign, None) if ctx.parallel_branch => {
@@ -248,6 +261,7 @@ impl<'a> Analyzer<'a> {
                     );
                 }
                 // The second declaration is an assignment to the variable already there.
+                self.index.add(name.span, Named::Var(prev.id), false);
                 if in_flat {
                     if let Some(v) = self.scopes.ns().get_mut(&name.text) {
                         v.program = program;

@@ -1,0 +1,77 @@
+//! Where each name is written and what it stands for: recorded by analysis as it binds
+//! names, for tools that navigate a program (the language server's definitions,
+//! references, rename and highlighting). Code generation does not read it.
+
+use crate::resolved::{AgentId, BlockId, VarId};
+use crate::span::Span;
+
+/// What a name stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A variable (inputs, outputs, parameters and loop variables included).
+    Var(VarId),
+    /// An agent.
+    Agent(AgentId),
+    /// A block.
+    Block(BlockId),
+    /// An imported program, by the name it is called by.
+    Program(String),
+}
+
+/// One place a name is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Occurrence {
+    /// The name as written (for an interpolation, the root name inside the braces).
+    pub span: Span,
+    /// What it stands for.
+    pub target: Target,
+    /// Whether it declares the name (rather than using or assigning it).
+    pub decl: bool,
+}
+
+/// Every name occurrence analysis bound, in the order it met them.
+#[derive(Clone, Debug, Default)]
+pub struct NameIndex {
+    /// The occurrences.
+    pub occurrences: Vec<Occurrence>,
+}
+
+impl NameIndex {
+    pub(super) fn add(&mut self, span: Span, target: Target, decl: bool) {
+        self.occurrences.push(Occurrence { span, target, decl });
+    }
+
+    /// The innermost occurrence covering byte `offset` (its end included, so a cursor just
+    /// after a name still finds it).
+    pub fn at(&self, offset: usize) -> Option<&Occurrence> {
+        self.occurrences
+            .iter()
+            .filter(|o| (o.span.start as usize) <= offset && offset <= o.span.end as usize)
+            .min_by_key(|o| o.span.end - o.span.start)
+    }
+
+    /// Every occurrence of `target`, declarations first, each span once.
+    pub fn of<'s>(&'s self, target: &Target) -> Vec<&'s Occurrence> {
+        let mut all: Vec<&Occurrence> = self
+            .occurrences
+            .iter()
+            .filter(|o| &o.target == target)
+            .collect();
+        all.sort_by_key(|o| (!o.decl, o.span.start));
+        let mut seen = Vec::new();
+        all.retain(|o| {
+            let fresh = !seen.contains(&o.span);
+            seen.push(o.span);
+            fresh
+        });
+        all
+    }
+
+    /// Where `target` is declared (its first declaration).
+    pub fn decl_of(&self, target: &Target) -> Option<Span> {
+        self.occurrences
+            .iter()
+            .find(|o| o.decl && &o.target == target)
+            .map(|o| o.span)
+    }
+}
