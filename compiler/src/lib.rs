@@ -14,6 +14,7 @@ pub mod fmt;
 pub mod lexer;
 pub mod limits;
 pub mod lints;
+pub mod lsp;
 pub mod parser;
 pub mod prices;
 pub mod resolved;

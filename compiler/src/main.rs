@@ -40,6 +40,8 @@ enum Command {
     Cost(CostArgs),
     /// Lay programs out in the canonical style (`prose.toml` `[fmt]` sets the indent width).
     Fmt(FmtArgs),
+    /// Serve editors: a language server (LSP 3.17) on standard input and output.
+    Lsp,
 }
 
 #[derive(Args)]
@@ -558,5 +560,12 @@ fn main() -> ExitCode {
         Command::Dis(args) => dis(args),
         Command::Cost(args) => cost(args, lints),
         Command::Fmt(args) => fmt(args),
+        Command::Lsp => match prosec::lsp::run_stdio() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("prosec lsp: {e}");
+                ExitCode::from(1)
+            }
+        },
     }
 }
