@@ -169,8 +169,11 @@ fn lint_levels(m: &ArgMatches) -> Result<Vec<(Code, Level)>, String> {
 struct CheckArgs {
     #[command(flatten)]
     common: CommonArgs,
+    /// Print the documentation of a diagnostic code (`E007`) and exit.
+    #[arg(long, value_name = "CODE")]
+    explain: Option<String>,
     /// Files or directories (directories are searched recursively for *.prose).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "explain")]
     paths: Vec<PathBuf>,
 }
 
@@ -261,6 +264,19 @@ fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
 }
 
 fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    if let Some(code) = &args.explain {
+        let page = Code::parse(code.trim()).and_then(prosec::diagnostics::explain::explain);
+        return match page {
+            Some(page) => {
+                println!("{page}");
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("prosec: `{code}` is not a diagnostic code");
+                ExitCode::from(2)
+            }
+        };
+    }
     let mut files = Vec::new();
     for p in &args.paths {
         if let Err(e) = collect_files(p, &mut files) {

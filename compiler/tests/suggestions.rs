@@ -91,3 +91,27 @@ fn nothing_close_keeps_the_general_help() {
     let src = "let summary = session \"S\"\nsession \"Use\"\n  context: zebra\n";
     assert_eq!(helps("E105", src, &[]), [""]);
 }
+
+#[test]
+fn a_property_with_another_ending() {
+    assert_eq!(
+        helps("W005", "session \"x\"\n  retries: 3\n", &[]),
+        ["did you mean `retry`?"]
+    );
+}
+
+#[test]
+fn an_assignment_to_a_misspelt_variable() {
+    let src = "let verdict = \"no\"\nloop until verdict == \"ok\" (max: 3):\n  verdcit = session \"Check it\"\n";
+    assert_eq!(
+        helps("W117", src, &[]),
+        ["did you mean `verdict`? As written this declares a new variable `verdcit`"]
+    );
+}
+
+#[test]
+fn a_misspelt_interpolation_warns_and_a_placeholder_does_not() {
+    let src = "let draft = session \"Draft\"\nsession \"Polish {draf} for {audience}\"\n";
+    assert_eq!(helps("W121", src, &[]), ["did you mean `draft`?"]);
+    assert!(helps("E140", src, &[]).is_empty());
+}

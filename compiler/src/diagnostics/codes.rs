@@ -201,6 +201,7 @@ codes! {
     W118 => (Warning, Static, "provider-specific model name"),
     W119 => (Warning, Static, "registry import not resolved"),
     W120 => (Warning, Static, "invalid lint comment"),
+    W121 => (Warning, Static, "interpolation names a misspelt variable"),
 }
 
 impl Code {

@@ -101,6 +101,9 @@ impl<'a> Analyzer<'a> {
                             name: i.root.clone(),
                         });
                     }
+                    None if self.misspelt_interpolation(i) => {
+                        parts.push(r::TplPart::Text(i.raw.clone()));
+                    }
                     None => {
                         self.diag(
                             Code::E140,
@@ -120,6 +123,28 @@ impl<'a> Analyzer<'a> {
             }
         }
         r::Template { parts }
+    }
+
+    /// Reports W121 when a `{name}` that is no variable is a likely misspelling of one in
+    /// scope (placeholder text for the model, far from every name, stays E140).
+    fn misspelt_interpolation(&mut self, i: &Interp) -> bool {
+        let Some(s) = suggest::closest(&i.root, self.visible_names()).map(str::to_string) else {
+            return false;
+        };
+        let root = Span::new(
+            i.span.start as usize + 1,
+            i.span.start as usize + 1 + i.root.len(),
+        );
+        self.diag(
+            Code::W121,
+            root,
+            format!(
+                "`{}` is not a variable here; the text goes to the model as written",
+                i.raw
+            ),
+        )
+        .help = Some(format!("did you mean `{s}`?"));
+        true
     }
 
     /// A template resolved in the current scope without reporting anything: for text whose

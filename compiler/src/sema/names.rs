@@ -32,7 +32,7 @@ impl<'a> Analyzer<'a> {
     }
 
     /// Every visible name, for suggestions.
-    fn visible_names(&self) -> Vec<&str> {
+    pub(super) fn visible_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.scopes.names().collect();
         if self.in_block {
             names.extend(self.globals.keys().map(String::as_str));
@@ -213,12 +213,19 @@ impl<'a> Analyzer<'a> {
                 self.declare_result(name, program)
             }
             (BindKind::Assign, None) => {
+                let help = match suggest::closest(&name.text, self.visible_names()) {
+                    Some(s) => format!(
+                        "did you mean `{s}`? As written this declares a new variable `{}`",
+                        name.text
+                    ),
+                    None => format!("declare it with `let {} = ...`", name.text),
+                };
                 self.diag(
                     Code::W117,
                     name.span,
                     format!("`{}` is assigned without being declared", name.text),
                 )
-                .help = Some(format!("declare it with `let {} = ...`", name.text));
+                .help = Some(help);
                 self.declare(name, VarKind::Let, program)
             }
             (BindKind::Let | BindKind::Const, Some(prev)) => {
