@@ -115,3 +115,46 @@ fn a_misspelt_interpolation_warns_and_a_placeholder_does_not() {
     assert_eq!(helps("W121", src, &[]), ["did you mean `draft`?"]);
     assert!(helps("E140", src, &[]).is_empty());
 }
+
+/// The help of each syntax error, with the text it points at.
+fn syntax_helps(src: &str) -> Vec<(String, String)> {
+    let parsed = prosec::parser::parse(0, src);
+    parsed
+        .diagnostics
+        .iter()
+        .map(|d| {
+            (
+                src[d.span.range()].to_string(),
+                d.help.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn misspelt_keywords_get_a_did_you_mean() {
+    for (src, word, keyword) in [
+        ("sesion \"x\"\n", "sesion", "session"),
+        (
+            "loop untill done (max: 3):\n  session \"x\"\n",
+            "untill",
+            "until",
+        ),
+        (
+            "paralel:\n  a = session \"x\"\n  b = session \"y\"\n",
+            "paralel",
+            "parallel",
+        ),
+        ("let x = sesion \"x\"\n", "sesion", "session"),
+    ] {
+        assert_eq!(
+            syntax_helps(src),
+            [(word.to_string(), format!("did you mean `{keyword}`?"))],
+            "{src}"
+        );
+    }
+    // Prose that strayed outside a string is not taken for a keyword.
+    assert!(syntax_helps("For each phase, specify:\n")
+        .iter()
+        .all(|(_, h)| !h.contains("did you mean")));
+}

@@ -348,6 +348,31 @@ fn expected_list(expected: &[String]) -> String {
     }
 }
 
+/// The word just before a syntax error at `at`, when it starts its statement (or follows
+/// `loop`) and is a likely misspelling of a keyword: its span, the word and the keyword.
+fn misspelt_keyword(src: &str, at: usize) -> Option<(Span, &str, &'static str)> {
+    let before = src[..at.min(src.len())].trim_end_matches(|c: char| c.is_whitespace() || c == ':');
+    let start = before
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let word = &before[start..];
+    // Keywords are lower case; a capitalised word is more likely prose outside a string.
+    if word.len() < 2
+        || Tok::keyword(word).is_some()
+        || word.chars().any(|c| !c.is_ascii_lowercase())
+    {
+        return None;
+    }
+    let head = src[..start].rsplit('\n').next().unwrap_or("").trim();
+    if !(head.is_empty() || head == "loop" || head.ends_with('=')) {
+        return None;
+    }
+    let keyword = crate::diagnostics::closest(word, crate::lexer::KEYWORDS)?;
+    Some((Span::new(start, start + word.len()), word, keyword))
+}
+
 fn syntax_error(
     file: FileId,
     src: &str,
@@ -385,10 +410,33 @@ fn syntax_error(
             } else {
                 (l, r)
             };
-            let mut d = Diagnostic::new(code, file, Span::new(l, r), message).with_label(expected);
-            if let Some(h) = help {
-                d = d.with_help(h);
-            }
+            let misspelt = match &tok {
+                // `loop untill done:`: the word after `loop` itself.
+                Tok::Ident(w) if src[..l].rsplit('\n').next().unwrap_or("").trim() == "loop" => {
+                    crate::diagnostics::closest(w, ["until", "while"])
+                        .map(|k| (Span::new(l, r), w.as_str(), k))
+                }
+                _ => misspelt_keyword(src, l),
+            };
+            let mut d = match misspelt {
+                // `sesion "x"`, `loop untill done:`, `paralel:`: the word, not parser jargon.
+                Some((span, word, keyword)) => Diagnostic::new(
+                    code,
+                    file,
+                    span,
+                    format!("unknown word `{word}` where a keyword is expected"),
+                )
+                .with_label("not a keyword")
+                .with_help(format!("did you mean `{keyword}`?")),
+                None => {
+                    let d =
+                        Diagnostic::new(code, file, Span::new(l, r), message).with_label(expected);
+                    match help {
+                        Some(h) => d.with_help(h),
+                        None => d,
+                    }
+                }
+            };
             let before = triple_ends.partition_point(|&end| end <= l);
             if let Some(&end) = before.checked_sub(1).and_then(|i| triple_ends.get(i)) {
                 let between = &src[end..l.min(src.len())];
