@@ -158,3 +158,18 @@ fn misspelt_keywords_get_a_did_you_mean() {
         .iter()
         .all(|(_, h)| !h.contains("did you mean")));
 }
+
+#[test]
+fn an_unclosed_bracket_is_reported_at_the_bracket() {
+    let src = "let xs = [\"a\", \"b\"\n\nsession \"next\"\n";
+    let parsed = prosec::parser::parse(0, src);
+    assert_eq!(parsed.diagnostics.len(), 1, "{:?}", parsed.diagnostics);
+    let d = &parsed.diagnostics[0];
+    assert_eq!((d.span.start, d.span.end), (9, 10));
+    assert_eq!(d.message, "`[` is never closed");
+    assert_eq!(&src[d.secondary[0].span.range()], "session");
+    // A bracket closed on its own line is no error.
+    assert!(prosec::parser::parse(0, "let xs = [\n  \"a\",\n]\n")
+        .diagnostics
+        .is_empty());
+}

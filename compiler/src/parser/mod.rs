@@ -160,6 +160,7 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     let mut code = None;
     let mut cascades: Vec<Span> = Vec::new();
     let mut explained = None;
+    let mut brackets: Option<Vec<(usize, usize)>> = None;
     for e in syntax {
         let layout = cascade::error_layout(&e);
         let at = error_offset(&e).min(src.len());
@@ -178,6 +179,36 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
         cascades.push(Span::new(at, end));
         // Only the errors reported are described (a file of errors has many cascades).
         let d = syntax_error(file, src, &lexer.triple_ends, &regions, &cx.expected, e);
+        // An error on a later line inside an open bracket: the bracket is the mistake.
+        let pairs = brackets.get_or_insert_with(|| bracket_pairs(src));
+        let d = match pairs
+            .iter()
+            .rev()
+            .find(|&&(open, close)| open < at && close > at)
+            .filter(|&&(open, _)| src[open..at].contains('\n'))
+        {
+            Some(&(open, _)) => {
+                let c = &src[open..open + 1];
+                let closer = match c {
+                    "(" => ")",
+                    "[" => "]",
+                    _ => "}",
+                };
+                Diagnostic::new(
+                    d.code,
+                    file,
+                    Span::new(open, open + 1),
+                    format!("`{c}` is never closed"),
+                )
+                .with_label("opened here")
+                .with_secondary(
+                    Span::new(at, at.max(d.span.end as usize)),
+                    "the statement goes on here",
+                )
+                .with_help(format!("close it with `{closer}` where its contents end"))
+            }
+            None => d,
+        };
         // A lexical problem already explains this.
         let explained = explained
             .get_or_insert_with(|| Explained::new(src, &diagnostics[..lexical]))
@@ -346,6 +377,28 @@ fn expected_list(expected: &[String]) -> String {
         1..=6 => format!("expected {}", names.join(", ")),
         _ => format!("expected one of {} and more", names[..6].join(", ")),
     }
+}
+
+/// Every bracket's offset and its closer's (`usize::MAX` when never closed), by opening
+/// offset; worked out only when a syntax error is reported.
+fn bracket_pairs(src: &str) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for (s, t, _) in Lexer::new(src).run().tokens {
+        match t {
+            Tok::LParen | Tok::LBracket | Tok::LBrace => {
+                open.push(pairs.len());
+                pairs.push((s, usize::MAX));
+            }
+            Tok::RParen | Tok::RBracket | Tok::RBrace => {
+                if let Some(i) = open.pop() {
+                    pairs[i].1 = s;
+                }
+            }
+            _ => {}
+        }
+    }
+    pairs
 }
 
 /// The word just before a syntax error at `at`, when it starts its statement (or follows
