@@ -159,6 +159,121 @@ fn misspelt_keywords_get_a_did_you_mean() {
         .all(|(_, h)| !h.contains("did you mean")));
 }
 
+/// Every diagnostic of `src` (as `prosec check` reports them): its code, line, the text it
+/// points at and its help.
+fn checked(src: &str) -> Vec<(String, u32, String, String)> {
+    let mut c = Compilation::new(Options::default());
+    c.add_source(Path::new("t.prose"), src);
+    c.diagnostics
+        .iter()
+        .map(|d| {
+            (
+                d.code.as_str().to_string(),
+                c.sources.get(d.file).line_col(d.span.start as usize).line,
+                src[d.span.range()].to_string(),
+                d.help.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// `(line, word, keyword)` rows as `checked` gives them for misspelt keywords.
+fn misspelt(rows: &[(u32, &str, &str)]) -> Vec<(String, u32, String, String)> {
+    rows.iter()
+        .map(|(line, word, keyword)| {
+            (
+                "E004".to_string(),
+                *line,
+                word.to_string(),
+                format!("did you mean `{keyword}`?"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_misspelt_keyword_is_one_error_in_every_shape() {
+    let branches = "  a = session \"x\"\n  b = session \"y\"\n";
+    for (src, rows) in [
+        // An indented block of sessions under it.
+        (format!("paralel:\n{branches}"), vec![(1, "paralel", "parallel")]),
+        // Inside a block definition, and inside a loop.
+        (
+            format!("block f:\n  paralel:\n  {}", branches.replace('\n', "\n  ").trim_end()),
+            vec![(2, "paralel", "parallel")],
+        ),
+        (
+            "for t in [1, 2]:\n  paralel:\n    session \"x\"\n".to_string(),
+            vec![(2, "paralel", "parallel")],
+        ),
+        // At the end of a file, without a block or a last line break.
+        (
+            "session \"a\"\nparalel:".to_string(),
+            vec![(2, "paralel", "parallel")],
+        ),
+        // After another error: a misspelt keyword, a broken line, prose outside a string.
+        (
+            format!("sesion \"a\"\nparalel:\n{branches}"),
+            vec![(1, "sesion", "session"), (2, "paralel", "parallel")],
+        ),
+        (
+            format!("let x = = 1\nparalel:\n{branches}"),
+            vec![(2, "paralel", "parallel")],
+        ),
+        (
+            format!("Then write it all up\nparalel:\n{branches}"),
+            vec![(2, "paralel", "parallel")],
+        ),
+        // Twice in a row: the second is not a consequence of the first.
+        (
+            format!("paralel:\n{branches}paralel:\n{branches}"),
+            vec![(1, "paralel", "parallel"), (4, "paralel", "parallel")],
+        ),
+        // Inside the block of another: both.
+        (
+            "paralel:\n  a = sesion \"x\"\n  b = session \"y\"\n".to_string(),
+            vec![(1, "paralel", "parallel"), (2, "sesion", "session")],
+        ),
+        // With modifiers, which read as a call until the `:`.
+        (
+            format!("paralel (\"all\"):\n{branches}"),
+            vec![(1, "paralel", "parallel")],
+        ),
+        (
+            format!("let r = paralel (on-fail: \"continue\"):\n{branches}"),
+            vec![(1, "paralel", "parallel")],
+        ),
+        (
+            "paralel for x in [1, 2]:\n  session \"x\"\n".to_string(),
+            vec![(1, "paralel", "parallel")],
+        ),
+    ] {
+        let rows: Vec<(u32, &str, &str)> = rows;
+        let mut want = misspelt(&rows);
+        // The error of a broken line or of prose before it comes first, without help.
+        for (start, at) in [("let x = = 1", "="), ("Then write", "write")] {
+            if src.starts_with(start) {
+                want.insert(0, ("E004".into(), 1, at.into(), String::new()));
+            }
+        }
+        assert_eq!(checked(&src), want, "{src}");
+    }
+}
+
+#[test]
+fn a_modifier_without_its_colon() {
+    let src = "loop until **the tests pass** (max 3):\n  session \"Fix\"\n";
+    assert_eq!(
+        checked(src),
+        [(
+            "E004".to_string(),
+            1,
+            "max 3".to_string(),
+            "did you mean `max: 3`?".to_string()
+        )]
+    );
+}
+
 #[test]
 fn an_unclosed_bracket_is_reported_at_the_bracket() {
     let src = "let xs = [\"a\", \"b\"\n\nsession \"next\"\n";

@@ -3,6 +3,7 @@
 
 pub(crate) mod actions;
 mod cascade;
+mod misspelt;
 
 use crate::ast::{PipeStage, Program, Property};
 use crate::diagnostics::{Code, Diagnostic};
@@ -161,22 +162,37 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     let mut cascades: Vec<Span> = Vec::new();
     let mut explained = None;
     let mut brackets: Option<Vec<(usize, usize)>> = None;
+    // Where the last reported error is.
+    let mut reported = 0;
     for e in syntax {
         let layout = cascade::error_layout(&e);
         let at = error_offset(&e).min(src.len());
         let end = regions.end(at, layout).min(src.len()).max(at);
+        // A misspelt keyword on a line after the last reported error is a mistake of its
+        // own, even in the block under a broken line (`paralel:`'s branches) or after lines
+        // of prose: never a consequence.
+        let own = misspelling(src, &e)
+            .is_some_and(|m| m.span.start as usize >= reported && src[reported..m.span.start as usize].contains('\n'));
+        let mut nested = false;
         if let Some(last) = cascades.last_mut() {
             // Where statements that look like code start (only needed after a first error).
             let code = code.get_or_insert_with(|| cascade::code_starts(&program));
             let next_code = code.partition_point(|&c| c < last.end as usize);
             let follows = at < last.end as usize
                 || (code.get(next_code).is_none_or(|&c| c >= at) && !regions.line_is_code(at));
-            if follows || layout == cascade::Layout::Dedent {
+            if own && at < last.end as usize {
+                // Inside the region of an earlier error: reported, and the region goes on.
+                *last = last.to(Span::new(at, end));
+                nested = true;
+            } else if !own && (follows || layout == cascade::Layout::Dedent) {
                 *last = last.to(Span::new(at, end));
                 continue;
             }
         }
-        cascades.push(Span::new(at, end));
+        if !nested {
+            cascades.push(Span::new(at, end));
+        }
+        reported = at;
         // Only the errors reported are described (a file of errors has many cascades).
         let d = syntax_error(file, src, &lexer.triple_ends, &regions, &cx.expected, e);
         // An error on a later line inside an open bracket: the bracket is the mistake.
@@ -310,6 +326,20 @@ impl Explained {
     }
 }
 
+/// The misspelt keyword a parse error comes from, if any.
+fn misspelling<'s>(
+    src: &'s str,
+    e: &'s ParseError<usize, Tok, NoLexError>,
+) -> Option<misspelt::Misspelt<'s>> {
+    match e {
+        ParseError::UnrecognizedToken {
+            token: (l, tok, r),
+            ..
+        } => misspelt::at_error(src, tok, (*l).min(src.len()), (*r).min(src.len())),
+        _ => None,
+    }
+}
+
 /// Where a parse error is, as its diagnostic will say.
 fn error_offset(e: &ParseError<usize, Tok, NoLexError>) -> usize {
     match e {
@@ -401,31 +431,6 @@ fn bracket_pairs(src: &str) -> Vec<(usize, usize)> {
     pairs
 }
 
-/// The word just before a syntax error at `at`, when it starts its statement (or follows
-/// `loop`) and is a likely misspelling of a keyword: its span, the word and the keyword.
-fn misspelt_keyword(src: &str, at: usize) -> Option<(Span, &str, &'static str)> {
-    let before = src[..at.min(src.len())].trim_end_matches(|c: char| c.is_whitespace() || c == ':');
-    let start = before
-        .char_indices()
-        .rev()
-        .find(|&(_, c)| !(c.is_alphanumeric() || c == '_' || c == '-'))
-        .map_or(0, |(i, c)| i + c.len_utf8());
-    let word = &before[start..];
-    // Keywords are lower case; a capitalised word is more likely prose outside a string.
-    if word.len() < 2
-        || Tok::keyword(word).is_some()
-        || word.chars().any(|c| !c.is_ascii_lowercase())
-    {
-        return None;
-    }
-    let head = src[..start].rsplit('\n').next().unwrap_or("").trim();
-    if !(head.is_empty() || head == "loop" || head.ends_with('=')) {
-        return None;
-    }
-    let keyword = crate::diagnostics::closest(word, crate::lexer::KEYWORDS)?;
-    Some((Span::new(start, start + word.len()), word, keyword))
-}
-
 fn syntax_error(
     file: FileId,
     src: &str,
@@ -463,25 +468,25 @@ fn syntax_error(
             } else {
                 (l, r)
             };
-            let misspelt = match &tok {
-                // `loop untill done:`: the word after `loop` itself.
-                Tok::Ident(w) if src[..l].rsplit('\n').next().unwrap_or("").trim() == "loop" => {
-                    crate::diagnostics::closest(w, ["until", "while"])
-                        .map(|k| (Span::new(l, r), w.as_str(), k))
-                }
-                _ => misspelt_keyword(src, l),
-            };
-            let mut d = match misspelt {
+            let misspelt = misspelt::at_error(src, &tok, l, r);
+            let colon = misspelt::missing_colon(src, &tok, l, r);
+            let mut d = match (misspelt, colon) {
                 // `sesion "x"`, `loop untill done:`, `paralel:`: the word, not parser jargon.
-                Some((span, word, keyword)) => Diagnostic::new(
+                (Some(m), _) => Diagnostic::new(
                     code,
                     file,
-                    span,
-                    format!("unknown word `{word}` where a keyword is expected"),
+                    m.span,
+                    format!("unknown word `{}` where a keyword is expected", m.word),
                 )
                 .with_label("not a keyword")
-                .with_help(format!("did you mean `{keyword}`?")),
-                None => {
+                .with_help(format!("did you mean `{}`?", m.keyword)),
+                // `(max 3)`
+                (None, Some((span, fix))) => {
+                    Diagnostic::new(code, file, span, "a name and its value without `:`")
+                        .with_label("expected `:` between them")
+                        .with_help(format!("did you mean `{fix}`?"))
+                }
+                (None, None) => {
                     let d =
                         Diagnostic::new(code, file, Span::new(l, r), message).with_label(expected);
                     match help {
