@@ -116,6 +116,35 @@ fn a_misspelt_interpolation_warns_and_a_placeholder_does_not() {
     assert!(helps("E140", src, &[]).is_empty());
 }
 
+#[test]
+fn a_misspelt_field_of_a_known_record() {
+    let record = "let t = session \"t\"\nlet r = {title: t, body: \"b\", meta: {author: \"a\"}}\n";
+    for (use_, help) in [
+        ("session \"Use {r.titel}\"\n", "did you mean `title`?"),
+        ("let x = r.bdy\n", "did you mean `body`?"),
+        ("session \"By {r.meta.autor}\"\n", "did you mean `author`?"),
+        ("let {titel} = r\n", "did you mean `title`?"),
+        ("let x = r.summary\n", "its fields: `body`, `meta`, `title`"),
+    ] {
+        let src = format!("{record}{use_}");
+        assert_eq!(helps("W122", &src, &[]), [help], "{src}");
+    }
+    // The fields it has, and a record bound twice: the fields of both.
+    let src = format!(
+        "{record}if **short**:\n  r = {{title: t, summary: \"s\"}}\nsession \"{{r.title}} {{r.body}} {{r.summary}} {{r.meta.author}}\"\n"
+    );
+    assert!(helps("W122", &src, &[]).is_empty());
+    // A variable given anything else anywhere has no known shape: nothing is reported.
+    for other in [
+        "r = session \"x\"\n",
+        "for i in [1]:\n  r = t\n",
+        "block f:\n  r = session \"x\"\n",
+    ] {
+        let src = format!("{record}{other}let x = r.titel\n");
+        assert!(helps("W122", &src, &[]).is_empty(), "{src}");
+    }
+}
+
 /// The help of each syntax error, with the text it points at.
 fn syntax_helps(src: &str) -> Vec<(String, String)> {
     let parsed = prosec::parser::parse(0, src);
@@ -196,10 +225,16 @@ fn every_misspelt_keyword_is_one_error_in_every_shape() {
     let branches = "  a = session \"x\"\n  b = session \"y\"\n";
     for (src, rows) in [
         // An indented block of sessions under it.
-        (format!("paralel:\n{branches}"), vec![(1, "paralel", "parallel")]),
+        (
+            format!("paralel:\n{branches}"),
+            vec![(1, "paralel", "parallel")],
+        ),
         // Inside a block definition, and inside a loop.
         (
-            format!("block f:\n  paralel:\n  {}", branches.replace('\n', "\n  ").trim_end()),
+            format!(
+                "block f:\n  paralel:\n  {}",
+                branches.replace('\n', "\n  ").trim_end()
+            ),
             vec![(2, "paralel", "parallel")],
         ),
         (

@@ -64,7 +64,8 @@ fn word_char(c: char) -> bool {
 /// The misspelt keyword ending at `end` (after trailing spaces and colons), if the word
 /// there starts its statement, follows `=`, or follows `loop`.
 fn word_before(src: &str, end: usize) -> Option<Misspelt<'_>> {
-    let before = src[..end.min(src.len())].trim_end_matches(|c: char| c.is_whitespace() || c == ':');
+    let before =
+        src[..end.min(src.len())].trim_end_matches(|c: char| c.is_whitespace() || c == ':');
     let start = before
         .char_indices()
         .rev()
@@ -131,7 +132,10 @@ pub fn missing_colon(src: &str, tok: &Tok, l: usize, r: usize) -> Option<(Span, 
         .find(|&(_, c)| !word_char(c))
         .map_or(0, |(i, c)| i + c.len_utf8());
     let name = &before[name_start..name_end];
-    let opener = before[..name_start].trim_end_matches([' ', '\t']).chars().last();
+    let opener = before[..name_start]
+        .trim_end_matches([' ', '\t'])
+        .chars()
+        .last();
     if name.is_empty() || Tok::keyword(name).is_some() || !matches!(opener, Some('(' | ',')) {
         return None;
     }

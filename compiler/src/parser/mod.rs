@@ -171,8 +171,9 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
         // A misspelt keyword on a line after the last reported error is a mistake of its
         // own, even in the block under a broken line (`paralel:`'s branches) or after lines
         // of prose: never a consequence.
-        let own = misspelling(src, &e)
-            .is_some_and(|m| m.span.start as usize >= reported && src[reported..m.span.start as usize].contains('\n'));
+        let own = misspelling(src, &e).is_some_and(|m| {
+            m.span.start as usize >= reported && src[reported..m.span.start as usize].contains('\n')
+        });
         let mut nested = false;
         if let Some(last) = cascades.last_mut() {
             // Where statements that look like code start (only needed after a first error).
@@ -333,8 +334,7 @@ fn misspelling<'s>(
 ) -> Option<misspelt::Misspelt<'s>> {
     match e {
         ParseError::UnrecognizedToken {
-            token: (l, tok, r),
-            ..
+            token: (l, tok, r), ..
         } => misspelt::at_error(src, tok, (*l).min(src.len()), (*r).min(src.len())),
         _ => None,
     }

@@ -40,6 +40,11 @@ impl<'a> Analyzer<'a> {
             ),
             ExprKind::Member(base, field) => {
                 let b = self.expr(base);
+                if let Some((root, path)) = super::shapes::member_path(e) {
+                    if let Some(var) = self.lookup(&root.text).map(|v| v.id) {
+                        self.shapes.read(var, path);
+                    }
+                }
                 if let ExprKind::Name(n) = &base.kind {
                     let program = self.lookup(&n.text).and_then(|v| v.program.clone());
                     if let Some(p) = program {
@@ -90,6 +95,7 @@ impl<'a> Analyzer<'a> {
                 StrPart::Interp(i) => match self.lookup(&i.root).cloned() {
                     Some(var) => {
                         let id = self.read_var(&var, i.span, true);
+                        self.shapes.read(id, super::shapes::interp_path(i));
                         if let (Some(p), Some(PathSeg::Field(field))) =
                             (&var.program, i.path.first())
                         {

@@ -18,10 +18,11 @@ mod names;
 mod permissions;
 mod props;
 mod scope;
+mod shapes;
 mod stmts;
 
 use crate::ast::*;
-use crate::diagnostics::{Code, Diagnostic};
+use crate::diagnostics::{suggest, Code, Diagnostic};
 use crate::resolved::{self as r, FnId, VarId};
 use crate::source::FileId;
 use crate::span::Span;
@@ -145,6 +146,8 @@ struct Analyzer<'a> {
     out: r::Program,
     /// Name occurrences, for tools.
     index: index::NameIndex,
+    /// What is written to variables and which of their fields are read (W122).
+    shapes: shapes::Shapes,
 }
 
 /// Analyses a parsed file. `imports` maps each `use` path to what the loader found.
@@ -181,12 +184,14 @@ pub fn analyze<'a>(
         output_ids: HashMap::default(),
         out,
         index: index::NameIndex::default(),
+        shapes: shapes::Shapes::default(),
     };
     a.collect(program);
     a.out.body = a.stmts(&program.stmts, Ctx::default());
     a.globals = std::mem::take(&mut a.scopes.flat);
     a.block_bodies();
     a.resolve_exports();
+    a.check_fields();
     Analysis {
         diagnostics: a.diags,
         contract: a.contract,
@@ -282,6 +287,34 @@ impl Analyzer<'_> {
         let value = f(self);
         self.arms.pop();
         value
+    }
+
+    /// Reports W122 for each field read that the records bound to its variable never have.
+    fn check_fields(&mut self) {
+        for m in self.shapes.missing() {
+            let mut owner = self.out.vars[m.var].name.clone().unwrap_or_default();
+            for p in &m.prefix {
+                owner.push('.');
+                owner.push_str(p);
+            }
+            let help = match suggest::closest(&m.field, m.known.iter().map(String::as_str)) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("its fields: {}", list_or_none(&m.known)),
+            };
+            let d = Diagnostic::new(
+                Code::W122,
+                self.file,
+                m.span,
+                format!(
+                    "`{owner}` has no field `{}`; reading it gives `null`",
+                    m.field
+                ),
+            )
+            .with_label("not a field of the record")
+            .with_secondary(m.record, "the record is built here")
+            .with_help(help);
+            self.report(d);
+        }
     }
 
     fn new_construct(&mut self) -> u32 {

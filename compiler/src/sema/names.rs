@@ -354,6 +354,7 @@ impl<'a> Analyzer<'a> {
                     id
                 }
             };
+            self.shapes.unknown(id);
             received.push((o, id));
         }
         let mut exports = Vec::new();
@@ -375,6 +376,7 @@ impl<'a> Analyzer<'a> {
                             reported: false,
                         },
                     );
+                    self.shapes.unknown(id);
                     exports.push((n, id));
                 }
                 Some(v) if v.kind == VarKind::BlockVar => {

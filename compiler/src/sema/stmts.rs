@@ -129,6 +129,7 @@ impl<'a> Analyzer<'a> {
             }
             None => self.declare(name, VarKind::Input, None),
         };
+        self.shapes.unknown(var);
         let Some(&input) = self.input_ids.get(&name.text) else {
             return r::StmtKind::Nop;
         };
@@ -153,7 +154,11 @@ impl<'a> Analyzer<'a> {
                 );
                 None
             }
-            Some(n) => Some(self.bind_output(n, value)),
+            Some(n) => {
+                let var = self.bind_output(n, value);
+                self.shapes.bind(var, value);
+                Some(var)
+            }
             None => None,
         };
         let named = name
@@ -290,6 +295,7 @@ impl<'a> Analyzer<'a> {
         match target {
             Target::Name(name) => {
                 let var = self.bind_name(kind, name, program, ctx);
+                self.shapes.bind(var, value);
                 self.append_or_bind(var, expr, value.span)
             }
             Target::Destructure(names, _) => {
@@ -297,8 +303,16 @@ impl<'a> Analyzer<'a> {
                     .as_ref()
                     .and_then(|p| self.contract_of(p))
                     .map(|c| c.outputs);
+                // `let {a, b} = r`: each name is a field read of `r`.
+                let source = super::shapes::member_path(value)
+                    .and_then(|(root, path)| Some((self.lookup(&root.text)?.id, path)));
                 let mut vars = Vec::new();
                 for n in names {
+                    if let Some((root, path)) = &source {
+                        let mut path = path.clone();
+                        path.push((n.text.clone(), n.span));
+                        self.shapes.read(*root, path);
+                    }
                     if let (Some(outputs), Some(p)) = (&outputs, &program) {
                         if !outputs.contains(&n.text) {
                             let mut d = Diagnostic::new(
@@ -319,7 +333,9 @@ impl<'a> Analyzer<'a> {
                             self.report(d);
                         }
                     }
-                    vars.push((n.text.clone(), self.bind_name(kind, n, None, ctx)));
+                    let var = self.bind_name(kind, n, None, ctx);
+                    self.shapes.unknown(var);
+                    vars.push((n.text.clone(), var));
                 }
                 r::StmtKind::Bind {
                     target: r::BindTarget::Destructure(vars),
