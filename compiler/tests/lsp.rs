@@ -357,10 +357,14 @@ fn completion_offers_what_fits_where_the_cursor_is() {
     );
     let (l, ch) = pos(&text, "{sub\"", 0, 4);
     let vars = labels(&c.at("textDocument/completion", &path, l, ch));
-    for want in ["subject", "notes", "draft", "round", "brief"] {
+    for want in ["subject", "notes", "draft", "brief"] {
         assert!(vars.iter().any(|v| v == want), "{want} not in {vars:?}");
     }
-    assert!(!vars.iter().any(|v| v == "writer"), "{vars:?}");
+    // Not an agent, nor the variable of a loop that has ended.
+    assert!(
+        !vars.iter().any(|v| v == "writer" || v == "round"),
+        "{vars:?}"
+    );
     let (l, ch) = pos(&text, "  mo\n", 0, 4);
     let props = labels(&c.at("textDocument/completion", &path, l, ch));
     assert!(
@@ -370,6 +374,70 @@ fn completion_offers_what_fits_where_the_cursor_is() {
     let (l, ch) = pos(&text, "model: opus", 0, 7);
     let models = labels(&c.at("textDocument/completion", &path, l, ch));
     assert_eq!(models, ["sonnet", "opus", "haiku"]);
+    c.stop();
+}
+
+#[test]
+fn completion_offers_exactly_the_variables_in_scope() {
+    let root = workspace();
+    let path = root.join("main.prose");
+    // The fixture declares `subject`, `notes`, `draft` and `brief` in the program's own
+    // namespace, and `round` as the variable of a `repeat` loop.
+    let text = format!(
+        "{}block polish(text):\n  let better = session \"Polish {{text}}\"\n  session \"A {{}}\"\n\nfor chapter in [\"a\", \"b\"]:\n  let line = session \"Write {{chapter}}\"\n  session \"B {{}}\"\n\n  \nsession \"C {{}}\"\n",
+        main_text()
+    );
+    let mut c = Client::start(&root);
+    let diags = c.open(&path, &text);
+    assert!(diags.iter().all(|d| d["severity"] != 1), "{diags:?}");
+    let mut offered = |needle: &str, skip: u32| -> Vec<String> {
+        let (l, ch) = pos(&text, needle, 0, skip);
+        let items = c.at("textDocument/completion", &path, l, ch);
+        let mut names: Vec<String> = items
+            .as_array()
+            .expect("items")
+            .iter()
+            .filter(|i| i["kind"] == 6)
+            .map(|i| i["label"].as_str().expect("label").to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    // In a block: its parameter and variables, and every variable of the program's own
+    // namespace (blocks run when called), the loop's `line` included; no loop variable.
+    assert_eq!(
+        offered("A {}", 3),
+        ["better", "brief", "draft", "line", "notes", "subject", "text"]
+    );
+    // In the loop: its variable, and what is declared before the cursor.
+    assert_eq!(
+        offered("B {}", 3),
+        ["brief", "chapter", "draft", "line", "notes", "subject"]
+    );
+    // On a blank line as deep as the loop's body, still in it; on the next line less deep,
+    // after it.
+    assert_eq!(
+        offered("  \nsession \"C", 2),
+        ["brief", "chapter", "draft", "line", "notes", "subject"]
+    );
+    // After the loop: not its variable (`line` is the program's, declared in the loop).
+    assert_eq!(
+        offered("C {}", 3),
+        ["brief", "draft", "line", "notes", "subject"]
+    );
+    // Before a declaration: not yet.
+    let (l, ch) = pos(&text, "{notes.findings}", 0, 1);
+    let items = c.at("textDocument/completion", &path, l, ch);
+    let names: Vec<&str> = items
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["label"].as_str().expect("label"))
+        .collect();
+    assert!(
+        names.contains(&"notes") && !names.contains(&"draft"),
+        "{names:?}"
+    );
     c.stop();
 }
 

@@ -2,7 +2,8 @@
 //! strings), property keys, models, keywords, and snippets for the common statements.
 
 use super::document::Document;
-use crate::sema::index::Target;
+use crate::sema::index::WHOLE_FILE;
+use crate::span::Span;
 use lsp_types::{CompletionItem, CompletionItemKind, InsertTextFormat};
 
 /// The models a `model:` property names.
@@ -66,18 +67,59 @@ fn item(label: &str, kind: CompletionItemKind, detail: &str) -> CompletionItem {
     }
 }
 
-/// The variables declared before `offset`, each name once.
+/// The indentation of the line holding `offset`, up to `offset` (a cursor on an empty line
+/// is as deep as its column).
+fn indent_at(text: &str, offset: usize) -> usize {
+    let line_start = text[..offset].rfind('\n').map_or(0, |n| n + 1);
+    text[line_start..offset]
+        .bytes()
+        .take_while(|b| *b == b' ')
+        .count()
+}
+
+/// Whether `offset` is in the body `region` (its statements, first to last): inside it, or
+/// after its last statement with only blank space between, on that line or on a line
+/// indented at least as deep as the body (where a statement would belong to it).
+fn in_region(text: &str, region: Span, offset: usize) -> bool {
+    let start = region.start as usize;
+    if offset < start {
+        return false;
+    }
+    let end = (region.end as usize).min(text.len());
+    let last = start + text[start..end.max(start)].trim_end().len();
+    if offset <= last {
+        return true;
+    }
+    // Blank lines and comments may come between.
+    let gap = &text[last..offset.min(text.len())];
+    let blank = |l: &str| l.trim().is_empty() || l.trim_start().starts_with('#');
+    if !gap.lines().all(blank) {
+        return false;
+    }
+    let body_indent = indent_at(text, start);
+    !gap.contains('\n') || indent_at(text, offset) >= body_indent
+}
+
+/// The variables that can be named at `offset`, each name once: those whose namespace holds
+/// the cursor and that are declared before it (in a block's body, the program's own
+/// variables wherever they are declared).
 fn variables(doc: &Document, offset: usize) -> Vec<CompletionItem> {
     let a = doc.analysis();
+    let text = doc.text.as_str();
+    let in_block = a
+        .index
+        .block_bodies
+        .iter()
+        .any(|b| in_region(text, *b, offset));
     let mut names: Vec<&str> = a
         .index
-        .occurrences
+        .visible
         .iter()
-        .filter(|o| o.decl && (o.span.end as usize) <= offset)
-        .filter_map(|o| match o.target {
-            Target::Var(v) => a.program.vars[v].name.as_deref(),
-            _ => None,
+        .filter(|v| {
+            let global = in_block && v.region == WHOLE_FILE;
+            (global || v.from as usize <= offset) && in_region(text, v.region, offset)
         })
+        .filter_map(|v| a.program.vars[v.var].name.as_deref())
         .collect();
     names.sort_unstable();
     names.dedup();
@@ -221,4 +263,28 @@ pub fn complete(doc: &Document, offset: usize) -> Vec<CompletionItem> {
             .map(|k| item(k, CompletionItemKind::KEYWORD, "keyword")),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_region;
+    use crate::span::Span;
+
+    #[test]
+    fn a_body_reaches_blank_lines_as_deep_as_it() {
+        let text = "for x in xs:\n  session \"a\"\n  # done\n\n  \nsession \"b\"\n";
+        let start = text.find("session").expect("body");
+        let end = text.find("  # done").expect("end");
+        let body = Span::new(start, end);
+        let at = |needle: &str, skip: usize| text.find(needle).expect("needle") + skip;
+        assert!(in_region(text, body, at("\"a\"", 1)));
+        // The end of its last line, and a blank line indented like it after a comment.
+        assert!(in_region(text, body, at("\"a\"", 3)));
+        assert!(in_region(text, body, at("\n  \n", 3)));
+        // A blank line less indented, and the statement after the loop.
+        assert!(!in_region(text, body, at("\n\n", 1)));
+        assert!(!in_region(text, body, at("\"b\"", 1)));
+        // Before the body.
+        assert!(!in_region(text, body, 2));
+    }
 }

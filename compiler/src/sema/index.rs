@@ -29,16 +29,45 @@ pub struct Occurrence {
     pub decl: bool,
 }
 
-/// Every name occurrence analysis bound, in the order it met them.
+/// Where a variable can be named: after `from`, in `region` (the body of the function or
+/// construct whose namespace holds it, from its first statement to its last).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Visibility {
+    /// The variable.
+    pub var: VarId,
+    /// Where it is first visible: the end of the statement that declares it, or the start of
+    /// the body of the construct that binds it (a loop variable, a parameter).
+    pub from: u32,
+    /// The body its namespace covers (the whole file for the program's own namespace).
+    pub region: Span,
+}
+
+/// Every name occurrence analysis bound, in the order it met them, and where each variable
+/// can be named.
 #[derive(Clone, Debug, Default)]
 pub struct NameIndex {
     /// The occurrences.
     pub occurrences: Vec<Occurrence>,
+    /// Where each variable can be named.
+    pub visible: Vec<Visibility>,
+    /// The bodies of blocks: every variable of the program's own namespace can be named in
+    /// them, wherever it is declared (blocks run when called).
+    pub block_bodies: Vec<Span>,
 }
+
+/// The region of the program's own namespace: the whole file.
+pub const WHOLE_FILE: Span = Span {
+    start: 0,
+    end: u32::MAX,
+};
 
 impl NameIndex {
     pub(super) fn add(&mut self, span: Span, target: Target, decl: bool) {
         self.occurrences.push(Occurrence { span, target, decl });
+    }
+
+    pub(super) fn add_visible(&mut self, var: VarId, from: u32, region: Span) {
+        self.visible.push(Visibility { var, from, region });
     }
 
     /// The innermost occurrence covering byte `offset` (its end included, so a cursor just

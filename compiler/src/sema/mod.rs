@@ -148,6 +148,8 @@ struct Analyzer<'a> {
     index: index::NameIndex,
     /// What is written to variables and which of their fields are read (W122).
     shapes: shapes::Shapes,
+    /// The end of the statement being analysed (where the names it declares become visible).
+    stmt_end: u32,
 }
 
 /// Analyses a parsed file. `imports` maps each `use` path to what the loader found.
@@ -170,7 +172,7 @@ pub fn analyze<'a>(
         globals: Namespace::default(),
         outputs: HashMap::default(),
         contract: Contract::default(),
-        scopes: Scopes::default(),
+        scopes: Scopes::new(index::WHOLE_FILE),
         in_block: false,
         depth: 0,
         func: out.main,
@@ -185,6 +187,7 @@ pub fn analyze<'a>(
         out,
         index: index::NameIndex::default(),
         shapes: shapes::Shapes::default(),
+        stmt_end: 0,
     };
     a.collect(program);
     a.out.body = a.stmts(&program.stmts, Ctx::default());
@@ -197,6 +200,14 @@ pub fn analyze<'a>(
         contract: a.contract,
         program: a.out,
         index: a.index,
+    }
+}
+
+/// The source of a body's statements, first to last (where its names can be written).
+fn extent(body: &Body) -> Span {
+    match (body.stmts.first(), body.stmts.last()) {
+        (Some(first), Some(last)) => first.span.to(last.span),
+        _ => body.span,
     }
 }
 

@@ -167,6 +167,8 @@ impl<'a> Analyzer<'a> {
         let var = self.var(name, kind, program, self.func);
         let id = var.id;
         self.scopes.ns().insert(name.text.clone(), var);
+        let region = self.scopes.ns_region();
+        self.index.add_visible(id, self.stmt_end, region);
         id
     }
 
@@ -177,6 +179,8 @@ impl<'a> Analyzer<'a> {
         let var = self.var(name, VarKind::Let, program, owner);
         let id = var.id;
         self.scopes.outer_ns().insert(name.text.clone(), var);
+        let region = self.scopes.outer_ns_region();
+        self.index.add_visible(id, self.stmt_end, region);
         id
     }
 
@@ -296,9 +300,16 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    /// Declares scoped names (loop variables and the like) in a new frame, warning on
-    /// shadowing; the variables belong to the current function.
-    pub(super) fn open_frame(&mut self, names: &[&Name], kind: VarKind, code: Code) -> Vec<VarId> {
+    /// Declares scoped names (loop variables and the like) in a new frame for a construct
+    /// whose body is `region`, warning on shadowing; the variables belong to the current
+    /// function.
+    pub(super) fn open_frame(
+        &mut self,
+        names: &[&Name],
+        kind: VarKind,
+        code: Code,
+        region: Span,
+    ) -> Vec<VarId> {
         let outer: Vec<(Name, Span)> = names
             .iter()
             .filter_map(|n| {
@@ -317,11 +328,12 @@ impl<'a> Analyzer<'a> {
                 .with_secondary(prev, "outer variable declared here"),
             );
         }
-        self.scopes.push();
+        self.scopes.push(region);
         let mut ids = Vec::new();
         for n in names {
             let var = self.var(n, kind, None, self.func);
             ids.push(var.id);
+            self.index.add_visible(var.id, region.start, region);
             self.scopes.declare_scoped(&n.text, var);
         }
         ids
@@ -351,6 +363,8 @@ impl<'a> Analyzer<'a> {
                     let var = self.var(&n, VarKind::BlockOutput, None, self.func);
                     let id = var.id;
                     self.scopes.ns().insert(o.clone(), var);
+                    let region = self.scopes.ns_region();
+                    self.index.add_visible(id, self.stmt_end, region);
                     id
                 }
             };

@@ -29,7 +29,17 @@ impl<'a> Analyzer<'a> {
     }
 
     pub(super) fn stmt(&mut self, stmt: &'a Stmt, ctx: Ctx, executable_seen: bool) -> r::Stmt {
-        let kind = match &stmt.kind {
+        let outer = std::mem::replace(&mut self.stmt_end, stmt.span.end);
+        let kind = self.stmt_kind(stmt, ctx, executable_seen);
+        self.stmt_end = outer;
+        r::Stmt {
+            kind,
+            span: stmt.span,
+        }
+    }
+
+    fn stmt_kind(&mut self, stmt: &'a Stmt, ctx: Ctx, executable_seen: bool) -> r::StmtKind {
+        match &stmt.kind {
             StmtKind::Use { .. }
             | StmtKind::Import { .. }
             | StmtKind::BlockDef(_)
@@ -64,10 +74,6 @@ impl<'a> Analyzer<'a> {
                 message: message.as_ref().map(|m| self.expr(m)),
             },
             StmtKind::Expr(e) => r::StmtKind::Expr(self.expr(e)),
-        };
-        r::Stmt {
-            kind,
-            span: stmt.span,
         }
     }
 
