@@ -4,6 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use lsp_types::{Position, Range, Uri};
+use prosec::lsp::workspace::Workspace;
 use prosec::lsp::{complete, document::Document, hints, hover, navigate, outline};
 use std::path::PathBuf;
 
@@ -16,6 +17,8 @@ fn requests(c: &mut Criterion) {
     let uri: Uri = "file:///bench/large.prose".parse().expect("uri");
     let path = PathBuf::from("/bench/large.prose");
     let doc = Document::new(uri.clone(), path.clone(), text.clone());
+    // No folder: the names renamed here are the program's own.
+    let ws = Workspace::new(None);
     assert_eq!(doc.comp.error_count(), 0);
     // A name used many times (the last copy's plan), an agent, and the end of the file.
     let plan = text.rfind("context: plan").expect("plan") + "context: ".len();
@@ -30,10 +33,10 @@ fn requests(c: &mut Criterion) {
         b.iter(|| navigate::definition(&doc, plan))
     });
     group.bench_function("references", |b| {
-        b.iter(|| navigate::references(&doc, plan, true))
+        b.iter(|| navigate::references(&ws, &doc, plan, true))
     });
     group.bench_function("rename", |b| {
-        b.iter(|| navigate::rename(&doc, plan, "scheme"))
+        b.iter(|| navigate::rename(&ws, &doc, plan, "scheme"))
     });
     group.bench_function("hover on an agent", |b| {
         b.iter(|| hover::hover(&doc, agent))

@@ -288,6 +288,161 @@ fn definitions_and_references_across_files() {
     c.stop();
 }
 
+/// Where an edit or location is: the file (relative to the workspace) and the text it
+/// covers, with the new text for an edit.
+fn places(root: &Path, by_uri: &serde_json::Map<String, Value>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (u, items) in by_uri {
+        let path = u.strip_prefix("file://").expect("file URI");
+        let text = std::fs::read_to_string(path).expect("file");
+        let rel = Path::new(path)
+            .strip_prefix(std::fs::canonicalize(root).expect("root"))
+            .expect("in the workspace")
+            .display()
+            .to_string();
+        for i in items.as_array().expect("items") {
+            out.push((rel.clone(), range_text(&text, &i["range"]).to_string()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Locations grouped by URI, as `places` takes them.
+fn by_uri(locations: &Value) -> serde_json::Map<String, Value> {
+    let mut map = serde_json::Map::new();
+    for l in locations.as_array().expect("locations") {
+        let u = l["uri"].as_str().expect("uri").to_string();
+        map.entry(u)
+            .or_insert_with(|| json!([]))
+            .as_array_mut()
+            .expect("array")
+            .push(l.clone());
+    }
+    map
+}
+
+#[test]
+fn inputs_and_outputs_are_referenced_and_renamed_across_the_workspace() {
+    let root = workspace();
+    let lib = std::fs::canonicalize(root.join("lib/research.prose")).expect("lib");
+    let lib_text = std::fs::read_to_string(&lib).expect("lib text");
+    let main = root.join("main.prose");
+    let mut c = Client::start(&root);
+    // Only the imported program is open: its importers are read from disk.
+    assert_eq!(c.open(&lib, &lib_text), Vec::<Value>::new());
+    let (l, ch) = pos(&lib_text, "input topic", 0, 7);
+    let refs = c.request(
+        "textDocument/references",
+        json!({"textDocument": {"uri": uri(&lib)}, "position": {"line": l, "character": ch}, "context": {"includeDeclaration": true}}),
+    );
+    let s = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        places(&root, &by_uri(&refs)),
+        s(&[
+            ("lib/research.prose", "topic"),
+            ("lib/research.prose", "topic"),
+            ("lib/research.prose", "topic"),
+            ("main.prose", "topic"),
+            ("reports/weekly.prose", "topic"),
+        ])
+    );
+    // Renaming the input renames the named arguments that set it.
+    let edit = c.request(
+        "textDocument/rename",
+        json!({"textDocument": {"uri": uri(&lib)}, "position": {"line": l, "character": ch}, "newName": "subject"}),
+    );
+    let changes = edit["changes"].as_object().expect("changes");
+    assert_eq!(changes.len(), 3, "{edit}");
+    assert!(changes
+        .values()
+        .flat_map(|v| v.as_array().expect("edits"))
+        .all(|e| e["newText"] == "subject"));
+    assert_eq!(places(&root, changes), places(&root, &by_uri(&refs)));
+    // A name another input has is refused.
+    let resp = c.request_raw(
+        "textDocument/rename",
+        json!({"textDocument": {"uri": uri(&lib)}, "position": {"line": l, "character": ch}, "newName": "depth"}),
+    );
+    assert!(resp["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("already named `depth`")));
+    // The output: read as a member in one importer, destructured in the other.
+    let (l, ch) = pos(&lib_text, "output findings", 0, 8);
+    let refs = c.request(
+        "textDocument/references",
+        json!({"textDocument": {"uri": uri(&lib)}, "position": {"line": l, "character": ch}, "context": {"includeDeclaration": false}}),
+    );
+    assert_eq!(
+        places(&root, &by_uri(&refs)),
+        s(&[
+            ("main.prose", "findings"),
+            ("reports/weekly.prose", "findings")
+        ])
+    );
+    // Renamed from an importer: the destructured variable and its uses go with it.
+    let main_text = main_text();
+    assert_eq!(c.open(&main, &main_text), Vec::<Value>::new());
+    let (l, ch) = pos(&main_text, "notes.findings", 0, 8);
+    let prep = c.at("textDocument/prepareRename", &main, l, ch);
+    assert_eq!(range_text(&main_text, &prep), "findings");
+    let def = c.at("textDocument/definition", &main, l, ch);
+    assert_eq!(def["uri"], uri(&lib));
+    assert_eq!(range_text(&lib_text, &def["range"]), "findings");
+    let edit = c.request(
+        "textDocument/rename",
+        json!({"textDocument": {"uri": uri(&main)}, "position": {"line": l, "character": ch}, "newName": "results"}),
+    );
+    assert_eq!(
+        places(&root, edit["changes"].as_object().expect("changes")),
+        s(&[
+            ("lib/research.prose", "findings"),
+            ("main.prose", "findings"),
+            ("reports/weekly.prose", "findings"),
+            ("reports/weekly.prose", "findings"),
+        ])
+    );
+    c.stop();
+}
+
+#[test]
+fn an_importer_sees_the_unsaved_text_of_an_open_import() {
+    let root = workspace();
+    let lib = std::fs::canonicalize(root.join("lib/research.prose")).expect("lib");
+    let lib_text = std::fs::read_to_string(&lib).expect("lib text");
+    let main = root.join("main.prose");
+    let main_text = main_text();
+    let mut c = Client::start(&root);
+    assert_eq!(c.open(&main, &main_text), Vec::<Value>::new());
+    // The imported program's input renamed in the editor, not saved: the importer is
+    // analysed again with that text and its argument `depth` is now wrong.
+    let edited = lib_text.replace("depth", "level");
+    assert_eq!(c.open(&lib, &edited), Vec::<Value>::new());
+    let diags = c.diagnostics(&main);
+    let codes: Vec<&str> = diags
+        .iter()
+        .map(|d| d["code"].as_str().expect("code"))
+        .collect();
+    assert_eq!(codes, ["E026", "E027"], "{diags:?}");
+    let e027 = &diags[1];
+    assert_eq!(range_text(&main_text, &e027["range"]), "depth");
+    // Opening (or changing) the importer itself also reads the editor's text of the import.
+    let diags = c.open(&main, &main_text);
+    assert_eq!(diags.len(), 2, "{diags:?}");
+    // Closing the import without saving: the file on disk counts again.
+    c.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": uri(&lib)}}),
+    );
+    assert_eq!(c.diagnostics(&main), Vec::<Value>::new());
+    assert_eq!(std::fs::read_to_string(&lib).expect("lib"), lib_text);
+    c.stop();
+}
+
 #[test]
 fn hover_shows_agents_sessions_and_loop_bounds() {
     let root = workspace();

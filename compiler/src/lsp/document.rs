@@ -6,6 +6,7 @@ use crate::compile::{Compilation, Options};
 use crate::lexer::{Lexer, Spanned};
 use crate::span::Span;
 use lsp_types::{Position, Range, Uri};
+use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 
 /// Line starts of a text, for converting byte offsets to and from LSP positions.
@@ -93,12 +94,19 @@ pub fn path_uri(path: &Path) -> Option<Uri> {
     s.parse().ok()
 }
 
+/// The canonical form of a path (the path as given when it does not exist).
+pub fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// A program as the editor has it, analysed.
 pub struct Document {
     /// Its URI.
     pub uri: Uri,
     /// The file it stands for.
     pub path: PathBuf,
+    /// That file's canonical path (as given when it does not exist).
+    pub canonical: PathBuf,
     /// The editor's text.
     pub text: String,
     /// Its lines.
@@ -114,14 +122,28 @@ pub struct Document {
 }
 
 impl Document {
-    /// Analyses `text` as the contents of `path`.
+    /// Analyses `text` as the contents of `path`, with the programs it imports read from
+    /// disk.
     pub fn new(uri: Uri, path: PathBuf, text: String) -> Document {
-        let mut comp = Compilation::new(Options::default());
+        Document::with_overlay(uri, path, text, FxHashMap::default())
+    }
+
+    /// Analyses `text` as the contents of `path`; an imported program whose canonical path
+    /// is in `overlay` is the text there (the editor's, unsaved), the others are read from
+    /// disk.
+    pub fn with_overlay(
+        uri: Uri,
+        path: PathBuf,
+        text: String,
+        overlay: FxHashMap<PathBuf, String>,
+    ) -> Document {
+        let mut comp = Compilation::with_overlay(Options::default(), overlay);
         let module = comp.add_source(&path, &text);
         let ast = crate::parser::parse(0, &text).program;
         let tokens = Lexer::new(&text).run().tokens;
         Document {
             uri,
+            canonical: canonical(&path),
             path,
             lines: Lines::new(&text),
             text,

@@ -2,10 +2,11 @@
 //!
 //! Every open document is analysed by the compiler's own front end ([`document`]): the
 //! parser's tree, the resolved program and the name index analysis records as it binds
-//! names. The features read those: [`diagnostics`], [`navigate`] (definition, references,
-//! highlights, rename), [`hover`], [`complete`], [`outline`] (symbols, folding, semantic
-//! tokens), [`hints`] (session bounds of loops and fan-outs), [`actions`] (quick fixes), and
-//! formatting by [`crate::fmt`].
+//! names, with the other open documents standing for their files ([`workspace`]). The
+//! features read those: [`diagnostics`], [`navigate`] (definition, references, highlights,
+//! rename, across the workspace for the inputs and outputs of programs), [`hover`],
+//! [`complete`], [`outline`] (symbols, folding, semantic tokens), [`hints`] (session bounds
+//! of loops and fan-outs), [`actions`] (quick fixes), and formatting by [`crate::fmt`].
 
 pub mod actions;
 pub mod complete;
@@ -15,19 +16,20 @@ pub mod hints;
 pub mod hover;
 pub mod navigate;
 pub mod outline;
+pub mod workspace;
 
 use document::{uri_path, Document};
 use lsp_server::{Connection, ErrorCode, Message, Notification, Request, Response};
 use lsp_types as lsp;
 use lsp_types::notification::Notification as _;
 use lsp_types::request::Request as _;
-use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::path::PathBuf;
+use workspace::Workspace;
 
-/// The server's state: the open documents by URI.
+/// The server's state: the workspace and its open documents.
 pub struct Server {
-    docs: FxHashMap<String, Document>,
+    workspace: Workspace,
     /// Where each code's documentation is (`...diagnostics.md`), for `codeDescription`.
     docs_url: Option<String>,
 }
@@ -141,31 +143,41 @@ impl Server {
             .or(params.root_uri.as_ref())
             .and_then(uri_path);
         let local = root
+            .as_ref()
             .map(|r| r.join("docs").join("diagnostics.md"))
             .filter(|p| p.is_file())
             .and_then(|p| document::path_uri(&p))
             .map(|u| u.as_str().to_string());
         Server {
-            docs: FxHashMap::default(),
+            workspace: Workspace::new(root),
             docs_url: option.or(local),
         }
     }
 
     /// An open document.
     pub fn document(&self, uri: &lsp::Uri) -> Option<&Document> {
-        self.docs.get(uri.as_str())
+        self.workspace.document(uri)
     }
 
-    /// Opens (or replaces) a document and returns its diagnostics notification.
-    pub fn open(&mut self, uri: lsp::Uri, text: String) -> Notification {
-        let path = uri_path(&uri).unwrap_or_else(|| PathBuf::from(uri.as_str()));
-        let doc = Document::new(uri.clone(), path, text);
-        let diagnostics = diagnostics::of(&doc, self.docs_url.as_deref());
-        self.docs.insert(uri.as_str().to_string(), doc);
-        Notification::new(
-            lsp::notification::PublishDiagnostics::METHOD.into(),
-            lsp::PublishDiagnosticsParams::new(uri, diagnostics, None),
-        )
+    /// The diagnostics notification of each open document in `uris`.
+    fn publish(&self, uris: Vec<lsp::Uri>) -> Vec<Notification> {
+        uris.into_iter()
+            .filter_map(|uri| {
+                let doc = self.workspace.document(&uri)?;
+                let diagnostics = diagnostics::of(doc, self.docs_url.as_deref());
+                Some(Notification::new(
+                    lsp::notification::PublishDiagnostics::METHOD.into(),
+                    lsp::PublishDiagnosticsParams::new(uri, diagnostics, None),
+                ))
+            })
+            .collect()
+    }
+
+    /// Opens (or replaces) a document; returns its diagnostics notification, then those of
+    /// the open documents that import it, analysed again with its new text.
+    pub fn open(&mut self, uri: lsp::Uri, text: String) -> Vec<Notification> {
+        let changed = self.workspace.open(uri, text);
+        self.publish(changed)
     }
 
     /// Handles a notification; returns what to send back.
@@ -177,7 +189,7 @@ impl Server {
                 else {
                     return Vec::new();
                 };
-                vec![self.open(p.text_document.uri, p.text_document.text)]
+                self.open(p.text_document.uri, p.text_document.text)
             }
             N::DidChangeTextDocument::METHOD => {
                 let Ok(p) = serde_json::from_value::<lsp::DidChangeTextDocumentParams>(n.params)
@@ -185,7 +197,7 @@ impl Server {
                     return Vec::new();
                 };
                 let uri = p.text_document.uri;
-                let Some(doc) = self.docs.get(uri.as_str()) else {
+                let Some(doc) = self.workspace.document(&uri) else {
                     return Vec::new();
                 };
                 let mut text = doc.text.clone();
@@ -200,18 +212,20 @@ impl Server {
                         }
                     }
                 }
-                vec![self.open(uri, text)]
+                self.open(uri, text)
             }
             N::DidCloseTextDocument::METHOD => {
                 let Ok(p) = serde_json::from_value::<lsp::DidCloseTextDocumentParams>(n.params)
                 else {
                     return Vec::new();
                 };
-                self.docs.remove(p.text_document.uri.as_str());
-                vec![Notification::new(
+                let importers = self.workspace.close(&p.text_document.uri);
+                let mut out = vec![Notification::new(
                     N::PublishDiagnostics::METHOD.into(),
                     lsp::PublishDiagnosticsParams::new(p.text_document.uri, Vec::new(), None),
-                )]
+                )];
+                out.extend(self.publish(importers));
+                out
             }
             _ => Vec::new(),
         }
@@ -254,6 +268,7 @@ impl Server {
                 let p: lsp::ReferenceParams = param(req.params)?;
                 let (doc, at) = self.doc_at(&p.text_document_position)?;
                 json(serde_json::to_value(navigate::references(
+                    &self.workspace,
                     doc,
                     at,
                     p.context.include_declaration,
@@ -291,7 +306,8 @@ impl Server {
             R::Rename::METHOD => {
                 let p: lsp::RenameParams = param(req.params)?;
                 let (doc, at) = self.doc_at(&p.text_document_position)?;
-                let edit = navigate::rename(doc, at, &p.new_name).map_err(refused)?;
+                let edit =
+                    navigate::rename(&self.workspace, doc, at, &p.new_name).map_err(refused)?;
                 json(serde_json::to_value(edit))
             }
             R::Formatting::METHOD => {

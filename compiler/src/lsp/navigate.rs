@@ -1,13 +1,18 @@
 //! Definitions, references, highlights and rename, from the name index analysis records
-//! as it binds names.
+//! as it binds names. The inputs and outputs of a program are named by the programs that
+//! import it too: their references and renames reach those in the workspace.
 
 use super::document::{path_uri, Document};
-use crate::ast::{visit_exprs, ExprKind};
+use super::workspace::Workspace;
 use crate::lexer::{Lexer, Tok};
-use crate::sema::index::{Occurrence, Target};
+use crate::resolved::VarId;
+use crate::sema::index::{ContractRef, ContractSide, Occurrence, Target};
+use crate::sema::Analysis;
 use crate::span::Span;
+use bytecode_spec::BindingKind;
 use lsp_types as lsp;
 use std::collections::HashMap;
+use std::path::PathBuf;
 
 /// The occurrence under the cursor.
 pub fn at(doc: &Document, offset: usize) -> Option<&Occurrence> {
@@ -29,7 +34,8 @@ fn imported_module(doc: &Document, alias: &str) -> Option<usize> {
 }
 
 /// Where the thing under the cursor is defined: a declaration in this file, or for an
-/// imported program the file it is, and for a named argument of a call the input it sets.
+/// imported program the file it is, and for an input or output of an imported program
+/// (`lib(topic: x)`, `r.summary`) its declaration there.
 pub fn definition(doc: &Document, offset: usize) -> Option<lsp::Location> {
     if let Some(occ) = at(doc, offset) {
         if let Target::Program(alias) = &occ.target {
@@ -42,42 +48,16 @@ pub fn definition(doc: &Document, offset: usize) -> Option<lsp::Location> {
         let decl = doc.analysis().index.decl_of(&occ.target)?;
         return Some(lsp::Location::new(doc.uri.clone(), doc.range(decl)));
     }
-    named_argument_input(doc, offset)
+    contract_definition(doc, offset)
 }
 
-/// `lib(topic: x)` with the cursor on `topic`: the `input topic` of the imported program.
-fn named_argument_input(doc: &Document, offset: usize) -> Option<lsp::Location> {
-    let mut found = None;
-    visit_exprs(&doc.ast.stmts, &mut |e| {
-        if let ExprKind::Call(callee, args) = &e.kind {
-            if let ExprKind::Name(program) = &callee.kind {
-                for a in args {
-                    if let Some(n) = &a.name {
-                        if (n.span.start as usize) <= offset && offset <= n.span.end as usize {
-                            found = Some((program.text.clone(), n.text.clone()));
-                        }
-                    }
-                }
-            }
-        }
-    });
-    let (program, input) = found?;
-    let m = &doc.comp.modules[imported_module(doc, &program)?];
-    let analysis = &m.analysis;
-    let span = analysis
-        .index
-        .occurrences
-        .iter()
-        .find_map(|o| match o.target {
-            Target::Var(v)
-                if o.decl
-                    && analysis.program.vars[v].name.as_deref() == Some(input.as_str())
-                    && analysis.program.vars[v].kind == bytecode_spec::BindingKind::Input =>
-            {
-                Some(o.span)
-            }
-            _ => None,
-        })?;
+/// `lib(topic: x)` with the cursor on `topic`, or `r.summary` on `summary` where `r` is
+/// what `lib` gave: the `input topic` (or `output summary`) of the imported program.
+fn contract_definition(doc: &Document, offset: usize) -> Option<lsp::Location> {
+    let r = doc.analysis().index.contract_ref_at(offset)?;
+    let m = &doc.comp.modules[imported_module(doc, &r.program)?];
+    let var = contract_var(&m.analysis, r.side, &r.name)?;
+    let span = m.analysis.index.decl_of(&Target::Var(var))?;
     let src = &doc.comp.sources.get(m.file).text;
     let lines = super::document::Lines::new(src);
     Some(lsp::Location::new(
@@ -86,8 +66,126 @@ fn named_argument_input(doc: &Document, offset: usize) -> Option<lsp::Location> 
     ))
 }
 
-/// Every place the name under the cursor is written.
-pub fn references(doc: &Document, offset: usize, include_decl: bool) -> Vec<lsp::Location> {
+/// The variable of a program's input or output `name`.
+fn contract_var(a: &Analysis, side: ContractSide, name: &str) -> Option<VarId> {
+    let (names, kind) = match side {
+        ContractSide::Input => (&a.contract.inputs, BindingKind::Input),
+        ContractSide::Output => (&a.contract.outputs, BindingKind::Output),
+    };
+    if !names.iter().any(|n| n == name) {
+        return None;
+    }
+    let p = &a.program;
+    p.vars
+        .iter()
+        .find(|(_, v)| v.owner == p.main && v.kind == kind && v.name.as_deref() == Some(name))
+        .map(|(id, _)| id)
+}
+
+/// An input or output of a program, which the programs importing it name too.
+struct ContractItem {
+    /// The program's canonical path.
+    file: PathBuf,
+    side: ContractSide,
+    name: String,
+}
+
+/// The input or output under the cursor: a program's own (`input topic`, or a use of it),
+/// or an imported program's (`lib(topic: x)`, `r.summary`).
+fn contract_item(doc: &Document, offset: usize) -> Option<ContractItem> {
+    if let Some(occ) = at(doc, offset) {
+        let Target::Var(v) = occ.target else {
+            return None;
+        };
+        let a = doc.analysis();
+        let var = &a.program.vars[v];
+        let name = var.name.clone()?;
+        let side = [ContractSide::Input, ContractSide::Output]
+            .into_iter()
+            .find(|&side| contract_var(a, side, &name) == Some(v))?;
+        return Some(ContractItem {
+            file: doc.canonical.clone(),
+            side,
+            name,
+        });
+    }
+    let r = doc.analysis().index.contract_ref_at(offset)?;
+    let m = imported_module(doc, &r.program)?;
+    Some(ContractItem {
+        file: doc.comp.modules[m].path.clone(),
+        side: r.side,
+        name: r.name.clone(),
+    })
+}
+
+/// One place a contract item is written.
+struct Place {
+    uri: lsp::Uri,
+    range: lsp::Range,
+    /// Whether it is the declaration.
+    decl: bool,
+}
+
+/// Every place `item` is written: in its program (declaration and uses), and in each
+/// program of the workspace importing it. For a rename, `also` adds for each importer the
+/// places to change with it (a variable destructured by the output's name), or refuses.
+fn contract_places(
+    ws: &Workspace,
+    item: &ContractItem,
+    mut also: impl FnMut(&Document, &ContractRef) -> Result<Vec<Span>, String>,
+) -> Result<Vec<Place>, String> {
+    let mut out = Vec::new();
+    let program = ws
+        .program(&item.file)
+        .ok_or_else(|| format!("cannot read {}", item.file.display()))?;
+    if let Some(var) = contract_var(program.analysis(), item.side, &item.name) {
+        for o in program.analysis().index.of(&Target::Var(var)) {
+            out.push(Place {
+                uri: program.uri.clone(),
+                range: program.range(o.span),
+                decl: o.decl,
+            });
+        }
+    }
+    for importer in ws.importers(&item.file) {
+        let mut spans = Vec::new();
+        for r in &importer.analysis().index.contract_refs {
+            let this = r.side == item.side
+                && r.name == item.name
+                && imported_module(&importer, &r.program)
+                    .is_some_and(|m| importer.comp.modules[m].path == item.file);
+            if this {
+                spans.push(r.span);
+                spans.extend(also(&importer, r)?);
+            }
+        }
+        spans.sort_by_key(|s| s.start);
+        spans.dedup();
+        out.extend(spans.into_iter().map(|s| Place {
+            uri: importer.uri.clone(),
+            range: importer.range(s),
+            decl: false,
+        }));
+    }
+    Ok(out)
+}
+
+/// Every place the name under the cursor is written: for an input or output of a program,
+/// in the programs of the workspace importing it too.
+pub fn references(
+    ws: &Workspace,
+    doc: &Document,
+    offset: usize,
+    include_decl: bool,
+) -> Vec<lsp::Location> {
+    if let Some(item) = contract_item(doc, offset) {
+        return contract_places(ws, &item, |_, _| Ok(Vec::new()))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| include_decl || !p.decl)
+            .map(|p| lsp::Location::new(p.uri, p.range))
+            .collect();
+    }
     let Some(occ) = at(doc, offset) else {
         return Vec::new();
     };
@@ -122,9 +220,14 @@ pub fn highlights(doc: &Document, offset: usize) -> Vec<lsp::DocumentHighlight> 
 
 /// The name under the cursor, if it can be renamed.
 pub fn prepare_rename(doc: &Document, offset: usize) -> Result<lsp::Range, String> {
-    let occ = at(doc, offset).ok_or("there is no name here to rename")?;
-    renameable(doc, &occ.target)?;
-    Ok(doc.range(occ.span))
+    if let Some(occ) = at(doc, offset) {
+        renameable(doc, &occ.target)?;
+        return Ok(doc.range(occ.span));
+    }
+    match doc.analysis().index.contract_ref_at(offset) {
+        Some(r) if contract_item(doc, offset).is_some() => Ok(doc.range(r.span)),
+        _ => Err("there is no name here to rename".into()),
+    }
 }
 
 fn renameable(doc: &Document, target: &Target) -> Result<(), String> {
@@ -181,21 +284,71 @@ fn taken(doc: &Document, target: &Target, new: &str) -> Option<String> {
     clash.map(|(_, what)| format!("a {what} is already named `{new}`"))
 }
 
-// lsp-types keys edits by `Uri`, whose parsed parts are cached inside it: never mutated
-// through a key here.
-#[allow(clippy::mutable_key_type)]
-/// The edits that rename the name under the cursor to `new`, or why it cannot be.
-pub fn rename(doc: &Document, offset: usize, new: &str) -> Result<lsp::WorkspaceEdit, String> {
-    let occ = at(doc, offset).ok_or("there is no name here to rename")?;
-    renameable(doc, &occ.target)?;
+/// Whether `new` is one word that is not a keyword.
+fn valid_name(new: &str) -> Result<(), String> {
     let toks = Lexer::new(new).run().tokens;
     let valid =
         matches!(toks.as_slice(), [(0, Tok::Ident(n), _), (_, Tok::Newline, _)] if n == new);
-    if !valid {
-        return Err(format!(
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
             "`{new}` is not a valid name (a keyword, or not one word)"
-        ));
+        ))
     }
+}
+
+// lsp-types keys edits by `Uri`, whose parsed parts are cached inside it: never mutated
+// through a key here.
+#[allow(clippy::mutable_key_type)]
+/// The edits that rename the name under the cursor to `new`, or why it cannot be. An input
+/// or output of a program is renamed in the programs of the workspace that import it too:
+/// the named arguments that set the input, the reads of the output (and a variable
+/// destructured by its name, with its uses).
+pub fn rename(
+    ws: &Workspace,
+    doc: &Document,
+    offset: usize,
+    new: &str,
+) -> Result<lsp::WorkspaceEdit, String> {
+    valid_name(new)?;
+    let mut changes: HashMap<lsp::Uri, Vec<lsp::TextEdit>> = HashMap::new();
+    if let Some(item) = contract_item(doc, offset) {
+        let program = ws
+            .program(&item.file)
+            .ok_or_else(|| format!("cannot read {}", item.file.display()))?;
+        if let Some(var) = contract_var(program.analysis(), item.side, &item.name) {
+            if let Some(why) = taken(&program, &Target::Var(var), new) {
+                return Err(why);
+            }
+        }
+        // `let {summary} = lib(...)`: the variable is named by the output; it is renamed
+        // with it, where the new name is free.
+        let destructured = |importer: &Document, r: &ContractRef| {
+            let index = &importer.analysis().index;
+            let Some(var) = index
+                .occurrences
+                .iter()
+                .find(|o| o.decl && o.span == r.span)
+                .map(|o| o.target.clone())
+            else {
+                return Ok(Vec::new());
+            };
+            if let Some(why) = taken(importer, &var, new) {
+                return Err(format!("in {}: {why}", importer.path.display()));
+            }
+            Ok(index.of(&var).into_iter().map(|o| o.span).collect())
+        };
+        for p in contract_places(ws, &item, destructured)? {
+            changes
+                .entry(p.uri)
+                .or_default()
+                .push(lsp::TextEdit::new(p.range, new.to_string()));
+        }
+        return Ok(lsp::WorkspaceEdit::new(changes));
+    }
+    let occ = at(doc, offset).ok_or("there is no name here to rename")?;
+    renameable(doc, &occ.target)?;
     if let Some(why) = taken(doc, &occ.target, new) {
         return Err(why);
     }
@@ -212,7 +365,6 @@ pub fn rename(doc: &Document, offset: usize, new: &str) -> Result<lsp::Workspace
         .into_iter()
         .map(|s| lsp::TextEdit::new(doc.range(s), new.to_string()))
         .collect();
-    let mut changes = HashMap::new();
     changes.insert(doc.uri.clone(), edits);
     Ok(lsp::WorkspaceEdit::new(changes))
 }

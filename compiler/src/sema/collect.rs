@@ -342,8 +342,11 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    /// Reports E028 when `field` is not an output of imported program `program`.
+    /// Reports E028 when `field` (written at `span`) is not an output of imported program
+    /// `program`.
     pub(super) fn check_program_output(&mut self, program: &str, field: &str, span: Span) {
+        self.index
+            .add_contract_ref(span, program, super::index::ContractSide::Output, field);
         if let Some(c) = self.contract_of(program) {
             if !c.outputs.iter().any(|o| o == field) {
                 let mut d = Diagnostic::new(

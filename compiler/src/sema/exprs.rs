@@ -96,10 +96,10 @@ impl<'a> Analyzer<'a> {
                     Some(var) => {
                         let id = self.read_var(&var, i.span, true);
                         self.shapes.read(id, super::shapes::interp_path(i));
-                        if let (Some(p), Some(PathSeg::Field(field))) =
-                            (&var.program, i.path.first())
+                        if let (Some(p), Some((field, span))) =
+                            (&var.program, super::shapes::interp_path(i).first())
                         {
-                            self.check_program_output(p, field, i.span);
+                            self.check_program_output(p, field, *span);
                         }
                         parts.push(r::TplPart::Var {
                             var: id,
@@ -269,6 +269,12 @@ impl<'a> Analyzer<'a> {
                     .help = Some("write `input-name: value`".into());
                 }
                 Some(n) => {
+                    self.index.add_contract_ref(
+                        n.span,
+                        &name.text,
+                        super::index::ContractSide::Input,
+                        &n.text,
+                    );
                     given.insert(n.text.clone());
                     if let Some(c) = &contract {
                         if !c.inputs.contains(&n.text) {

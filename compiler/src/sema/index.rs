@@ -29,6 +29,28 @@ pub struct Occurrence {
     pub decl: bool,
 }
 
+/// Which side of an imported program's interface a name is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ContractSide {
+    /// An input (`lib(topic: ...)`).
+    Input,
+    /// An output (`result.summary`, `{result.summary}`, `let {summary} = lib(...)`).
+    Output,
+}
+
+/// A place a program names an input or output of a program it imports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContractRef {
+    /// The name as written.
+    pub span: Span,
+    /// The imported program, by the name it is called by.
+    pub program: String,
+    /// Input or output.
+    pub side: ContractSide,
+    /// The input's or output's name.
+    pub name: String,
+}
+
 /// Where a variable can be named: after `from`, in `region` (the body of the function or
 /// construct whose namespace holds it, from its first statement to its last).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +75,8 @@ pub struct NameIndex {
     /// The bodies of blocks: every variable of the program's own namespace can be named in
     /// them, wherever it is declared (blocks run when called).
     pub block_bodies: Vec<Span>,
+    /// The inputs and outputs of imported programs this file names.
+    pub contract_refs: Vec<ContractRef>,
 }
 
 /// The region of the program's own namespace: the whole file.
@@ -64,6 +88,29 @@ pub const WHOLE_FILE: Span = Span {
 impl NameIndex {
     pub(super) fn add(&mut self, span: Span, target: Target, decl: bool) {
         self.occurrences.push(Occurrence { span, target, decl });
+    }
+
+    pub(super) fn add_contract_ref(
+        &mut self,
+        span: Span,
+        program: &str,
+        side: ContractSide,
+        name: &str,
+    ) {
+        self.contract_refs.push(ContractRef {
+            span,
+            program: program.to_string(),
+            side,
+            name: name.to_string(),
+        });
+    }
+
+    /// The input or output of an imported program named at byte `offset` (its end
+    /// included).
+    pub fn contract_ref_at(&self, offset: usize) -> Option<&ContractRef> {
+        self.contract_refs
+            .iter()
+            .find(|r| (r.span.start as usize) <= offset && offset <= r.span.end as usize)
     }
 
     pub(super) fn add_visible(&mut self, var: VarId, from: u32, region: Span) {

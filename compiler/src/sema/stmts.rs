@@ -319,6 +319,14 @@ impl<'a> Analyzer<'a> {
                         path.push((n.text.clone(), n.span));
                         self.shapes.read(*root, path);
                     }
+                    if let Some(p) = &program {
+                        self.index.add_contract_ref(
+                            n.span,
+                            p,
+                            super::index::ContractSide::Output,
+                            &n.text,
+                        );
+                    }
                     if let (Some(outputs), Some(p)) = (&outputs, &program) {
                         if !outputs.contains(&n.text) {
                             let mut d = Diagnostic::new(
