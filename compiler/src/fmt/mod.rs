@@ -5,13 +5,15 @@
 //! the gaps between tokens ([`trivia`]). It re-indents every block by the configured width,
 //! puts one space (or none) between tokens by fixed rules, keeps each comment on its line
 //! (own-line comments at the indentation of the code they sit in, trailing ones two spaces
-//! after the code), keeps at most one blank line in a row, and ends the file with one line
+//! after the code, or in one column with the others of their run when they were aligned:
+//! [`align`]), keeps at most one blank line in a row, and ends the file with one line
 //! break. Tokens are written as they were: string contents never change. Line breaks inside
 //! brackets are kept, with continuation lines indented one step per open bracket.
 //!
 //! Before returning, the output is lexed again and must give the same tokens as the input,
 //! so a formatted program always means the same.
 
+mod align;
 pub mod config;
 mod spacing;
 pub mod trivia;
@@ -69,7 +71,8 @@ pub fn format(src: &str, options: &FmtOptions) -> Result<String, FmtError> {
     }
     let tokens = Lexer::new(src).run().tokens;
     let spaced = spaced_parens(&parsed.program.stmts, &tokens);
-    let out = Printer::new(src, options.indent_width, &spaced).print(&tokens)?;
+    let (out, trailing) = Printer::new(src, options.indent_width, &spaced).print(&tokens)?;
+    let out = align::trailing_comments(src, &out, &trailing);
     let again = Lexer::new(&out).run().tokens;
     if !same_tokens(src, &tokens, &out, &again) {
         // A bug in these rules, never the user's: refuse rather than change the program.
@@ -132,6 +135,9 @@ struct Printer<'s> {
     out: String,
     /// Where the text proper starts (after a byte-order mark, which is kept).
     body: usize,
+    /// The comments after code, written without the space before them (added by
+    /// [`align::trailing_comments`]).
+    trailing: Vec<align::Trailing>,
 }
 
 impl<'s> Printer<'s> {
@@ -145,7 +151,19 @@ impl<'s> Printer<'s> {
             spaced,
             out,
             body,
+            trailing: Vec::new(),
         }
+    }
+
+    /// A comment after code on its line (`c`, a slice of the source, at input column
+    /// `col`).
+    fn trailing_comment(&mut self, c: &str, col: usize) {
+        self.trailing.push(align::Trailing {
+            at: self.out.len(),
+            input: c.as_ptr() as usize - self.src.as_ptr() as usize,
+            col,
+        });
+        self.out.push_str(c);
     }
 
     fn indent(&mut self, col: usize) {
@@ -156,7 +174,8 @@ impl<'s> Printer<'s> {
         offset - self.src[..offset].rfind('\n').map_or(self.body, |n| n + 1)
     }
 
-    fn print(mut self, tokens: &[Spanned]) -> Result<String, FmtError> {
+    /// The text, and the comments after code in it (without the space before them).
+    fn print(mut self, tokens: &[Spanned]) -> Result<(String, Vec<align::Trailing>), FmtError> {
         let mut levels = vec![Level { orig: 0, col: 0 }];
         let mut before = levels.clone();
         let mut last_popped: Option<usize> = None;
@@ -228,7 +247,7 @@ impl<'s> Printer<'s> {
         }
         let gap = trivia::scan(self.src, prev.map_or(self.body, |p| p.2), self.src.len());
         self.line_gap(&gap, &before, &levels, true);
-        Ok(self.out)
+        Ok((self.out, self.trailing))
     }
 
     /// The gap between two logical lines (or before the first, or after the last): the
@@ -244,10 +263,7 @@ impl<'s> Printer<'s> {
                     self.out.push('\n');
                     at_begin = true;
                 }
-                Trivia::Comment(c, _) if !at_begin => {
-                    self.out.push_str("  ");
-                    self.out.push_str(c);
-                }
+                Trivia::Comment(c, col) if !at_begin => self.trailing_comment(c, col),
                 Trivia::Comment(c, col) => {
                     if blank && self.out.len() > self.body {
                         self.out.push('\n');
@@ -275,10 +291,7 @@ impl<'s> Printer<'s> {
         for g in gap {
             match *g {
                 Trivia::Newline => at_begin = true,
-                Trivia::Comment(c, _) if !at_begin => {
-                    self.out.push_str("  ");
-                    self.out.push_str(c);
-                }
+                Trivia::Comment(c, col) if !at_begin => self.trailing_comment(c, col),
                 Trivia::Comment(c, _) => {
                     self.out.push('\n');
                     self.indent(cont);

@@ -118,3 +118,34 @@ fn carriage_returns_and_a_byte_order_mark() {
         "\u{feff}session \"a\"\n\nsession \"b\"\n"
     );
 }
+
+#[test]
+fn aligned_trailing_comments_stay_in_one_column() {
+    // Aligned in the input (lines of code without a comment between): one column, two
+    // spaces after the longest code of the run.
+    let src = "agent a:\n  permissions:\n    network: allow          # the web\n    bash:   deny            # no shell\n    read: [\"x\"]\n    write: [\"notes/\"]       # its notes\n";
+    let out = fmt(src);
+    assert_eq!(
+        out,
+        "agent a:\n  permissions:\n    network: allow     # the web\n    bash: deny         # no shell\n    read: [\"x\"]\n    write: [\"notes/\"]  # its notes\n"
+    );
+    assert_eq!(fmt(&out), out);
+    // Inside brackets too.
+    let src = "let o = {\n  name: \"n\",      # shown\n  \"long key\": 1,  # quoted\n}\n";
+    assert_eq!(
+        fmt(src),
+        "let o = {\n  name: \"n\",      # shown\n  \"long key\": 1,  # quoted\n}\n"
+    );
+}
+
+#[test]
+fn unaligned_or_separated_trailing_comments_get_two_spaces() {
+    // Different columns; and the same column across a blank line or a comment line.
+    let src = "let a = 1     # one\nlet bb = 2  # two\n\nlet c = 3    # three\n# between\nlet d = 4    # four\nlet e = 5    # five\n";
+    let out = fmt(src);
+    assert_eq!(
+        out,
+        "let a = 1  # one\nlet bb = 2  # two\n\nlet c = 3  # three\n# between\nlet d = 4  # four\nlet e = 5  # five\n"
+    );
+    assert_eq!(fmt(&out), out);
+}
