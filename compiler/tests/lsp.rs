@@ -580,6 +580,34 @@ fn completion_offers_exactly_the_variables_in_scope() {
         offered("C {}", 3),
         ["brief", "draft", "line", "notes", "subject"]
     );
+    // In an agent's prompt, filled in where a session uses the agent: every variable.
+    let agent_text = text.replace(
+        "prompt: \"You write short, clear briefs.\"",
+        "prompt: \"You write briefs on {}\"",
+    );
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&path), "version": 2}, "contentChanges": [{"text": agent_text}]}),
+    );
+    c.diagnostics(&path);
+    let (l, ch) = pos(&agent_text, "briefs on {}", 0, 11);
+    let items = c.at("textDocument/completion", &path, l, ch);
+    let mut names: Vec<&str> = items
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["label"].as_str().expect("label"))
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["better", "brief", "chapter", "draft", "line", "notes", "round", "subject", "text"]
+    );
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&path), "version": 3}, "contentChanges": [{"text": text}]}),
+    );
+    c.diagnostics(&path);
     // Before a declaration: not yet.
     let (l, ch) = pos(&text, "{notes.findings}", 0, 1);
     let items = c.at("textDocument/completion", &path, l, ch);

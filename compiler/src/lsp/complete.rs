@@ -2,6 +2,7 @@
 //! strings), property keys, models, keywords, and snippets for the common statements.
 
 use super::document::Document;
+use crate::ast::{walk_stmts, Stmt, StmtKind};
 use crate::sema::index::WHOLE_FILE;
 use crate::span::Span;
 use lsp_types::{CompletionItem, CompletionItemKind, InsertTextFormat};
@@ -100,9 +101,23 @@ fn in_region(text: &str, region: Span, offset: usize) -> bool {
     !gap.contains('\n') || indent_at(text, offset) >= body_indent
 }
 
+/// Whether `offset` is inside an agent's definition (at any depth of block definitions).
+fn in_agent(stmts: &[Stmt], offset: usize) -> bool {
+    let mut found = false;
+    walk_stmts(stmts, &mut |s| match &s.kind {
+        StmtKind::Agent(_) => {
+            found |= (s.span.start as usize) <= offset && offset <= s.span.end as usize;
+        }
+        StmtKind::BlockDef(b) => found |= in_agent(&b.body.stmts, offset),
+        _ => {}
+    });
+    found
+}
+
 /// The variables that can be named at `offset`, each name once: those whose namespace holds
 /// the cursor and that are declared before it (in a block's body, the program's own
-/// variables wherever they are declared).
+/// variables wherever they are declared; in an agent's definition, whose prompt is filled in
+/// where a session uses the agent, every variable of the program).
 fn variables(doc: &Document, offset: usize) -> Vec<CompletionItem> {
     let a = doc.analysis();
     let text = doc.text.as_str();
@@ -111,13 +126,14 @@ fn variables(doc: &Document, offset: usize) -> Vec<CompletionItem> {
         .block_bodies
         .iter()
         .any(|b| in_region(text, *b, offset));
+    let anywhere = in_agent(&doc.ast.stmts, offset);
     let mut names: Vec<&str> = a
         .index
         .visible
         .iter()
         .filter(|v| {
             let global = in_block && v.region == WHOLE_FILE;
-            (global || v.from as usize <= offset) && in_region(text, v.region, offset)
+            anywhere || (global || v.from as usize <= offset) && in_region(text, v.region, offset)
         })
         .filter_map(|v| a.program.vars[v.var].name.as_deref())
         .collect();
