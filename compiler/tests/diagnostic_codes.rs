@@ -180,9 +180,9 @@ fn cases() -> Vec<Case> {
             .located_in("prose.toml"),
         // An allow comment the checker cannot read.
         case(W120, "# prose: alow(E140)\nsession \"x\"\n", 1, 1),
-        case(W121, "let draft = session \"d\"\nsession \"Polish {draf}\"\n", 2, 18),
+        case(W122, "let draft = session \"d\"\nsession \"Polish {draf}\"\n", 2, 18),
         case(
-            W122,
+            W123,
             "let post = {title: \"t\", body: \"b\"}\nsession \"Proofread {post.titel}\"\n",
             2,
             26,

@@ -112,7 +112,7 @@ fn an_assignment_to_a_misspelt_variable() {
 #[test]
 fn a_misspelt_interpolation_warns_and_a_placeholder_does_not() {
     let src = "let draft = session \"Draft\"\nsession \"Polish {draf} for {audience}\"\n";
-    assert_eq!(helps("W121", src, &[]), ["did you mean `draft`?"]);
+    assert_eq!(helps("W122", src, &[]), ["did you mean `draft`?"]);
     assert!(helps("E140", src, &[]).is_empty());
 }
 
@@ -127,13 +127,13 @@ fn a_misspelt_field_of_a_known_record() {
         ("let x = r.summary\n", "its fields: `body`, `meta`, `title`"),
     ] {
         let src = format!("{record}{use_}");
-        assert_eq!(helps("W122", &src, &[]), [help], "{src}");
+        assert_eq!(helps("W123", &src, &[]), [help], "{src}");
     }
     // The fields it has, and a record bound twice: the fields of both.
     let src = format!(
         "{record}if **short**:\n  r = {{title: t, summary: \"s\"}}\nsession \"{{r.title}} {{r.body}} {{r.summary}} {{r.meta.author}}\"\n"
     );
-    assert!(helps("W122", &src, &[]).is_empty());
+    assert!(helps("W123", &src, &[]).is_empty());
     // A variable given anything else anywhere has no known shape: nothing is reported.
     for other in [
         "r = session \"x\"\n",
@@ -141,7 +141,7 @@ fn a_misspelt_field_of_a_known_record() {
         "block f:\n  r = session \"x\"\n",
     ] {
         let src = format!("{record}{other}let x = r.titel\n");
-        assert!(helps("W122", &src, &[]).is_empty(), "{src}");
+        assert!(helps("W123", &src, &[]).is_empty(), "{src}");
     }
 }
 

@@ -201,8 +201,8 @@ codes! {
     W118 => (Warning, Static, "provider-specific model name"),
     W119 => (Warning, Static, "registry import not resolved"),
     W120 => (Warning, Static, "invalid lint comment"),
-    W121 => (Warning, Static, "interpolation names a misspelt variable"),
-    W122 => (Warning, Static, "field not in the record"),
+    W122 => (Warning, Static, "interpolation names a misspelt variable"),
+    W123 => (Warning, Static, "field not in the record"),
 }
 
 impl Code {

@@ -131,7 +131,7 @@ impl<'a> Analyzer<'a> {
         r::Template { parts }
     }
 
-    /// Reports W121 when a `{name}` that is no variable is a likely misspelling of one in
+    /// Reports W122 when a `{name}` that is no variable is a likely misspelling of one in
     /// scope (placeholder text for the model, far from every name, stays E140).
     fn misspelt_interpolation(&mut self, i: &Interp) -> bool {
         let Some(s) = suggest::closest(&i.root, self.visible_names()).map(str::to_string) else {
@@ -142,7 +142,7 @@ impl<'a> Analyzer<'a> {
             i.span.start as usize + 1 + i.root.len(),
         );
         self.diag(
-            Code::W121,
+            Code::W122,
             root,
             format!(
                 "`{}` is not a variable here; the text goes to the model as written",

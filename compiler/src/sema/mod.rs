@@ -146,7 +146,7 @@ struct Analyzer<'a> {
     out: r::Program,
     /// Name occurrences, for tools.
     index: index::NameIndex,
-    /// What is written to variables and which of their fields are read (W122).
+    /// What is written to variables and which of their fields are read (W123).
     shapes: shapes::Shapes,
     /// The end of the statement being analysed (where the names it declares become visible).
     stmt_end: u32,
@@ -300,7 +300,7 @@ impl Analyzer<'_> {
         value
     }
 
-    /// Reports W122 for each field read that the records bound to its variable never have.
+    /// Reports W123 for each field read that the records bound to its variable never have.
     fn check_fields(&mut self) {
         for m in self.shapes.missing() {
             let mut owner = self.out.vars[m.var].name.clone().unwrap_or_default();
@@ -313,7 +313,7 @@ impl Analyzer<'_> {
                 None => format!("its fields: {}", list_or_none(&m.known)),
             };
             let d = Diagnostic::new(
-                Code::W122,
+                Code::W123,
                 self.file,
                 m.span,
                 format!(

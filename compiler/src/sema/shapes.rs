@@ -1,7 +1,7 @@
 //! The fields of records whose shape is known: a variable every binding of which is a record
 //! literal (`let r = {title: t, body: b}`) has the fields those literals name. Reading
 //! another field (`r.titel`, `{r.titel}`, `let {titel} = r`) gives `null` at run time, so it
-//! is a likely misspelling: W122.
+//! is a likely misspelling: W123.
 //!
 //! The check is flow-insensitive, so it never depends on which binding ran last: analysis
 //! records every value written to a variable as it goes, and the field reads, and the reads
