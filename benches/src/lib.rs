@@ -265,6 +265,51 @@ pub fn run_mock_durable(
         .expect("runs")
 }
 
+/// The names a generated program declares (besides those that end in its number), renamed
+/// per copy in [`large_program`].
+const DECLARED: [&str; 21] = [
+    "depth", "plan", "market", "tech", "risks", "err", "angles", "findings", "summary", "part",
+    "drafts", "round", "draft", "attempt", "polish", "text", "level", "better", "version", "k",
+    "angle",
+];
+
+/// One program of at least `lines` lines using every construct: generated programs `0..`
+/// one after another, each copy's names made its own, for the language server's bench.
+pub fn large_program(lines: usize) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while out.lines().count() < lines {
+        let text = program(i).text;
+        let mut word = String::new();
+        let flush = |word: &mut String, out: &mut String| {
+            out.push_str(word);
+            if DECLARED.contains(&word.as_str()) {
+                out.push_str(&format!("-{i}"));
+            }
+            word.clear();
+        };
+        for line in text.lines() {
+            // The skill is imported once.
+            if i > 0 && line.starts_with("import ") {
+                continue;
+            }
+            for c in line.chars() {
+                if c.is_ascii_alphanumeric() || c == '_' || (c == '-' && !word.is_empty()) {
+                    word.push(c);
+                } else {
+                    flush(&mut word, &mut out);
+                    out.push(c);
+                }
+            }
+            flush(&mut word, &mut out);
+            out.push('\n');
+        }
+        out.push('\n');
+        i += 1;
+    }
+    out
+}
+
 /// Programs `0..` until their total size reaches `bytes`.
 pub fn corpus(bytes: usize) -> Vec<Program> {
     let mut out = Vec::new();
@@ -281,6 +326,16 @@ pub fn corpus(bytes: usize) -> Vec<Program> {
 mod tests {
     use prosec::compile::{Compilation, Options};
     use std::path::Path;
+
+    #[test]
+    fn the_large_program_checks_clean() {
+        let src = super::large_program(1500);
+        assert!(src.lines().count() >= 1500);
+        let mut comp = Compilation::new(Options::default());
+        comp.add_source(Path::new("large.prose"), &src);
+        assert_eq!(comp.error_count(), 0, "{:?}", comp.diagnostics);
+        assert_eq!(comp.warning_count(), 0, "{:?}", comp.diagnostics);
+    }
 
     #[test]
     fn the_typical_program_has_fifty_statements_and_checks_clean() {

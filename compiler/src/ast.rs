@@ -573,3 +573,134 @@ pub fn walk_expr_bodies<'s>(e: &'s Expr, f: &mut dyn FnMut(&'s Stmt)) {
         _ => {}
     }
 }
+
+/// Calls `f` on every expression in `stmts`, nested ones and those in block definitions,
+/// properties and arguments included, parents before children.
+pub fn visit_exprs<'s>(stmts: &'s [Stmt], f: &mut dyn FnMut(&'s Expr)) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Input {
+                description: Some(e),
+                ..
+            }
+            | StmtKind::Output { value: e, .. }
+            | StmtKind::Bind { value: e, .. }
+            | StmtKind::Throw(Some(e))
+            | StmtKind::Expr(e) => visit_expr(e, f),
+            StmtKind::Assert { cond, message } => {
+                visit_expr(cond, f);
+                if let Some(m) = message {
+                    visit_expr(m, f);
+                }
+            }
+            StmtKind::Agent(a) => visit_props(&a.props, f),
+            StmtKind::BlockDef(b) => visit_exprs(&b.body.stmts, f),
+            _ => {}
+        }
+    }
+}
+
+fn visit_props<'s>(props: &'s [Property], f: &mut dyn FnMut(&'s Expr)) {
+    for p in props {
+        match &p.value {
+            PropValue::Expr(e) => visit_expr(e, f),
+            PropValue::Block(ps) => visit_props(ps, f),
+        }
+    }
+}
+
+fn visit_args<'s>(args: &'s [Arg], f: &mut dyn FnMut(&'s Expr)) {
+    for a in args {
+        visit_expr(&a.value, f);
+    }
+}
+
+/// [`visit_exprs`] from one expression: `e` itself, then everything inside it.
+pub fn visit_expr<'s>(e: &'s Expr, f: &mut dyn FnMut(&'s Expr)) {
+    f(e);
+    match &e.kind {
+        ExprKind::Array(items) | ExprKind::Arrow(items) => {
+            for i in items {
+                visit_expr(i, f);
+            }
+        }
+        ExprKind::Object(entries) => {
+            for en in entries {
+                visit_expr(&en.value, f);
+            }
+        }
+        ExprKind::Member(x, _) | ExprKind::Unary(_, x) => visit_expr(x, f),
+        ExprKind::Index(a, b) | ExprKind::Binary(_, a, b) => {
+            visit_expr(a, f);
+            visit_expr(b, f);
+        }
+        ExprKind::Call(callee, args) => {
+            visit_expr(callee, f);
+            visit_args(args, f);
+        }
+        ExprKind::Session(s) => visit_props(&s.props, f),
+        ExprKind::DoCall { args, .. } => visit_args(args.as_deref().unwrap_or_default(), f),
+        ExprKind::DoBlock(b) => visit_exprs(&b.stmts, f),
+        ExprKind::Pipeline(head, stages) => {
+            visit_expr(head, f);
+            for s in stages {
+                visit_exprs(&s.body.stmts, f);
+            }
+        }
+        ExprKind::Parallel { mods, body } => {
+            visit_args(mods, f);
+            visit_exprs(&body.stmts, f);
+        }
+        ExprKind::For(l) => {
+            visit_args(l.parallel.as_deref().unwrap_or_default(), f);
+            visit_expr(&l.iter, f);
+            visit_exprs(&l.body.stmts, f);
+        }
+        ExprKind::Repeat(l) => {
+            visit_expr(&l.count, f);
+            visit_exprs(&l.body.stmts, f);
+        }
+        ExprKind::Loop(l) => {
+            if let Some(c) = &l.cond {
+                visit_expr(c, f);
+            }
+            visit_args(&l.mods, f);
+            visit_exprs(&l.body.stmts, f);
+        }
+        ExprKind::Try(t) => {
+            visit_exprs(&t.body.stmts, f);
+            if let Some(c) = &t.catch {
+                visit_exprs(&c.body.stmts, f);
+            }
+            if let Some(b) = &t.finally {
+                visit_exprs(&b.stmts, f);
+            }
+        }
+        ExprKind::If {
+            branches,
+            else_body,
+        } => {
+            for (c, b) in branches {
+                visit_expr(c, f);
+                visit_exprs(&b.stmts, f);
+            }
+            if let Some(b) = else_body {
+                visit_exprs(&b.stmts, f);
+            }
+        }
+        ExprKind::Choice { criteria, options } => {
+            visit_expr(criteria, f);
+            for o in options {
+                visit_exprs(&o.body.stmts, f);
+            }
+        }
+        ExprKind::Name(_)
+        | ExprKind::Int(_)
+        | ExprKind::Float(_)
+        | ExprKind::Str(_)
+        | ExprKind::Discretion(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Null
+        | ExprKind::Error => {}
+    }
+}

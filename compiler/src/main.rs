@@ -3,7 +3,8 @@
 //! `prosec check <files or dirs>...` validates programs; exit status 0 means clean, 1 means
 //! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error. `build`
 //! compiles a program to bytecode, `dis` lists an artifact, and `cost` prints a program's
-//! static bounds (sessions and cost, [`prosec::cost`]).
+//! static bounds (sessions and cost, [`prosec::cost`]), `fmt` lays programs out
+//! ([`prosec::fmt`]) and `lsp` serves editors ([`prosec::lsp`]).
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use prosec::codegen::BuildError;
@@ -37,6 +38,21 @@ enum Command {
     Dis(DisArgs),
     /// Print the least and most sessions a program can run, and what they may cost.
     Cost(CostArgs),
+    /// Lay programs out in the canonical style (`prose.toml` `[fmt]` sets the indent width).
+    Fmt(FmtArgs),
+    /// Serve editors: a language server (LSP 3.17) on standard input and output.
+    Lsp,
+}
+
+#[derive(Args)]
+struct FmtArgs {
+    /// Change no file: show a diff of what would change and exit 1 if anything would.
+    #[arg(long)]
+    check: bool,
+    /// Files or directories (searched recursively for *.prose); `-` formats standard input
+    /// to standard output.
+    #[arg(default_value = ".")]
+    paths: Vec<PathBuf>,
 }
 
 #[derive(Args)]
@@ -153,8 +169,11 @@ fn lint_levels(m: &ArgMatches) -> Result<Vec<(Code, Level)>, String> {
 struct CheckArgs {
     #[command(flatten)]
     common: CommonArgs,
+    /// Print the documentation of a diagnostic code (`E007`) and exit.
+    #[arg(long, value_name = "CODE")]
+    explain: Option<String>,
     /// Files or directories (directories are searched recursively for *.prose).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "explain")]
     paths: Vec<PathBuf>,
 }
 
@@ -245,6 +264,19 @@ fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
 }
 
 fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    if let Some(code) = &args.explain {
+        let page = Code::parse(code.trim()).and_then(prosec::diagnostics::explain::explain);
+        return match page {
+            Some(page) => {
+                println!("{page}");
+                ExitCode::SUCCESS
+            }
+            None => {
+                eprintln!("prosec: `{code}` is not a diagnostic code");
+                ExitCode::from(2)
+            }
+        };
+    }
     let mut files = Vec::new();
     for p in &args.paths {
         if let Err(e) = collect_files(p, &mut files) {
@@ -366,6 +398,126 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Formats one file's text: the result, or the exit status after reporting why not.
+fn fmt_text(display: &str, dir: &Path, text: String) -> Result<String, ExitCode> {
+    let options = prosec::fmt::FmtOptions::for_dir(dir).map_err(|e| {
+        eprintln!("prosec: {e}");
+        ExitCode::from(2)
+    })?;
+    prosec::fmt::format(&text, &options).map_err(|e| {
+        let mut sources = prosec::source::SourceMap::new();
+        let file = sources.add(display, text);
+        match e {
+            prosec::fmt::FmtError::Syntax(diags) => {
+                let mut err = StandardStream::stderr(ColorChoice::Never);
+                let _ = prosec::diagnostics::render_text(&mut err, &sources, &diags);
+                eprintln!("prosec: {display}: not formatted (syntax errors)");
+            }
+            prosec::fmt::FmtError::Layout { span, message } => {
+                let at = sources.get(file).line_col(span.start as usize);
+                eprintln!(
+                    "prosec: {display}:{}:{}: cannot format: {message}",
+                    at.line, at.column
+                );
+            }
+        }
+        ExitCode::from(2)
+    })
+}
+
+fn fmt(args: FmtArgs) -> ExitCode {
+    use std::io::{Read, Write};
+    if args.paths.len() == 1 && args.paths[0] == Path::new("-") {
+        let mut text = String::new();
+        if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+            eprintln!("prosec: cannot read standard input: {e}");
+            return ExitCode::from(2);
+        }
+        let dir = std::env::current_dir().unwrap_or_default();
+        let formatted = match fmt_text("<stdin>", &dir, text.clone()) {
+            Ok(f) => f,
+            Err(status) => return status,
+        };
+        if args.check {
+            if formatted != text {
+                print!(
+                    "{}",
+                    similar::TextDiff::from_lines(&text, &formatted)
+                        .unified_diff()
+                        .header("<stdin>", "<stdin> (formatted)")
+                );
+                return ExitCode::from(1);
+            }
+            return ExitCode::SUCCESS;
+        }
+        let _ = std::io::stdout().write_all(formatted.as_bytes());
+        return ExitCode::SUCCESS;
+    }
+    let mut files = Vec::new();
+    for p in &args.paths {
+        if let Err(e) = collect_files(p, &mut files) {
+            eprintln!("prosec: {}: {e}", p.display());
+            return ExitCode::from(2);
+        }
+    }
+    let mut status = ExitCode::SUCCESS;
+    let mut changed = 0usize;
+    for file in &files {
+        let display = file.display().to_string();
+        let text = match std::fs::read(file).map(prosec::decode_source) {
+            Ok(Ok(t)) => t,
+            Ok(Err((_, message, _))) => {
+                eprintln!("prosec: {display}: {message}");
+                status = ExitCode::from(2);
+                continue;
+            }
+            Err(e) => {
+                eprintln!("prosec: cannot read {display}: {e}");
+                status = ExitCode::from(2);
+                continue;
+            }
+        };
+        let dir = match file.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let formatted = match fmt_text(&display, dir, text.clone()) {
+            Ok(f) => f,
+            Err(s) => {
+                status = s;
+                continue;
+            }
+        };
+        if formatted == text {
+            continue;
+        }
+        changed += 1;
+        if args.check {
+            print!(
+                "{}",
+                similar::TextDiff::from_lines(&text, &formatted)
+                    .unified_diff()
+                    .header(&display, &format!("{display} (formatted)"))
+            );
+        } else if let Err(e) = std::fs::write(file, &formatted) {
+            eprintln!("prosec: cannot write {display}: {e}");
+            status = ExitCode::from(2);
+        }
+    }
+    if status != ExitCode::SUCCESS {
+        return status;
+    }
+    if args.check {
+        if changed > 0 {
+            eprintln!("{changed} of {} file(s) would be reformatted", files.len());
+            return ExitCode::from(1);
+        }
+    } else if changed > 0 {
+        eprintln!("reformatted {changed} of {} file(s)", files.len());
+    }
+    ExitCode::SUCCESS
+}
+
 fn dis(args: DisArgs) -> ExitCode {
     let bytes = match std::fs::read(&args.file) {
         Ok(b) => b,
@@ -423,5 +575,13 @@ fn main() -> ExitCode {
         Command::Build(args) => build(args, lints),
         Command::Dis(args) => dis(args),
         Command::Cost(args) => cost(args, lints),
+        Command::Fmt(args) => fmt(args),
+        Command::Lsp => match prosec::lsp::run_stdio() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("prosec lsp: {e}");
+                ExitCode::from(1)
+            }
+        },
     }
 }

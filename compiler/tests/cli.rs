@@ -66,3 +66,14 @@ fn checking_a_directory_without_programs_is_an_error() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no .prose files under"), "{err}");
 }
+
+#[test]
+fn check_explain_prints_a_codes_page() {
+    let (code, out, _) = prosec(&["check", "--explain", "e007"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("### E007: undefined agent"), "{out}");
+    assert!(out.contains("```prose"), "{out}");
+    let (code, _, err) = prosec(&["check", "--explain", "E999"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("`E999` is not a diagnostic code"), "{err}");
+}

@@ -194,6 +194,13 @@ fn cases() -> Vec<Case> {
             .located_in("prose.toml"),
         // An allow comment the checker cannot read.
         case(W120, "# prose: alow(E140)\nsession \"x\"\n", 1, 1),
+        case(W122, "let draft = session \"d\"\nsession \"Polish {draf}\"\n", 2, 18),
+        case(
+            W123,
+            "let post = {title: \"t\", body: \"b\"}\nsession \"Proofread {post.titel}\"\n",
+            2,
+            26,
+        ),
         // A variable of a block (here a parallel branch's named result) read by the caller.
         case(
             E146,

@@ -118,6 +118,12 @@ impl Compilation {
             }
             return Some(self.add_ready(ready));
         }
+        if let Some(text) = self.overlay.get(&canonical) {
+            let on_disk = path.is_file();
+            let front =
+                Front::from_text(path.display().to_string(), canonical, on_disk, text.clone());
+            return Some(self.add_front(front));
+        }
         match std::fs::read(path) {
             Ok(bytes) => {
                 let front = Front::from_bytes(path.display().to_string(), canonical, true, bytes);
@@ -155,7 +161,7 @@ impl Compilation {
             if p.extension().is_none() {
                 p.set_extension("prose");
             }
-            if p.is_file() {
+            if p.is_file() || self.overlay.contains_key(&p) {
                 Resolved::Path(p)
             } else {
                 Resolved::NotFound(p.display().to_string())

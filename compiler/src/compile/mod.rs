@@ -71,6 +71,9 @@ pub struct Compilation {
     projects: FxHashMap<Option<PathBuf>, projects::Project>,
     /// Files of [`Compilation::add_files`] read (or analysed) ahead, by canonical path.
     ready: FxHashMap<PathBuf, Ready>,
+    /// Texts that stand for files when they are imported (an editor's unsaved buffers), by
+    /// canonical path.
+    overlay: FxHashMap<PathBuf, String>,
 }
 
 impl std::fmt::Debug for Compilation {
@@ -111,6 +114,16 @@ impl Compilation {
         Compilation {
             options,
             ..Compilation::default()
+        }
+    }
+
+    /// A new, empty compilation in which the program imported from each path of `overlay`
+    /// is the text given there rather than the file's (an editor's unsaved buffers). Paths
+    /// are canonical, or as given for files that do not exist.
+    pub fn with_overlay(options: Options, overlay: FxHashMap<PathBuf, String>) -> Compilation {
+        Compilation {
+            overlay,
+            ..Compilation::new(options)
         }
     }
 

@@ -222,6 +222,17 @@ pub struct Bounds {
     pub notes: Vec<Note>,
     /// The models requested, by id.
     pub models: Vec<ModelUse>,
+    /// The sessions of each loop and fan-out of the program itself, in source order.
+    pub constructs: Vec<Construct>,
+}
+
+/// A loop, fan-out or `parallel` block of the measured program and the sessions it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Construct {
+    /// The construct, in the program's file.
+    pub span: Span,
+    /// Its sessions, every iteration or branch together.
+    pub sessions: Range,
 }
 
 impl Bounds {
@@ -251,6 +262,8 @@ pub fn bounds(c: &Compilation, root: usize, pricing: &Pricing) -> Bounds {
         writes: HashMap::new(),
         stack: Vec::new(),
         inlined: 0,
+        root,
+        constructs: BTreeMap::new(),
         notes: BTreeSet::new(),
         models: BTreeMap::new(),
     };
@@ -261,6 +274,14 @@ pub fn bounds(c: &Compilation, root: usize, pricing: &Pricing) -> Bounds {
         judgments: j,
         cost: k,
         notes: a.notes.into_iter().collect(),
+        constructs: a
+            .constructs
+            .into_iter()
+            .map(|((start, end), sessions)| Construct {
+                span: Span { start, end },
+                sessions,
+            })
+            .collect(),
         models: a
             .models
             .into_iter()
@@ -387,6 +408,9 @@ struct Analyzer<'a> {
     /// Blocks being inlined, by module.
     stack: Vec<(usize, BlockId)>,
     inlined: usize,
+    /// The program measured, whose loops and fan-outs are recorded in `constructs`.
+    root: usize,
+    constructs: BTreeMap<(u32, u32), Range>,
     notes: BTreeSet<Note>,
     models: BTreeMap<String, Option<Price>>,
 }
@@ -596,15 +620,25 @@ impl<'a> Analyzer<'a> {
             ExprKind::Call(call) => self.call(call, e.span),
             ExprKind::Do(body) => self.stmts(body),
             ExprKind::Pipeline(src, stages) => self.pipeline(src, stages),
-            ExprKind::Parallel(p) => self.parallel(p, e.span),
-            ExprKind::For(f) => self.for_loop(f, e.span),
+            ExprKind::Parallel(p) => {
+                let b = self.parallel(p, e.span);
+                self.construct(e.span, &b)
+            }
+            ExprKind::For(f) => {
+                let b = self.for_loop(f, e.span);
+                self.construct(e.span, &b)
+            }
             ExprKind::Repeat(rep) => {
                 let head = self.expr(&rep.count);
                 let n = self.int(&rep.count);
                 let body = self.stmts(&rep.body);
-                head.then(&self.iterate(e.span, &body, n.lo, Count::Finite(n.hi)))
+                let b = self.iterate(e.span, &body, n.lo, Count::Finite(n.hi));
+                head.then(&self.construct(e.span, &b))
             }
-            ExprKind::Loop(l) => self.loop_expr(l, e.span),
+            ExprKind::Loop(l) => {
+                let b = self.loop_expr(l, e.span);
+                self.construct(e.span, &b)
+            }
             ExprKind::Try(t) => {
                 let body = self.stmts(&t.body);
                 let mut b = match &t.catch {
@@ -702,6 +736,17 @@ impl<'a> Analyzer<'a> {
     }
 
     /// `body` run `lo ..= hi` times, with a note saying so when the body asks anything.
+    /// Records the sessions of a loop or fan-out of the measured program (the first time
+    /// it is met, for a block's called more than once) and returns its bound.
+    fn construct(&mut self, span: Span, b: &Bound) -> Bound {
+        if self.module == self.root {
+            self.constructs
+                .entry((span.start, span.end))
+                .or_insert_with(|| b.clone().ranges()[0].clone());
+        }
+        b.clone()
+    }
+
     fn iterate(&mut self, span: Span, body: &Bound, lo: Poly, hi: Count) -> Bound {
         if !body.is_zero() {
             let head = self.text(span);

@@ -202,6 +202,8 @@ codes! {
     W119 => (Warning, Static, "registry import not resolved"),
     W120 => (Warning, Static, "invalid lint comment"),
     W121 => (Warning, Static, "permission pattern computed at run time"),
+    W122 => (Warning, Static, "interpolation names a misspelt variable"),
+    W123 => (Warning, Static, "field not in the record"),
 }
 
 impl Code {

@@ -3,6 +3,7 @@
 //! turn them into rustc-style text or JSON.
 
 mod codes;
+pub mod explain;
 mod json;
 pub mod suggest;
 mod text;

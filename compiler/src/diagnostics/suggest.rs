@@ -14,9 +14,20 @@ fn normalized(name: &str) -> String {
         .collect()
 }
 
+/// Whether one name is the other with another ending (`retries` for `retry`, `skill` for
+/// `skills`): the shorter, less its last letter, starts the longer, which is at most three
+/// letters longer.
+fn inflected(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    short.len() >= 4
+        && short.is_ascii()
+        && long.len() - short.len() <= 3
+        && long.starts_with(&short[..short.len() - 1])
+}
+
 /// The candidate closest to `name`, if one is close enough to be a likely misspelling: at
 /// most one edit (insertion, deletion, substitution or transposition) per three
-/// characters, and not a complete rewrite. Ties go to the alphabetically first candidate,
+/// characters, or the same word with another ending, and not a complete rewrite. Ties go to the alphabetically first candidate,
 /// so the suggestion does not depend on the order candidates come in.
 pub fn closest<'n>(name: &str, candidates: impl IntoIterator<Item = &'n str>) -> Option<&'n str> {
     let wanted = normalized(name);
@@ -26,8 +37,9 @@ pub fn closest<'n>(name: &str, candidates: impl IntoIterator<Item = &'n str>) ->
         .into_iter()
         .filter(|c| *c != name)
         .filter_map(|c| {
-            let d = strsim::damerau_levenshtein(&wanted, &normalized(c));
-            (d <= limit && d < len).then_some((d, c))
+            let other = normalized(c);
+            let d = strsim::damerau_levenshtein(&wanted, &other);
+            ((d <= limit || inflected(&wanted, &other)) && d < len).then_some((d, c))
         })
         .min()
         .map(|(_, c)| c)
@@ -46,6 +58,8 @@ mod tests {
         );
         assert_eq!(closest("Summary", ["summary", "summit"]), Some("summary"));
         assert_eq!(closest("frist", ["first", "all", "any"]), Some("first"));
+        assert_eq!(closest("retries", ["retry", "prompt"]), Some("retry"));
+        assert_eq!(closest("skill", ["skills", "model"]), Some("skills"));
     }
 
     #[test]

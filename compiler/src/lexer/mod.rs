@@ -14,7 +14,7 @@
 mod strings;
 mod token;
 
-pub use token::Tok;
+pub use token::{Tok, KEYWORDS};
 
 use crate::diagnostics::Code;
 use crate::span::Span;

@@ -106,6 +106,25 @@ fn comments_blank_lines_and_bracketed_newlines_are_invisible() {
 }
 
 #[test]
+fn a_line_of_spaces_deeper_than_its_block_is_blank() {
+    // Spaces deeper than the block they follow, then a comment and code back at the block's
+    // level: no indentation opens, as if the line were empty.
+    let kinds = |src: &str| -> Vec<String> {
+        toks(src)
+            .into_iter()
+            .map(|t| match t {
+                Tok::Str(s) => format!("{:?}", s.parts),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    };
+    let with = kinds("do:\n  session \"a\"\n    retry: 2\n      \n  # note\n  session \"b\"\n");
+    let without = kinds("do:\n  session \"a\"\n    retry: 2\n\n  # note\n  session \"b\"\n");
+    assert_eq!(with, without);
+    assert_eq!(with.iter().filter(|k| *k == "Indent").count(), 2);
+}
+
+#[test]
 fn backslashes_are_kept_in_triple_strings_only() {
     let parts = string_parts("\"\"\"grep \\d+\\. \\\n  --all\"\"\"");
     assert_eq!(

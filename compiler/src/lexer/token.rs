@@ -138,6 +138,14 @@ pub enum Tok {
     Minus,
 }
 
+/// Every keyword, for suggestions when one is misspelt.
+pub const KEYWORDS: [&str; 37] = [
+    "use", "import", "from", "as", "input", "output", "agent", "session", "resume", "let", "const",
+    "do", "block", "parallel", "for", "in", "repeat", "loop", "until", "while", "try", "catch",
+    "finally", "throw", "assert", "choice", "option", "if", "elif", "else", "true", "false",
+    "null", "and", "or", "not", "is",
+];
+
 impl Tok {
     /// The keyword token for a word, if it is one.
     pub fn keyword(word: &str) -> Option<Tok> {

@@ -66,7 +66,7 @@ enum Word {
 }
 
 /// Keywords that start a statement: a line starting with one is code, even broken.
-fn starts_statement(t: &Tok) -> bool {
+pub(super) fn starts_statement(t: &Tok) -> bool {
     matches!(
         t,
         Tok::Use

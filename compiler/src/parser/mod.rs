@@ -3,6 +3,7 @@
 
 pub(crate) mod actions;
 mod cascade;
+mod misspelt;
 
 use crate::ast::{PipeStage, Program, Property};
 use crate::diagnostics::{Code, Diagnostic};
@@ -160,24 +161,71 @@ pub fn parse(file: FileId, src: &str) -> Parsed {
     let mut code = None;
     let mut cascades: Vec<Span> = Vec::new();
     let mut explained = None;
+    let mut brackets: Option<Vec<(usize, usize)>> = None;
+    // Where the last reported error is.
+    let mut reported = 0;
     for e in syntax {
         let layout = cascade::error_layout(&e);
         let at = error_offset(&e).min(src.len());
         let end = regions.end(at, layout).min(src.len()).max(at);
+        // A misspelt keyword on a line after the last reported error is a mistake of its
+        // own, even in the block under a broken line (`paralel:`'s branches) or after lines
+        // of prose: never a consequence.
+        let own = misspelling(src, &e).is_some_and(|m| {
+            m.span.start as usize >= reported && src[reported..m.span.start as usize].contains('\n')
+        });
+        let mut nested = false;
         if let Some(last) = cascades.last_mut() {
             // Where statements that look like code start (only needed after a first error).
             let code = code.get_or_insert_with(|| cascade::code_starts(&program));
             let next_code = code.partition_point(|&c| c < last.end as usize);
             let follows = at < last.end as usize
                 || (code.get(next_code).is_none_or(|&c| c >= at) && !regions.line_is_code(at));
-            if follows || layout == cascade::Layout::Dedent {
+            if own && at < last.end as usize {
+                // Inside the region of an earlier error: reported, and the region goes on.
+                *last = last.to(Span::new(at, end));
+                nested = true;
+            } else if !own && (follows || layout == cascade::Layout::Dedent) {
                 *last = last.to(Span::new(at, end));
                 continue;
             }
         }
-        cascades.push(Span::new(at, end));
+        if !nested {
+            cascades.push(Span::new(at, end));
+        }
+        reported = at;
         // Only the errors reported are described (a file of errors has many cascades).
         let d = syntax_error(file, src, &lexer.triple_ends, &regions, &cx.expected, e);
+        // An error on a later line inside an open bracket: the bracket is the mistake.
+        let pairs = brackets.get_or_insert_with(|| bracket_pairs(src));
+        let d = match pairs
+            .iter()
+            .rev()
+            .find(|&&(open, close)| open < at && close > at)
+            .filter(|&&(open, _)| src[open..at].contains('\n'))
+        {
+            Some(&(open, _)) => {
+                let c = &src[open..open + 1];
+                let closer = match c {
+                    "(" => ")",
+                    "[" => "]",
+                    _ => "}",
+                };
+                Diagnostic::new(
+                    d.code,
+                    file,
+                    Span::new(open, open + 1),
+                    format!("`{c}` is never closed"),
+                )
+                .with_label("opened here")
+                .with_secondary(
+                    Span::new(at, at.max(d.span.end as usize)),
+                    "the statement goes on here",
+                )
+                .with_help(format!("close it with `{closer}` where its contents end"))
+            }
+            None => d,
+        };
         // A lexical problem already explains this.
         let explained = explained
             .get_or_insert_with(|| Explained::new(src, &diagnostics[..lexical]))
@@ -279,6 +327,19 @@ impl Explained {
     }
 }
 
+/// The misspelt keyword a parse error comes from, if any.
+fn misspelling<'s>(
+    src: &'s str,
+    e: &'s ParseError<usize, Tok, NoLexError>,
+) -> Option<misspelt::Misspelt<'s>> {
+    match e {
+        ParseError::UnrecognizedToken {
+            token: (l, tok, r), ..
+        } => misspelt::at_error(src, tok, (*l).min(src.len()), (*r).min(src.len())),
+        _ => None,
+    }
+}
+
 /// Where a parse error is, as its diagnostic will say.
 fn error_offset(e: &ParseError<usize, Tok, NoLexError>) -> usize {
     match e {
@@ -348,6 +409,28 @@ fn expected_list(expected: &[String]) -> String {
     }
 }
 
+/// Every bracket's offset and its closer's (`usize::MAX` when never closed), by opening
+/// offset; worked out only when a syntax error is reported.
+fn bracket_pairs(src: &str) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    let mut open: Vec<usize> = Vec::new();
+    for (s, t, _) in Lexer::new(src).run().tokens {
+        match t {
+            Tok::LParen | Tok::LBracket | Tok::LBrace => {
+                open.push(pairs.len());
+                pairs.push((s, usize::MAX));
+            }
+            Tok::RParen | Tok::RBracket | Tok::RBrace => {
+                if let Some(i) = open.pop() {
+                    pairs[i].1 = s;
+                }
+            }
+            _ => {}
+        }
+    }
+    pairs
+}
+
 fn syntax_error(
     file: FileId,
     src: &str,
@@ -385,10 +468,33 @@ fn syntax_error(
             } else {
                 (l, r)
             };
-            let mut d = Diagnostic::new(code, file, Span::new(l, r), message).with_label(expected);
-            if let Some(h) = help {
-                d = d.with_help(h);
-            }
+            let misspelt = misspelt::at_error(src, &tok, l, r);
+            let colon = misspelt::missing_colon(src, &tok, l, r);
+            let mut d = match (misspelt, colon) {
+                // `sesion "x"`, `loop untill done:`, `paralel:`: the word, not parser jargon.
+                (Some(m), _) => Diagnostic::new(
+                    code,
+                    file,
+                    m.span,
+                    format!("unknown word `{}` where a keyword is expected", m.word),
+                )
+                .with_label("not a keyword")
+                .with_help(format!("did you mean `{}`?", m.keyword)),
+                // `(max 3)`
+                (None, Some((span, fix))) => {
+                    Diagnostic::new(code, file, span, "a name and its value without `:`")
+                        .with_label("expected `:` between them")
+                        .with_help(format!("did you mean `{fix}`?"))
+                }
+                (None, None) => {
+                    let d =
+                        Diagnostic::new(code, file, Span::new(l, r), message).with_label(expected);
+                    match help {
+                        Some(h) => d.with_help(h),
+                        None => d,
+                    }
+                }
+            };
             let before = triple_ends.partition_point(|&end| end <= l);
             if let Some(&end) = before.checked_sub(1).and_then(|i| triple_ends.get(i)) {
                 let between = &src[end..l.min(src.len())];

@@ -15,11 +15,13 @@ impl<'a> Analyzer<'a> {
         for (id, def) in defs {
             let func = self.out.blocks[id].func;
             self.in_block = true;
-            self.scopes = Scopes::default();
+            let region = super::extent(&def.body);
+            self.index.block_bodies.push(region);
+            self.scopes = Scopes::new(region);
             self.outputs.clear();
             self.catches.clear();
             self.arms.clear();
-            self.scopes.push();
+            self.scopes.push(region);
             let (params, body) = self.in_func(func, |a| {
                 let params = def.params.iter().map(|p| a.param(p)).collect();
                 (params, a.body(&def.body, Ctx::default(), "block"))
@@ -53,6 +55,9 @@ impl<'a> Analyzer<'a> {
             );
         }
         let id = self.new_var(Some(&p.text), self.func);
+        self.index.add(p.span, super::index::Target::Var(id), true);
+        let region = self.scopes.frame_region();
+        self.index.add_visible(id, region.start, region);
         self.scopes.declare_scoped(
             &p.text,
             Var {

@@ -131,6 +131,8 @@ impl<'a> Analyzer<'a> {
             return;
         }
         let id = self.out.agents.push(super::props::agent_entry(a));
+        self.index
+            .add(a.name.span, super::index::Target::Agent(id), true);
         self.agents.insert(
             a.name.text.clone(),
             AgentInfo {
@@ -211,6 +213,8 @@ impl<'a> Analyzer<'a> {
             kind: r::FrameKind::Block(id),
             parent: Some(self.out.main),
         });
+        self.index
+            .add(name.span, super::index::Target::Block(id), true);
         self.blocks.insert(
             name.text.clone(),
             BlockInfo {
@@ -272,6 +276,8 @@ impl<'a> Analyzer<'a> {
             );
             return;
         }
+        self.index
+            .add(span, super::index::Target::Program(name.clone()), true);
         let status = self
             .imports
             .get(&text)
@@ -336,8 +342,11 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    /// Reports E028 when `field` is not an output of imported program `program`.
+    /// Reports E028 when `field` (written at `span`) is not an output of imported program
+    /// `program`.
     pub(super) fn check_program_output(&mut self, program: &str, field: &str, span: Span) {
+        self.index
+            .add_contract_ref(span, program, super::index::ContractSide::Output, field);
         if let Some(c) = self.contract_of(program) {
             if !c.outputs.iter().any(|o| o == field) {
                 let mut d = Diagnostic::new(

@@ -2,7 +2,7 @@
 
 use super::exprs::null;
 use super::scope::{Var, VarKind};
-use super::{modifiers, Analyzer, Ctx};
+use super::{extent, modifiers, Analyzer, Ctx};
 use crate::ast::*;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::resolved as r;
@@ -25,7 +25,7 @@ impl<'a> Analyzer<'a> {
         let mut branches = Vec::with_capacity(body.stmts.len());
         for s in &body.stmts {
             let func = self.new_branch();
-            self.scopes.push_branch();
+            self.scopes.push_branch(s.span);
             let ctx = Ctx {
                 parallel_branch: true,
             };
@@ -71,8 +71,8 @@ impl<'a> Analyzer<'a> {
                 // item and index are its parameters.
                 let func = self.new_branch();
                 let (vars, body) = self.in_func(func, |a| {
-                    let vars = a.open_frame(&names, VarKind::Loop, Code::W106);
-                    a.scopes.push_branch();
+                    let vars = a.open_frame(&names, VarKind::Loop, Code::W106, extent(body));
+                    a.scopes.push_branch(extent(body));
                     let body = a.body(body, Ctx::default(), "for loop");
                     a.scopes.pop_branch();
                     (vars, body)
@@ -80,7 +80,7 @@ impl<'a> Analyzer<'a> {
                 (vars, body, Some((join, func)))
             }
             None => {
-                let vars = self.open_frame(&names, VarKind::Loop, Code::W106);
+                let vars = self.open_frame(&names, VarKind::Loop, Code::W106, extent(body));
                 (vars, self.body(body, Ctx::default(), "for loop"), None)
             }
         };
@@ -121,7 +121,7 @@ impl<'a> Analyzer<'a> {
             _ => self.expr(count),
         };
         let names: Vec<&Name> = index.iter().collect();
-        let vars = self.open_frame(&names, VarKind::Loop, Code::W106);
+        let vars = self.open_frame(&names, VarKind::Loop, Code::W106, extent(body));
         let body = self.body(body, Ctx::default(), "repeat loop");
         self.scopes.pop();
         r::ExprKind::Repeat(Box::new(r::Repeat {
@@ -153,7 +153,7 @@ impl<'a> Analyzer<'a> {
             _ => {}
         }
         let names: Vec<&Name> = index.iter().collect();
-        let vars = self.open_frame(&names, VarKind::Loop, Code::W106);
+        let vars = self.open_frame(&names, VarKind::Loop, Code::W106, extent(body));
         let body = self.body(body, Ctx::default(), "loop");
         self.scopes.pop();
         r::ExprKind::Loop(Box::new(r::Loop {
@@ -181,9 +181,9 @@ impl<'a> Analyzer<'a> {
         let body = self.body(body, Ctx::default(), "try");
         let catch = catch.as_ref().map(|c| {
             let err = match &c.name {
-                Some(n) => self.open_frame(&[n], VarKind::Error, Code::W111)[0],
+                Some(n) => self.open_frame(&[n], VarKind::Error, Code::W111, extent(&c.body))[0],
                 None => {
-                    self.scopes.push();
+                    self.scopes.push(extent(&c.body));
                     self.new_var(None, self.func)
                 }
             };
@@ -331,7 +331,7 @@ impl<'a> Analyzer<'a> {
             }
         };
         if op == "reduce" {
-            let vars = self.open_frame(&names, VarKind::Pipe, Code::W110);
+            let vars = self.open_frame(&names, VarKind::Pipe, Code::W110, extent(&st.body));
             let body = self.body(&st.body, Ctx::default(), "pipeline stage");
             self.scopes.pop();
             let (acc, item) = match vars[..] {
@@ -364,7 +364,9 @@ impl<'a> Analyzer<'a> {
         let pmap = (op == "pmap").then(|| self.new_branch());
         let owner = pmap.unwrap_or(self.func);
         let item = self.new_var(Some("item"), owner);
-        self.scopes.push();
+        let region = extent(&st.body);
+        self.scopes.push(region);
+        self.index.add_visible(item, region.start, region);
         self.scopes.declare_scoped(
             "item",
             Var {
@@ -379,7 +381,7 @@ impl<'a> Analyzer<'a> {
             Some(func) => {
                 // Each element runs as a branch with a namespace of its own.
                 let body = self.in_func(func, |a| {
-                    a.scopes.push_branch();
+                    a.scopes.push_branch(region);
                     let body = a.body(&st.body, Ctx::default(), "pipeline stage");
                     a.scopes.pop_branch();
                     body

@@ -40,6 +40,11 @@ impl<'a> Analyzer<'a> {
             ),
             ExprKind::Member(base, field) => {
                 let b = self.expr(base);
+                if let Some((root, path)) = super::shapes::member_path(e) {
+                    if let Some(var) = self.lookup(&root.text).map(|v| v.id) {
+                        self.shapes.read(var, path);
+                    }
+                }
                 if let ExprKind::Name(n) = &base.kind {
                     let program = self.lookup(&n.text).and_then(|v| v.program.clone());
                     if let Some(p) = program {
@@ -90,16 +95,20 @@ impl<'a> Analyzer<'a> {
                 StrPart::Interp(i) => match self.lookup(&i.root).cloned() {
                     Some(var) => {
                         let id = self.read_var(&var, i.span, true);
-                        if let (Some(p), Some(PathSeg::Field(field))) =
-                            (&var.program, i.path.first())
+                        self.shapes.read(id, super::shapes::interp_path(i));
+                        if let (Some(p), Some((field, span))) =
+                            (&var.program, super::shapes::interp_path(i).first())
                         {
-                            self.check_program_output(p, field, i.span);
+                            self.check_program_output(p, field, *span);
                         }
                         parts.push(r::TplPart::Var {
                             var: id,
                             path: i.path.clone(),
                             name: i.root.clone(),
                         });
+                    }
+                    None if self.misspelt_interpolation(i) => {
+                        parts.push(r::TplPart::Text(i.raw.clone()));
                     }
                     None => {
                         self.diag(
@@ -120,6 +129,28 @@ impl<'a> Analyzer<'a> {
             }
         }
         r::Template { parts }
+    }
+
+    /// Reports W122 when a `{name}` that is no variable is a likely misspelling of one in
+    /// scope (placeholder text for the model, far from every name, stays E140).
+    fn misspelt_interpolation(&mut self, i: &Interp) -> bool {
+        let Some(s) = suggest::closest(&i.root, self.visible_names()).map(str::to_string) else {
+            return false;
+        };
+        let root = Span::new(
+            i.span.start as usize + 1,
+            i.span.start as usize + 1 + i.root.len(),
+        );
+        self.diag(
+            Code::W122,
+            root,
+            format!(
+                "`{}` is not a variable here; the text goes to the model as written",
+                i.raw
+            ),
+        )
+        .help = Some(format!("did you mean `{s}`?"));
+        true
     }
 
     /// A template resolved in the current scope without reporting anything: for text whose
@@ -217,6 +248,11 @@ impl<'a> Analyzer<'a> {
             return null;
         };
         let import = program.import;
+        self.index.add(
+            name.span,
+            super::index::Target::Program(name.text.clone()),
+            false,
+        );
         let contract = match &program.status {
             super::ImportStatus::Resolved(c) => Some(c.clone()),
             _ => None,
@@ -233,6 +269,12 @@ impl<'a> Analyzer<'a> {
                     .help = Some("write `input-name: value`".into());
                 }
                 Some(n) => {
+                    self.index.add_contract_ref(
+                        n.span,
+                        &name.text,
+                        super::index::ContractSide::Input,
+                        &n.text,
+                    );
                     given.insert(n.text.clone());
                     if let Some(c) = &contract {
                         if !c.inputs.contains(&n.text) {
@@ -325,6 +367,8 @@ impl<'a> Analyzer<'a> {
             return r::ExprKind::Lit(r::Literal::Null);
         };
         let (block, expected, span) = (b.id, b.def.params.len(), b.span);
+        self.index
+            .add(name.span, super::index::Target::Block(block), false);
         let got = values.len();
         if expected != got {
             self.report(

@@ -12,15 +12,17 @@ mod blocks;
 mod collect;
 mod constructs;
 mod exprs;
+pub mod index;
 mod modifiers;
 mod names;
 mod permissions;
 mod props;
 mod scope;
+mod shapes;
 mod stmts;
 
 use crate::ast::*;
-use crate::diagnostics::{Code, Diagnostic};
+use crate::diagnostics::{suggest, Code, Diagnostic};
 use crate::resolved::{self as r, FnId, VarId};
 use crate::source::FileId;
 use crate::span::Span;
@@ -57,6 +59,8 @@ pub struct Analysis {
     pub contract: Contract,
     /// The program with every name resolved (meaningful when there are no errors).
     pub program: r::Program,
+    /// Where each name is written and what it stands for.
+    pub index: index::NameIndex,
 }
 
 struct AgentInfo<'a> {
@@ -140,6 +144,12 @@ struct Analyzer<'a> {
     output_ids: HashMap<String, r::OutputId>,
     /// What is being built.
     out: r::Program,
+    /// Name occurrences, for tools.
+    index: index::NameIndex,
+    /// What is written to variables and which of their fields are read (W123).
+    shapes: shapes::Shapes,
+    /// The end of the statement being analysed (where the names it declares become visible).
+    stmt_end: u32,
 }
 
 /// Analyses a parsed file. `imports` maps each `use` path to what the loader found.
@@ -162,7 +172,7 @@ pub fn analyze<'a>(
         globals: Namespace::default(),
         outputs: HashMap::default(),
         contract: Contract::default(),
-        scopes: Scopes::default(),
+        scopes: Scopes::new(index::WHOLE_FILE),
         in_block: false,
         depth: 0,
         func: out.main,
@@ -175,16 +185,29 @@ pub fn analyze<'a>(
         input_ids: HashMap::default(),
         output_ids: HashMap::default(),
         out,
+        index: index::NameIndex::default(),
+        shapes: shapes::Shapes::default(),
+        stmt_end: 0,
     };
     a.collect(program);
     a.out.body = a.stmts(&program.stmts, Ctx::default());
     a.globals = std::mem::take(&mut a.scopes.flat);
     a.block_bodies();
     a.resolve_exports();
+    a.check_fields();
     Analysis {
         diagnostics: a.diags,
         contract: a.contract,
         program: a.out,
+        index: a.index,
+    }
+}
+
+/// The source of a body's statements, first to last (where its names can be written).
+fn extent(body: &Body) -> Span {
+    match (body.stmts.first(), body.stmts.last()) {
+        (Some(first), Some(last)) => first.span.to(last.span),
+        _ => body.span,
     }
 }
 
@@ -275,6 +298,34 @@ impl Analyzer<'_> {
         let value = f(self);
         self.arms.pop();
         value
+    }
+
+    /// Reports W123 for each field read that the records bound to its variable never have.
+    fn check_fields(&mut self) {
+        for m in self.shapes.missing() {
+            let mut owner = self.out.vars[m.var].name.clone().unwrap_or_default();
+            for p in &m.prefix {
+                owner.push('.');
+                owner.push_str(p);
+            }
+            let help = match suggest::closest(&m.field, m.known.iter().map(String::as_str)) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("its fields: {}", list_or_none(&m.known)),
+            };
+            let d = Diagnostic::new(
+                Code::W123,
+                self.file,
+                m.span,
+                format!(
+                    "`{owner}` has no field `{}`; reading it gives `null`",
+                    m.field
+                ),
+            )
+            .with_label("not a field of the record")
+            .with_secondary(m.record, "the record is built here")
+            .with_help(help);
+            self.report(d);
+        }
     }
 
     fn new_construct(&mut self) -> u32 {

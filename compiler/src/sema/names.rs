@@ -1,5 +1,6 @@
 //! Variables: looking names up, declaring them, and reading them.
 
+use super::index::Target as Named;
 use super::scope::{exclusive, Var, VarKind};
 use super::{Analyzer, BlockVar, Ctx};
 use crate::ast::*;
@@ -31,7 +32,7 @@ impl<'a> Analyzer<'a> {
     }
 
     /// Every visible name, for suggestions.
-    fn visible_names(&self) -> Vec<&str> {
+    pub(super) fn visible_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.scopes.names().collect();
         if self.in_block {
             names.extend(self.globals.keys().map(String::as_str));
@@ -42,6 +43,14 @@ impl<'a> Analyzer<'a> {
     /// Marks a variable as read, reporting the first read of a block's variable (E146).
     pub(super) fn read_var(&mut self, var: &Var, at: Span, report: bool) -> VarId {
         self.out.vars[var.id].read = true;
+        // In a `{name.path}` group, the name is just after the brace.
+        let len = self.out.vars[var.id].name.as_ref().map_or(0, String::len);
+        let written = if (at.end - at.start) as usize > len {
+            Span::new(at.start as usize + 1, at.start as usize + 1 + len)
+        } else {
+            at
+        };
+        self.index.add(written, Named::Var(var.id), false);
         if var.kind == VarKind::BlockVar {
             if let Some(bv) = self.block_vars.get_mut(&var.id) {
                 let first = !bv.reported;
@@ -134,6 +143,9 @@ impl<'a> Analyzer<'a> {
     /// A variable record for `name` declared here.
     fn var(&mut self, name: &Name, kind: VarKind, program: Option<String>, owner: FnId) -> Var {
         let id = self.new_var(Some(&name.text), owner);
+        if !matches!(kind, VarKind::BlockOutput | VarKind::BlockVar) {
+            self.index.add(name.span, Named::Var(id), true);
+        }
         self.out.vars[id].kind = match kind {
             VarKind::Const => bytecode_spec::BindingKind::Const,
             VarKind::Input => bytecode_spec::BindingKind::Input,
@@ -155,6 +167,8 @@ impl<'a> Analyzer<'a> {
         let var = self.var(name, kind, program, self.func);
         let id = var.id;
         self.scopes.ns().insert(name.text.clone(), var);
+        let region = self.scopes.ns_region();
+        self.index.add_visible(id, self.stmt_end, region);
         id
     }
 
@@ -165,6 +179,8 @@ impl<'a> Analyzer<'a> {
         let var = self.var(name, VarKind::Let, program, owner);
         let id = var.id;
         self.scopes.outer_ns().insert(name.text.clone(), var);
+        let region = self.scopes.outer_ns_region();
+        self.index.add_visible(id, self.stmt_end, region);
         id
     }
 
@@ -193,6 +209,7 @@ impl<'a> Analyzer<'a> {
                 if let Some(v) = self.scopes.ns().get_mut(&name.text) {
                     v.program = program;
                 }
+                self.index.add(name.span, Named::Var(prev.id), false);
                 prev.id
             }
             (BindKind::Assign, None) if ctx.parallel_branch => {
@@ -200,12 +217,19 @@ impl<'a> Analyzer<'a> {
                 self.declare_result(name, program)
             }
             (BindKind::Assign, None) => {
+                let help = match suggest::closest(&name.text, self.visible_names()) {
+                    Some(s) => format!(
+                        "did you mean `{s}`? As written this declares a new variable `{}`",
+                        name.text
+                    ),
+                    None => format!("declare it with `let {} = ...`", name.text),
+                };
                 self.diag(
                     Code::W117,
                     name.span,
                     format!("`{}` is assigned without being declared", name.text),
                 )
-                .help = Some(format!("declare it with `let {} = ...`", name.text));
+                .help = Some(help);
                 self.declare(name, VarKind::Let, program)
             }
             (BindKind::Let | BindKind::Const, Some(prev)) => {
@@ -248,6 +272,7 @@ impl<'a> Analyzer<'a> {
                     );
                 }
                 // The second declaration is an assignment to the variable already there.
+                self.index.add(name.span, Named::Var(prev.id), false);
                 if in_flat {
                     if let Some(v) = self.scopes.ns().get_mut(&name.text) {
                         v.program = program;
@@ -275,9 +300,16 @@ impl<'a> Analyzer<'a> {
         }
     }
 
-    /// Declares scoped names (loop variables and the like) in a new frame, warning on
-    /// shadowing; the variables belong to the current function.
-    pub(super) fn open_frame(&mut self, names: &[&Name], kind: VarKind, code: Code) -> Vec<VarId> {
+    /// Declares scoped names (loop variables and the like) in a new frame for a construct
+    /// whose body is `region`, warning on shadowing; the variables belong to the current
+    /// function.
+    pub(super) fn open_frame(
+        &mut self,
+        names: &[&Name],
+        kind: VarKind,
+        code: Code,
+        region: Span,
+    ) -> Vec<VarId> {
         let outer: Vec<(Name, Span)> = names
             .iter()
             .filter_map(|n| {
@@ -296,11 +328,12 @@ impl<'a> Analyzer<'a> {
                 .with_secondary(prev, "outer variable declared here"),
             );
         }
-        self.scopes.push();
+        self.scopes.push(region);
         let mut ids = Vec::new();
         for n in names {
             let var = self.var(n, kind, None, self.func);
             ids.push(var.id);
+            self.index.add_visible(var.id, region.start, region);
             self.scopes.declare_scoped(&n.text, var);
         }
         ids
@@ -330,9 +363,12 @@ impl<'a> Analyzer<'a> {
                     let var = self.var(&n, VarKind::BlockOutput, None, self.func);
                     let id = var.id;
                     self.scopes.ns().insert(o.clone(), var);
+                    let region = self.scopes.ns_region();
+                    self.index.add_visible(id, self.stmt_end, region);
                     id
                 }
             };
+            self.shapes.unknown(id);
             received.push((o, id));
         }
         let mut exports = Vec::new();
@@ -354,6 +390,7 @@ impl<'a> Analyzer<'a> {
                             reported: false,
                         },
                     );
+                    self.shapes.unknown(id);
                     exports.push((n, id));
                 }
                 Some(v) if v.kind == VarKind::BlockVar => {

@@ -626,6 +626,8 @@ fn session_agent(a: &mut Analyzer, s: &SessionExpr, agent: &Name) -> Option<r::A
         return None;
     };
     let (id, persistent, prev) = (info.id, info.persistent, info.span);
+    a.index
+        .add(agent.span, super::index::Target::Agent(id), false);
     if s.kind == SessionKind::Resume && !persistent {
         a.report(
             Diagnostic::new(

@@ -99,8 +99,12 @@ pub type Namespace = HashMap<String, Var>;
 pub struct Scopes {
     /// The function's flat namespace.
     pub flat: Namespace,
+    /// The source the flat namespace's names can be written in (the function's body).
+    pub region: Span,
     /// Nested frames (innermost last).
     pub frames: Vec<Namespace>,
+    /// The source each frame's names can be written in (the construct's body).
+    regions: Vec<Span>,
     /// Indices of the frames that are parallel branches: each branch has a namespace of its
     /// own for the names it declares (every child fiber gets its own copy at run time).
     branches: Vec<usize>,
@@ -125,26 +129,56 @@ impl Scopes {
             .map(String::as_str)
     }
 
-    /// Opens a frame.
-    pub fn push(&mut self) {
+    /// The scopes of a function whose body is `region`.
+    pub fn new(region: Span) -> Scopes {
+        Scopes {
+            region,
+            ..Scopes::default()
+        }
+    }
+
+    /// Opens a frame for a construct whose body is `region`.
+    pub fn push(&mut self, region: Span) {
         self.frames.push(HashMap::default());
+        self.regions.push(region);
     }
 
     /// Closes the innermost frame.
     pub fn pop(&mut self) {
         self.frames.pop();
+        self.regions.pop();
     }
 
-    /// Opens a parallel branch's namespace.
-    pub fn push_branch(&mut self) {
-        self.frames.push(HashMap::default());
+    /// Opens the namespace of a parallel branch written at `region`.
+    pub fn push_branch(&mut self, region: Span) {
+        self.push(region);
         self.branches.push(self.frames.len() - 1);
     }
 
     /// Closes the innermost branch namespace.
     pub fn pop_branch(&mut self) {
         self.branches.pop();
-        self.frames.pop();
+        self.pop();
+    }
+
+    /// Where the names of [`Scopes::ns`] can be written.
+    pub fn ns_region(&self) -> Span {
+        self.branches
+            .last()
+            .map_or(self.region, |&i| self.regions[i])
+    }
+
+    /// Where the names of [`Scopes::outer_ns`] can be written.
+    pub fn outer_ns_region(&self) -> Span {
+        match self.branches.len() {
+            0 | 1 => self.region,
+            n => self.regions[self.branches[n - 2]],
+        }
+    }
+
+    /// Where the names of the innermost frame can be written.
+    pub fn frame_region(&self) -> Span {
+        self.regions.last().copied().unwrap_or(self.region)
     }
 
     /// The namespace `let` and friends declare into: the innermost branch, else the

@@ -29,7 +29,17 @@ impl<'a> Analyzer<'a> {
     }
 
     pub(super) fn stmt(&mut self, stmt: &'a Stmt, ctx: Ctx, executable_seen: bool) -> r::Stmt {
-        let kind = match &stmt.kind {
+        let outer = std::mem::replace(&mut self.stmt_end, stmt.span.end);
+        let kind = self.stmt_kind(stmt, ctx, executable_seen);
+        self.stmt_end = outer;
+        r::Stmt {
+            kind,
+            span: stmt.span,
+        }
+    }
+
+    fn stmt_kind(&mut self, stmt: &'a Stmt, ctx: Ctx, executable_seen: bool) -> r::StmtKind {
+        match &stmt.kind {
             StmtKind::Use { .. }
             | StmtKind::Import { .. }
             | StmtKind::BlockDef(_)
@@ -64,10 +74,6 @@ impl<'a> Analyzer<'a> {
                 message: message.as_ref().map(|m| self.expr(m)),
             },
             StmtKind::Expr(e) => r::StmtKind::Expr(self.expr(e)),
-        };
-        r::Stmt {
-            kind,
-            span: stmt.span,
         }
     }
 
@@ -129,6 +135,7 @@ impl<'a> Analyzer<'a> {
             }
             None => self.declare(name, VarKind::Input, None),
         };
+        self.shapes.unknown(var);
         let Some(&input) = self.input_ids.get(&name.text) else {
             return r::StmtKind::Nop;
         };
@@ -153,7 +160,11 @@ impl<'a> Analyzer<'a> {
                 );
                 None
             }
-            Some(n) => Some(self.bind_output(n, value)),
+            Some(n) => {
+                let var = self.bind_output(n, value);
+                self.shapes.bind(var, value);
+                Some(var)
+            }
             None => None,
         };
         let named = name
@@ -290,6 +301,7 @@ impl<'a> Analyzer<'a> {
         match target {
             Target::Name(name) => {
                 let var = self.bind_name(kind, name, program, ctx);
+                self.shapes.bind(var, value);
                 self.append_or_bind(var, expr, value.span)
             }
             Target::Destructure(names, _) => {
@@ -297,8 +309,24 @@ impl<'a> Analyzer<'a> {
                     .as_ref()
                     .and_then(|p| self.contract_of(p))
                     .map(|c| c.outputs);
+                // `let {a, b} = r`: each name is a field read of `r`.
+                let source = super::shapes::member_path(value)
+                    .and_then(|(root, path)| Some((self.lookup(&root.text)?.id, path)));
                 let mut vars = Vec::new();
                 for n in names {
+                    if let Some((root, path)) = &source {
+                        let mut path = path.clone();
+                        path.push((n.text.clone(), n.span));
+                        self.shapes.read(*root, path);
+                    }
+                    if let Some(p) = &program {
+                        self.index.add_contract_ref(
+                            n.span,
+                            p,
+                            super::index::ContractSide::Output,
+                            &n.text,
+                        );
+                    }
                     if let (Some(outputs), Some(p)) = (&outputs, &program) {
                         if !outputs.contains(&n.text) {
                             let mut d = Diagnostic::new(
@@ -319,7 +347,9 @@ impl<'a> Analyzer<'a> {
                             self.report(d);
                         }
                     }
-                    vars.push((n.text.clone(), self.bind_name(kind, n, None, ctx)));
+                    let var = self.bind_name(kind, n, None, ctx);
+                    self.shapes.unknown(var);
+                    vars.push((n.text.clone(), var));
                 }
                 r::StmtKind::Bind {
                     target: r::BindTarget::Destructure(vars),
