@@ -208,9 +208,9 @@ pub fn example_artifacts() -> Vec<(String, Vec<u8>)> {
 
 /// Runs a program to completion in memory with the zero-latency mock driver, trace off;
 /// returns the outputs.
-pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prosevm::value::Value)> {
+pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prose_machine::value::Value)> {
+    use prose_machine::{Limits, Machine};
     use prosevm::driver::mock::{Mock, MockOptions};
-    use prosevm::machine::{Limits, Machine};
     let mut machine = Machine::new(
         program.artifact.clone(),
         &Default::default(),
@@ -239,7 +239,7 @@ pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prosevm::value:
 pub fn run_mock_durable(
     program: &prosevm::run::Program,
     state_dir: &std::path::Path,
-) -> Vec<(String, prosevm::value::Value)> {
+) -> Vec<(String, prose_machine::value::Value)> {
     use prosevm::driver::settings::DriverSettings;
     use prosevm::run::{Place, Run};
     let place = Place {
@@ -260,7 +260,7 @@ pub fn run_mock_durable(
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(run.drive(driver, &mut |_: &prosevm::trace::Event| {}))
+    rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}))
         .expect("the store works")
         .expect("runs")
 }

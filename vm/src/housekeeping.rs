@@ -29,7 +29,7 @@ pub struct RunRow {
     pub live: bool,
     /// Tokens and cost it used, as of when it last stopped.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::protocol::Usage>,
+    pub usage: Option<prose_machine::protocol::Usage>,
     /// Why it failed, or why its record cannot be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

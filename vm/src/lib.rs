@@ -5,20 +5,14 @@
 
 pub mod agent;
 pub mod config;
-pub mod convert;
 pub mod driver;
 pub mod housekeeping;
-pub mod machine;
 pub mod observe;
 pub mod people;
-pub mod protocol;
 pub mod report;
 pub mod run;
 pub mod runner;
 pub mod secrets;
-pub mod snapshot;
 pub mod store;
 pub mod tls;
-pub mod trace;
-pub mod value;
 pub mod worker;

@@ -5,6 +5,8 @@
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
 use prosevm::agent::workshop::ToolDefault;
 use prosevm::config::{self, Config};
 use prosevm::driver::mock::{Conditions, MockOptions, Rule};
@@ -22,8 +24,6 @@ use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
 use prosevm::run::{JournalCheck, Place, Program, Resumed, Resuming, Run, RunError};
 use prosevm::runner::RunConfig;
 use prosevm::store::{self, RunDir};
-use prosevm::trace::Event;
-use prosevm::value::Value;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -835,7 +835,7 @@ fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>)
             }
             ExitCode::SUCCESS
         }
-        Err(e) if e.code == prosec::diagnostics::Code::E217 => {
+        Err(e) if e.code == bytecode_spec::Code::E217 => {
             watchers.ended(&Ending {
                 run_id: &id,
                 run_dir: &run_dir,
@@ -860,7 +860,7 @@ fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>)
                 3,
             )
         }
-        Err(e) if e.code == prosec::diagnostics::Code::E216 => {
+        Err(e) if e.code == bytecode_spec::Code::E216 => {
             watchers.ended(&Ending {
                 run_id: &id,
                 run_dir: &run_dir,
@@ -1218,7 +1218,7 @@ fn inspect(state_dir: Option<&Path>, run: &str, json: bool) -> ExitCode {
 /// Prints session `id` of a run: its task and system prompt, its agent loop's turns and tool
 /// calls with their outputs, and its answer, rebuilt from the journal.
 fn inspect_session(state_dir: Option<&Path>, run: &str, id: &str, json: bool) -> ExitCode {
-    use prosevm::protocol::{Answer, Ask, RequestId};
+    use prose_machine::protocol::{Answer, Ask, RequestId};
     let id: RequestId = match id.parse() {
         Ok(id) => id,
         Err(e) => return fail(e, 2),

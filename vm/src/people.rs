@@ -4,8 +4,8 @@
 //! names it, and a permission is refused.
 
 use crate::agent::permissions::{NoPrompter, Prompter, TtyPrompter};
-use crate::protocol::{Failure, InputAsk};
-use crate::value::Value;
+use prose_machine::protocol::{Failure, InputAsk};
+use prose_machine::value::Value;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 

@@ -3,12 +3,12 @@
 //! library's ([`prosevm::store::pg`], [`prosevm::worker`]).
 
 use super::{connect, drive, fail, parse_inputs, print_outputs, RunArgs};
+use prose_machine::value::Value;
 use prosevm::observe::otel::Export;
 use prosevm::run::{Place, Resuming, Run};
 use prosevm::runner::{RunConfig, Stop};
 use prosevm::store::pg::lease::{self, WorkerId};
 use prosevm::store::pg::PgStore;
-use prosevm::value::Value;
 use prosevm::worker::{self, Ended, WorkerEvent, WorkerOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -307,7 +307,7 @@ pub fn inspect(url: &str, run: &str, json: bool, session: Option<&str>) -> ExitC
             Ok(r) => r,
             Err(e) => return fail(e, 1),
         };
-        let want: prosevm::protocol::RequestId = match id.parse() {
+        let want: prose_machine::protocol::RequestId = match id.parse() {
             Ok(id) => id,
             Err(e) => return fail(e, 2),
         };

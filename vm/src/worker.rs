@@ -309,10 +309,13 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
     {
         return give_up(&claim, "E215", e).await;
     }
-    match run.drive(driver, &mut |_: &crate::trace::Event| {}).await {
+    match run
+        .drive(driver, &mut |_: &prose_machine::trace::Event| {})
+        .await
+    {
         Ok(Ok(_)) => Ended::Finished,
-        Ok(Err(e)) if e.code == prosec::diagnostics::Code::E216 => Ended::Requeued,
-        Ok(Err(e)) if e.code == prosec::diagnostics::Code::E217 => Ended::Paused,
+        Ok(Err(e)) if e.code == bytecode_spec::Code::E216 => Ended::Requeued,
+        Ok(Err(e)) if e.code == bytecode_spec::Code::E217 => Ended::Paused,
         Ok(Err(e)) => Ended::Failed(e.to_string()),
         Err(e) => Ended::Lost(e.to_string()),
     }

@@ -7,13 +7,13 @@
 #[path = "e2e/harness.rs"]
 mod harness;
 
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
+use prose_machine::{Limits, Machine};
 use prosec::compile::{Compilation, Options};
 use prosec::fmt::FmtOptions;
 use prosevm::driver::mock::{Conditions, Mock, MockOptions};
-use prosevm::machine::{Limits, Machine};
 use prosevm::runner::{run, RunConfig};
-use prosevm::trace::Event;
-use prosevm::value::Value;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

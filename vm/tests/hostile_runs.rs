@@ -6,7 +6,7 @@
 mod support;
 use support::{journal_ids, output, run_ids};
 
-use prosevm::protocol::{Answer, Reply, SessionAnswer};
+use prose_machine::protocol::{Answer, Reply, SessionAnswer};
 use prosevm::store::{journal, RunDir};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -5,7 +5,7 @@
 
 mod support;
 
-use prosevm::protocol::{Answer, Reply, RequestId, SessionAnswer};
+use prose_machine::protocol::{Answer, Reply, RequestId, SessionAnswer};
 use prosevm::store::pg::journal::PgJournal;
 use prosevm::store::pg::lease::{self, WorkerId};
 use prosevm::store::pg::{PgError, PgStore};

@@ -9,13 +9,13 @@
 //!   appended) of a failed run go through resume: refused cleanly, or accepted and then
 //!   reaching exactly the outputs of an untouched run.
 
+use prose_machine::value::{Bounds, Value};
+use prose_machine::{Limits, Machine};
 use prosevm::driver::mock::{MockOptions, Rule};
 use prosevm::driver::settings::DriverSettings;
-use prosevm::machine::{Limits, Machine};
 use prosevm::run::record::ExecOptions;
 use prosevm::run::{Place, Program, Resumed, Resuming, Run};
 use prosevm::store::RunDir;
-use prosevm::value::{Bounds, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -187,7 +187,7 @@ fn run_durably(program: &Program, state: &Path, rt: &tokio::runtime::Runtime) {
         return;
     };
     let driver = Arc::new(settings.connect().expect("mock"));
-    let _ = rt.block_on(run.drive(driver, &mut |_: &prosevm::trace::Event| {}));
+    let _ = rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}));
 }
 
 /// Everything under `dir`.
@@ -333,7 +333,7 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
     // The reference outputs, then a run that fails at its last session.
     let plain = mock(MockOptions::default());
     let drive = |run: Run, s: &DriverSettings| {
-        rt.block_on(run.drive(connect(s), &mut |_: &prosevm::trace::Event| {}))
+        rt.block_on(run.drive(connect(s), &mut |_: &prose_machine::trace::Event| {}))
             .expect("the store works")
     };
     let reference_place = Place {

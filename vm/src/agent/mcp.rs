@@ -37,8 +37,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::tools::{DuplicateTool, Tool, ToolContext, ToolOutput, ToolSpec, Toolbox};
+use super::tools::{DuplicateTool, Tool, ToolContext, Toolbox};
 use super::BoxFuture;
+use prose_machine::protocol::{ToolOutput, ToolSpec};
 
 /// How long a server has to start and list its tools.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);

@@ -4,12 +4,13 @@
 //! session is equipped from it: its system prompt, its tools and its sandbox.
 
 use super::mcp::McpHub;
-use super::permissions::{Capability, Policy, Prompter, Sandbox, UserAllow};
+use super::permissions::{Policy, Prompter, Sandbox, UserAllow};
 use super::protected::Protected;
 use super::skills::{self, Skill, SkillSearch};
 use super::tools::{Tool, Toolbox};
 use crate::people::People;
-use crate::protocol::SessionAsk;
+use prose_machine::protocol::Capability;
+use prose_machine::protocol::SessionAsk;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -8,9 +8,9 @@
 //! the request's failure, carrying the program's stderr.
 
 use super::{render, unanswerable, Driver, Live, Served};
-use crate::convert;
-use crate::protocol::{Answer, Ask, Failure, Request};
-use crate::value::Value;
+use prose_machine::convert;
+use prose_machine::protocol::{Answer, Ask, Failure, Request};
+use prose_machine::value::Value;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -182,7 +182,7 @@ impl CommandDriver {
                     convert::local(&Value::text(reply.as_str()), c.shape).ok_or_else(|| {
                         Failure(format!(
                             "the driver command's conversion is not {}: {:?}",
-                            crate::protocol::shape_name::name(c.shape),
+                            prose_machine::protocol::shape_name::name(c.shape),
                             excerpt(&reply)
                         ))
                     })?,

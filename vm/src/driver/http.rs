@@ -3,8 +3,8 @@
 //! `Retry-After` header; each attempt within a time limit, and a streamed body read event
 //! by event within an idle limit; and error messages that never carry the API key.
 
-use crate::protocol::Failure;
 use futures_util::{Stream, StreamExt};
+use prose_machine::protocol::Failure;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sse_stream::{Sse, SseStream};

@@ -4,12 +4,12 @@
 //! A script (`--mock-script file.json`) overrides any of this per request site or prompt.
 
 use super::{Driver, Live, Served};
-use crate::agent::tools::ToolCall;
-use crate::protocol::{
+use bytecode_spec::Shape;
+use prose_machine::protocol::ToolCall;
+use prose_machine::protocol::{
     Answer, Ask, Kind, Message, Request, SessionAnswer, Stop, TurnAnswer, TurnAsk,
 };
-use crate::value::Value;
-use bytecode_spec::Shape;
+use prose_machine::value::Value;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -406,7 +406,7 @@ impl Driver for Mock {
         served
     }
 
-    fn observe(&self, req: &Request, _reply: &crate::protocol::Reply) {
+    fn observe(&self, req: &Request, _reply: &prose_machine::protocol::Reply) {
         // Deterministic: deciding again advances the per-site counters and scripted rules
         // exactly as the original answer did.
         let _ = self.decide(req);

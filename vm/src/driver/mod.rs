@@ -1,5 +1,5 @@
 //! Drivers answer the VM's requests. A driver has one async entry point, [`Driver::answer`],
-//! which matches on the request's [`Ask`](crate::protocol::Ask) (so a new kind of request
+//! which matches on the request's [`Ask`](prose_machine::protocol::Ask) (so a new kind of request
 //! is a compile error in every driver until it learns it); a driver that can answer without
 //! waiting (the mock at zero latency) also offers [`Driver::answer_now`], which the runner
 //! uses to skip task scheduling. A driver that streams tells a [`Live`] the answer as it
@@ -18,7 +18,7 @@ pub mod stdio;
 
 pub use live::Live;
 
-use crate::protocol::{Answer, Failure, Kind, Reply, Request, Usage};
+use prose_machine::protocol::{Answer, Failure, Kind, Reply, Request, Usage};
 use std::future::Future;
 
 /// What a driver made of one request: an answer or a failure, and the tokens it spent when

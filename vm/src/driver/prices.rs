@@ -2,7 +2,7 @@
 //! compiler's, [`prosec::prices`], so that `prosec cost` and a run price the same models
 //! the same way; here a reply's usage is priced with it.
 
-use crate::protocol::Usage;
+use prose_machine::protocol::Usage;
 pub use prosec::prices::{price, Price};
 
 /// `usage` with its cost under `price`, when there is one.

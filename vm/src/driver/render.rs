@@ -1,10 +1,10 @@
 //! Requests as text for drivers that talk to something reading text (a command, a model),
 //! and strict parsing of the replies to the requests that are not sessions.
 
-use crate::protocol::{
+use bytecode_spec::Shape;
+use prose_machine::protocol::{
     ChooseAsk, ConvertAsk, EvaluateAsk, InputAsk, Labelled, RequestId, SessionAnswer, SessionAsk,
 };
-use bytecode_spec::Shape;
 use std::fmt::Write as _;
 
 /// A session's task as one text: its label as a title (when it has one), the prompt, then

@@ -12,7 +12,7 @@ use super::prices::Price;
 use super::stdio::StdioDriver;
 use super::{Driver, Live, Served};
 use crate::config::Sampling;
-use crate::protocol::{Reply, Request};
+use prose_machine::protocol::{Reply, Request};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -303,7 +303,7 @@ impl Driver for AnyDriver {
         each!(self, d => d.runs_turns())
     }
 
-    fn worst_case(&self, req: &Request) -> Option<crate::protocol::Usage> {
+    fn worst_case(&self, req: &Request) -> Option<prose_machine::protocol::Usage> {
         each!(self, d => d.worst_case(req))
     }
 

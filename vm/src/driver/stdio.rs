@@ -5,7 +5,7 @@
 //! in `docs/stdio-protocol.md`; its version is [`PROTOCOL_VERSION`].
 
 use super::{Driver, Live, Served};
-use crate::protocol::{Reply, Request, RequestId};
+use prose_machine::protocol::{Reply, Request, RequestId};
 use serde_json::json;
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -113,7 +113,7 @@ fn settle(reply: Reply) -> Served {
     Served {
         outcome: reply
             .outcome
-            .map_err(|e| crate::protocol::Failure(format!("the host: {e}"))),
+            .map_err(|e| prose_machine::protocol::Failure(format!("the host: {e}"))),
         usage: reply.usage,
     }
 }

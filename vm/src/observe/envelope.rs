@@ -9,7 +9,7 @@
 
 use super::rfc3339;
 use crate::run::record::RunStatus;
-use crate::trace::Event;
+use prose_machine::trace::Event;
 use serde::Serialize;
 use std::time::SystemTime;
 

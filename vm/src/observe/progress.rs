@@ -5,10 +5,10 @@
 //! what pipes and files get.
 
 use super::{grouped, human_duration, SessionLimits};
-use crate::protocol::{RequestId, Usage};
 use crate::runner::Observer;
-use crate::trace::Event;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use prose_machine::protocol::{RequestId, Usage};
+use prose_machine::trace::Event;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

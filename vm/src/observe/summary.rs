@@ -3,10 +3,10 @@
 //! where the outputs and the run directory are, how to resume it).
 
 use super::{grouped, human_duration, SessionLimits};
-use crate::protocol::{RequestId, Usage};
 use crate::run::record::RunStatus;
 use crate::runner::Observer;
-use crate::trace::Event;
+use prose_machine::protocol::{RequestId, Usage};
+use prose_machine::trace::Event;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -278,7 +278,7 @@ impl Observer for Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Lineage, Step};
+    use prose_machine::protocol::{Lineage, Step};
 
     fn id(s: &str) -> RequestId {
         s.parse().expect("id")

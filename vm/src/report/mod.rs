@@ -11,11 +11,11 @@
 pub mod html;
 mod lanes;
 
-use crate::protocol::{Kind, RequestId, Step, Usage};
 use crate::run::record::RunRecord;
 use crate::run::transcript::{exchanges, Exchange};
 use crate::run::Program;
 use crate::store::RunDir;
+use prose_machine::protocol::{Kind, RequestId, Step, Usage};
 use std::collections::HashMap;
 
 /// A program of the run: the one run (module 0) or one it imports.
@@ -116,7 +116,7 @@ impl Report {
     pub fn from_parts(
         record: RunRecord,
         artifact: Vec<u8>,
-        replies: Vec<crate::protocol::Reply>,
+        replies: Vec<prose_machine::protocol::Reply>,
     ) -> Result<Report, String> {
         let program =
             Program::from_bytes(artifact, record.origin.clone()).map_err(|e| e.to_string())?;

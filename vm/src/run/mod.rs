@@ -19,21 +19,21 @@ use crate::agent::skills::{user_skills_dir, SkillSearch};
 use crate::agent::workshop::Workshop;
 use crate::driver::settings::DriverSettings;
 use crate::driver::Driver;
-use crate::machine::{Limits, Machine, RuntimeError};
 use crate::people::People;
-use crate::protocol::{Kind, Reply, Request, RequestId};
 use crate::runner::program_skill::ProgramTool;
 use crate::runner::{run_durable, Durable, Observer, RunConfig};
-use crate::snapshot::Snapshot;
 use crate::store::pg::journal::PgJournal;
 use crate::store::pg::lease::Claim;
 use crate::store::sink::Sink;
 use crate::store::view::RunView;
 use crate::store::{self, agents, journal, sha256_hex, Lock, RunDir, StoreError};
-use crate::trace::Event;
-use crate::value::{Bounds, Value};
 use bytecode_spec::artifact::LoadError;
 use bytecode_spec::verify::Verified;
+use prose_machine::protocol::{Kind, Reply, Request, RequestId};
+use prose_machine::snapshot::Snapshot;
+use prose_machine::trace::Event;
+use prose_machine::value::{Bounds, Value};
+use prose_machine::{Limits, Machine, RuntimeError};
 use record::{ExecOptions, RunFailure, RunRecord, RunStatus};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -834,10 +834,10 @@ impl Run {
                         .collect(),
                 );
             }
-            Err(e) if e.code == prosec::diagnostics::Code::E216 => {
+            Err(e) if e.code == bytecode_spec::Code::E216 => {
                 record.status = RunStatus::Interrupted;
             }
-            Err(e) if e.code == prosec::diagnostics::Code::E217 => {
+            Err(e) if e.code == bytecode_spec::Code::E217 => {
                 record.status = RunStatus::Paused;
                 record.error = Some(RunFailure {
                     code: e.code.to_string(),

@@ -6,10 +6,10 @@
 
 use super::record::RunStatus;
 use super::{new_machine, RunError};
-use crate::machine::Step;
 use crate::runner::Observer;
 use crate::store::view::RunView;
 use crate::store::{RunDir, StoreError};
+use prose_machine::Step;
 use std::sync::Arc;
 
 /// What a rebuild found.

@@ -4,10 +4,10 @@
 use crate::agent::permissions::UserAllow;
 use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
 use crate::driver::settings::DriverSettings;
-use crate::protocol::RequestId;
 use crate::store::agents::AgentHome;
 use crate::store::journal::Seal;
-use crate::value::Value;
+use prose_machine::protocol::RequestId;
+use prose_machine::value::Value;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -101,17 +101,17 @@ fn default_max_turns() -> u32 {
 }
 
 fn default_value_size() -> u64 {
-    crate::machine::Limits::default().values.bytes as u64
+    prose_machine::Limits::default().values.bytes as u64
 }
 
 fn default_frame_memory() -> u64 {
-    crate::machine::Limits::default().frame_bytes as u64
+    prose_machine::Limits::default().frame_bytes as u64
 }
 
 impl Default for ExecOptions {
     fn default() -> ExecOptions {
         ExecOptions {
-            max_iterations: crate::machine::Limits::default().iterations,
+            max_iterations: prose_machine::Limits::default().iterations,
             strict: false,
             allow: UserAllow::default(),
             max_turns: DEFAULT_MAX_TURNS,
@@ -166,7 +166,7 @@ pub struct RunRecord {
     pub error: Option<RunFailure>,
     /// Tokens and cost the run has used, as of when it last stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::protocol::Usage>,
+    pub usage: Option<prose_machine::protocol::Usage>,
 }
 
 /// Records written before runs kept their working directory ran where they were resumed.

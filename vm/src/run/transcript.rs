@@ -5,9 +5,9 @@
 
 use super::new_machine;
 use super::record::RunRecord;
-use crate::machine::Step as MachineStep;
-use crate::protocol::{Ask, Reply, Request, RequestId, Step};
 use bytecode_spec::verify::Verified;
+use prose_machine::protocol::{Ask, Reply, Request, RequestId, Step};
+use prose_machine::Step as MachineStep;
 use std::collections::HashMap;
 use std::sync::Arc;
 

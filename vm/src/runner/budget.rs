@@ -4,7 +4,7 @@
 //! sent and the run pauses, resumable with a larger budget. When the reply comes, what it
 //! really used replaces the reservation.
 
-use crate::protocol::Usage;
+use prose_machine::protocol::Usage;
 use std::sync::{Arc, Mutex};
 
 /// A run's budget and what it has used. Cheap to clone (clones share the account).

@@ -14,15 +14,17 @@ pub use stop::Stop;
 
 use crate::agent::workshop::Workshop;
 use crate::driver::{serve, Driver, Live, Served};
-use crate::machine::{Machine, RuntimeError, Step as MachineStep};
 use crate::people::People;
-use crate::protocol::{Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage};
-use crate::snapshot::Snapshot;
 use crate::store::sink::Sink;
-use crate::trace::Event;
-use crate::value::Value;
 use bytecode_spec::Backoff;
-use prosec::diagnostics::Code;
+use bytecode_spec::Code;
+use prose_machine::protocol::{
+    Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage,
+};
+use prose_machine::snapshot::Snapshot;
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
+use prose_machine::{Machine, RuntimeError, Step as MachineStep};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -8,14 +8,15 @@
 //! interrupted when it resumes (the model may call it again).
 
 use super::run_durable;
-use crate::agent::tools::{Tool, ToolContext, ToolOutput, ToolSpec};
+use crate::agent::tools::{Tool, ToolContext};
 use crate::agent::workshop::Workshop;
 use crate::agent::BoxFuture;
 use crate::driver::Driver;
-use crate::machine::{Limits, Machine};
-use crate::value::Value;
 use bytecode_spec::verify::Verified;
 use bytecode_spec::TplPart;
+use prose_machine::protocol::{ToolOutput, ToolSpec};
+use prose_machine::value::Value;
+use prose_machine::{Limits, Machine};
 use rustc_hash::FxHashMap;
 use serde_json::json;
 use std::sync::{Arc, Weak};
@@ -174,7 +175,7 @@ impl<D: Driver> Tool for ProgramTool<D> {
                         workshop,
                         &config,
                         None,
-                        &mut |_: &crate::trace::Event| {},
+                        &mut |_: &prose_machine::trace::Event| {},
                     ))
                     .map_err(|e| e.to_string())
             })

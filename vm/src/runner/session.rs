@@ -15,17 +15,19 @@
 use super::stuck::Stuck;
 use super::text_calls;
 use super::Note;
-use crate::agent::permissions::{Capability, PermissionQuestion, PromptAnswer, Prompter};
-use crate::agent::tools::{ToolCall, ToolOutput, ToolSpec};
+use crate::agent::permissions::Prompter;
 use crate::agent::workshop::{system_prompt, Kit, Workshop};
 use crate::agent::BoxFuture;
 use crate::driver::live::Piece;
 use crate::driver::{render, serve, Driver, Live};
-use crate::protocol::{
+use prose_machine::protocol::{
     Answer, Ask, Failure, Kind, Message, Reply, Request, RequestId, SessionAnswer, SessionAsk,
     Step, Stop, TurnAnswer, TurnAsk, Usage,
 };
-use crate::trace::Event;
+use prose_machine::protocol::{
+    Capability, PermissionQuestion, PromptAnswer, ToolCall, ToolOutput, ToolSpec,
+};
+use prose_machine::trace::Event;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -129,7 +131,7 @@ type Replayed = HashMap<Step, Reply>;
 /// when it stands for the person, else of the run's people.
 struct Grants<D> {
     session: RequestId,
-    site: crate::protocol::Site,
+    site: prose_machine::protocol::Site,
     driver: Arc<D>,
     inner: Arc<dyn Prompter>,
     outbox: Outbox,

@@ -6,7 +6,7 @@
 //! doing; the loop then asks once for a plain answer without tools, and fails the session if
 //! that does not help.
 
-use crate::agent::tools::{ToolCall, ToolOutput};
+use prose_machine::protocol::{ToolCall, ToolOutput};
 use std::collections::HashMap;
 
 /// Calls of a tool that does not exist before the loop is stuck (the first gets a

@@ -14,7 +14,7 @@
 //! corruption, reported with its line.
 
 use super::fs;
-use crate::protocol::{Reply, RequestId};
+use prose_machine::protocol::{Reply, RequestId};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::File;
@@ -414,8 +414,8 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{Answer, Kind, SessionAnswer};
-    use crate::value::Value;
+    use prose_machine::protocol::{Answer, Kind, SessionAnswer};
+    use prose_machine::value::Value;
     use std::path::PathBuf;
 
     const SEED: &str = "20250101-000000-abcdef";

@@ -4,7 +4,7 @@
 use super::journal::{Journal, Seal};
 use super::pg::journal::PgJournal;
 use super::StoreError;
-use crate::protocol::Reply;
+use prose_machine::protocol::Reply;
 
 /// A run's journal, open for appending, in either store.
 pub enum Sink {

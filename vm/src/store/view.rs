@@ -9,13 +9,13 @@
 
 use super::agents::{segment_file, AgentHome};
 use super::{fs, now, timestamp, StoreError};
-use crate::protocol::RequestId;
 use crate::runner::Observer;
-use crate::snapshot::Snapshot;
-use crate::trace::Event;
-use crate::value::Value;
 use bytecode_spec::verify::Verified;
 use bytecode_spec::BindingKind;
+use prose_machine::protocol::RequestId;
+use prose_machine::snapshot::Snapshot;
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -16,10 +16,9 @@ mod web;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use prosevm::agent::permissions::{
-    PermissionQuestion, Policy, PromptAnswer, Prompter, Sandbox, UserAllow,
-};
-use prosevm::agent::tools::{ToolCall, ToolResult, Toolbox};
+use prose_machine::protocol::{PermissionQuestion, PromptAnswer, ToolCall};
+use prosevm::agent::permissions::{Policy, Prompter, Sandbox, UserAllow};
+use prosevm::agent::tools::{ToolResult, Toolbox};
 use prosevm::agent::BoxFuture;
 use serde_json::Value;
 

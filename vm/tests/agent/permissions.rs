@@ -4,9 +4,8 @@
 use std::fs;
 use std::os::unix::fs::symlink;
 
-use prosevm::agent::permissions::{
-    Action, Capability, NoPrompter, Policy, PromptAnswer, Sandbox, UserAllow,
-};
+use prose_machine::protocol::{Capability, PromptAnswer};
+use prosevm::agent::permissions::{Action, NoPrompter, Policy, Sandbox, UserAllow};
 use prosevm::agent::protected::Protected;
 use serde_json::json;
 

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prosevm::agent::permissions::{Action, Capability, Policy, PromptAnswer, Sandbox, UserAllow};
+use prose_machine::protocol::{Capability, PromptAnswer};
+use prosevm::agent::permissions::{Action, Policy, Sandbox, UserAllow};
 use prosevm::agent::tools::web::{FetchLimits, WebFetch};
 use prosevm::agent::tools::Toolbox;
 use serde_json::json;

@@ -1,7 +1,7 @@
 //! Blocks: recursion, early return, named outputs, the depth limit.
 
 use crate::harness::*;
-use prosevm::machine::Limits;
+use prose_machine::Limits;
 use serde_json::json;
 
 #[test]

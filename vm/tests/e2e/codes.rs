@@ -2,8 +2,8 @@
 //! it: the code, the line and the message a user sees.
 
 use crate::harness::*;
-use prosevm::machine::{Limits, Machine, RuntimeError};
-use prosevm::value::Value;
+use prose_machine::value::Value;
+use prose_machine::{Limits, Machine, RuntimeError};
 
 /// Runs `src` (answering sessions with their prompt, failing those whose prompt starts with
 /// "Fail") with `limits`; returns the error that ended it.
@@ -144,7 +144,7 @@ async fn a_journal_that_cannot_be_written_is_e214() {
         workshop,
         &RunConfig::default(),
         Some(&mut durable),
-        &mut |_: &prosevm::trace::Event| {},
+        &mut |_: &prose_machine::trace::Event| {},
     )
     .await
     .expect_err("the journal is full");

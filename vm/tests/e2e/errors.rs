@@ -109,7 +109,7 @@ output ok = true
 "#;
     let mut h = Harness::with(
         compile(src),
-        &[("service", prosevm::value::Value::text("billing"))],
+        &[("service", prose_machine::value::Value::text("billing"))],
         Default::default(),
     );
     h.run(echo);

@@ -1,12 +1,12 @@
 //! Every program in `examples/` runs to completion under the mock driver, making a number
 //! of sessions and judgments within the static bounds `prosec cost` gives for it.
 
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
+use prose_machine::{Limits, Machine};
 use prosec::compile::Compilation;
 use prosevm::driver::mock::{Conditions, Mock, MockOptions};
-use prosevm::machine::{Limits, Machine};
 use prosevm::runner::{run, RunConfig};
-use prosevm::trace::Event;
-use prosevm::value::Value;
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

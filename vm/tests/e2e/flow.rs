@@ -1,8 +1,8 @@
 //! Mid-program inputs, choices, and deterministic request ids.
 
 use crate::harness::*;
-use prosevm::trace::Event;
-use prosevm::value::Value;
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
 use serde_json::json;
 
 #[test]

@@ -2,14 +2,14 @@
 //! request with a scripted closure and records what the driver saw.
 
 use bytecode_spec::verify::Verified;
-use prosec::compile::Compilation;
-pub use prosec::diagnostics::Code;
-use prosevm::machine::{Limits, Machine, RuntimeError, Step};
-pub use prosevm::protocol::{
+pub use prose_machine::protocol::{
     Answer, Ask, Failure, Labelled, Reply, Request, RequestId, SessionAnswer, SessionAsk,
 };
-use prosevm::trace::Event;
-use prosevm::value::Value;
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
+use prose_machine::{Limits, Machine, RuntimeError, Step};
+use prosec::compile::Compilation;
+pub use prosec::diagnostics::Code;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::path::Path;
@@ -125,7 +125,7 @@ impl Harness {
         let id: RequestId = id.parse().expect("a request id");
         let kind = match self.log.iter().find(|r| r.id == id) {
             Some(r) => r.kind(),
-            None => prosevm::protocol::Kind::Session,
+            None => prose_machine::protocol::Kind::Session,
         };
         self.machine.complete(Reply {
             id,

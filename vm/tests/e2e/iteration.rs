@@ -1,8 +1,8 @@
 //! `repeat` and `for`: counts and lists read out of text, locally or by a Convert request.
 
 use crate::harness::*;
-use prosevm::machine::Limits;
-use prosevm::value::Value;
+use prose_machine::value::Value;
+use prose_machine::Limits;
 use serde_json::json;
 use std::sync::Arc;
 

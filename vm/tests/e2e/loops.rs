@@ -1,7 +1,7 @@
 //! Loops: `loop until`, `loop while`, plain `loop:` and the global iteration limit.
 
 use crate::harness::*;
-use prosevm::machine::Limits;
+use prose_machine::Limits;
 use serde_json::json;
 
 /// Answers sessions with their prompt and conditions with `verdicts`, in turn.

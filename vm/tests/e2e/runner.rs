@@ -1,13 +1,13 @@
 //! The async runner with the mock driver: retries with backoff, and concurrency.
 
 use crate::harness::compile;
+use prose_machine::protocol::{Ask, Request};
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
+use prose_machine::{Limits, Machine, RuntimeError};
 use prosevm::driver::mock::{Mock, MockOptions, Rule};
 use prosevm::driver::{Driver, Live, Served};
-use prosevm::machine::{Limits, Machine, RuntimeError};
-use prosevm::protocol::{Ask, Request};
 use prosevm::runner::{run, RunConfig};
-use prosevm::trace::Event;
-use prosevm::value::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

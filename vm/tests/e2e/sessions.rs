@@ -1,8 +1,8 @@
 //! Sessions: agent prompts, context, model, permissions, interpolation.
 
 use crate::harness::*;
-use prosevm::machine::Limits;
-use prosevm::value::Value;
+use prose_machine::value::Value;
+use prose_machine::Limits;
 use serde_json::json;
 
 #[test]
@@ -178,7 +178,7 @@ fn a_first_resume_starts_fresh_with_a_warning_and_is_e018_under_strict() {
         .events
         .iter()
         .filter_map(|e| match e {
-            prosevm::trace::Event::Warning { code, site, .. } => Some((*code, site.clone())),
+            prose_machine::trace::Event::Warning { code, site, .. } => Some((*code, site.clone())),
             _ => None,
         })
         .collect();
@@ -201,7 +201,7 @@ fn a_fresh_session_on_an_agent_with_memory_warns_w011() {
         .events
         .iter()
         .filter_map(|e| match e {
-            prosevm::trace::Event::Warning { code, site, .. } => Some((*code, site.clone())),
+            prose_machine::trace::Event::Warning { code, site, .. } => Some((*code, site.clone())),
             _ => None,
         })
         .collect();
@@ -228,7 +228,7 @@ fn a_null_value_interpolates_as_nothing_with_a_warning_and_is_never_sent_to_conv
         .events
         .iter()
         .filter_map(|e| match e {
-            prosevm::trace::Event::Warning {
+            prose_machine::trace::Event::Warning {
                 code,
                 site,
                 message,

@@ -22,9 +22,10 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::{parse_args, string_args, Tool, ToolContext, ToolOutput, ToolSpec};
+use super::{parse_args, string_args, Tool, ToolContext};
 use crate::agent::confine::{Confinement, Invocation};
 use crate::agent::BoxFuture;
+use prose_machine::protocol::{ToolOutput, ToolSpec};
 
 /// Seconds a command may run when the call gives no `timeout_s`.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;

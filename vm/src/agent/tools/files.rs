@@ -6,8 +6,9 @@ use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{blocking, parse_args, string_args, Tool, ToolContext, ToolOutput, ToolSpec};
+use super::{blocking, parse_args, string_args, Tool, ToolContext};
 use crate::agent::BoxFuture;
+use prose_machine::protocol::{ToolOutput, ToolSpec};
 
 /// Lines `read_file` returns when no `limit` is given, and the most it returns at once.
 pub const MAX_READ_LINES: usize = 2000;

@@ -11,12 +11,11 @@ use grep_searcher::{BinaryDetection, SearcherBuilder};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{
-    blocking, parse_args, string_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec,
-};
+use super::{blocking, parse_args, string_args, truncate_at, Tool, ToolContext};
 use crate::agent::permissions::{PatternSet, Sandbox, STATE_DIR};
 use crate::agent::protected::GIT_DIR;
 use crate::agent::BoxFuture;
+use prose_machine::protocol::{ToolOutput, ToolSpec};
 
 /// Paths `list_files` returns at most.
 pub const MAX_LIST_FILES: usize = 1000;

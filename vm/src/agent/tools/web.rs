@@ -13,8 +13,9 @@ use reqwest::Url;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{html, parse_args, string_args, truncate_at, Tool, ToolContext, ToolOutput, ToolSpec};
+use super::{html, parse_args, string_args, truncate_at, Tool, ToolContext};
 use crate::agent::BoxFuture;
+use prose_machine::protocol::{ToolOutput, ToolSpec};
 
 /// Redirects followed at most.
 pub const MAX_REDIRECTS: usize = 5;

@@ -16,9 +16,11 @@ use super::prices::{price, priced, Price};
 use super::runaway;
 use super::settings::SamplingTable;
 use super::{render, unanswerable, Driver, Live, Served};
-use crate::convert;
-use crate::protocol::{Answer, Ask, Failure, Message, Request, Stop, TurnAnswer, TurnAsk, Usage};
-use crate::value::Value;
+use prose_machine::convert;
+use prose_machine::protocol::{
+    Answer, Ask, Failure, Message, Request, Stop, TurnAnswer, TurnAsk, Usage,
+};
+use prose_machine::value::Value;
 use std::collections::BTreeMap;
 use stream::Assembly;
 use tape::{Player, Recorder, Sent};

@@ -21,8 +21,8 @@
 
 use super::wire::{anthropic_stop, openai_stop, parse_arguments};
 use super::Api;
-use crate::agent::tools::ToolCall;
-use crate::protocol::{TurnAnswer, Usage};
+use prose_machine::protocol::ToolCall;
+use prose_machine::protocol::{TurnAnswer, Usage};
 use serde_json::Value;
 
 /// What one event added.
@@ -305,7 +305,7 @@ fn error_text(e: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Stop;
+    use prose_machine::protocol::Stop;
     use serde_json::json;
 
     fn feed_all(api: Api, events: &[(Option<&str>, Value)]) -> Assembly {

@@ -9,8 +9,8 @@
 //! user message (consecutive ones in one message, as the API requires alternating roles);
 //! `stop_reason` is `end_turn`, `tool_use` or `max_tokens`.
 
-use crate::agent::tools::{ToolCall, ToolSpec};
-use crate::protocol::{Message, Stop, TurnAnswer, TurnAsk, Usage};
+use prose_machine::protocol::{Message, Stop, TurnAnswer, TurnAsk, Usage};
+use prose_machine::protocol::{ToolCall, ToolSpec};
 use serde_json::{json, Value};
 
 /// The body of an OpenAI chat completions request for `turn`.

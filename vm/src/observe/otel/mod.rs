@@ -21,15 +21,15 @@ mod http;
 
 use crate::driver::chat::Models;
 use crate::driver::settings::DriverSettings;
-use crate::protocol::RequestId;
 use crate::run::record::{RunRecord, RunStatus};
 use crate::runner::Observer;
-use crate::trace::Event;
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
+use prose_machine::protocol::RequestId;
+use prose_machine::trace::Event;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};

@@ -18,13 +18,13 @@ pub mod lease;
 pub mod schema;
 
 use crate::driver::settings::DriverSettings;
-use crate::protocol::Reply;
 use crate::run::record::{ExecOptions, RunRecord, RunStatus};
 use crate::run::Program;
 use crate::store::journal::Seal;
 use crate::store::{now, random6, sha256_hex, timestamp};
-use crate::value::Value;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use prose_machine::protocol::Reply;
+use prose_machine::value::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;

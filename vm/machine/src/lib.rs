@@ -1,21 +1,33 @@
-//! The interpreter: a deterministic state machine with no async inside it.
+//! The OpenProse interpreter, with no I/O: a deterministic state machine with no async
+//! inside it. Its requests go out as values ([`protocol::Request`]) and its answers come back
+//! as values ([`protocol::Reply`]); who answers them, and how they are kept, is the runtime's
+//! and the stores' business. This crate depends on `bytecode-spec` alone among the project's
+//! crates, and touches no file, network or process.
 //!
 //! [`Machine::run`] runs every ready fiber until it blocks or ends and returns the requests
 //! that appeared; [`Machine::complete`] hands a reply to the fiber that asked. Fibers are
 //! scheduled in a fixed order and request ids derive from fiber lineage and a per-fiber
 //! count, so a run replayed with the same answers repeats exactly.
 //!
-//! The parts: [`fiber`] (fibers, frames, what a fiber waits for), [`ops`] (one handler per
-//! opcode family), [`answers`] (replies reaching fibers), [`unwind`] (raising, catching,
-//! failing and cancelling), [`join`] (fork groups), [`view`] (snapshots for `state.md`),
-//! [`error`] (runtime errors and their codes).
+//! The interpreter's parts: `fiber` (fibers, frames, what a fiber waits for), `ops` (one
+//! handler per opcode family), `answers` (replies reaching fibers), `unwind` (raising,
+//! catching, failing and cancelling), `join` (fork groups), `view` (snapshots for
+//! `state.md`), `error` (runtime errors and their codes). What it shares with the rest of
+//! the VM: [`value`] (runtime values), [`protocol`] (requests, replies and ids),
+//! [`trace`] (the events it reports), [`snapshot`] (what a snapshot shows) and [`convert`]
+//! (turning an answer's text into the shape asked, locally).
 
 mod answers;
+pub mod convert;
 mod error;
 mod fiber;
 mod join;
 mod ops;
+pub mod protocol;
+pub mod snapshot;
+pub mod trace;
 mod unwind;
+pub mod value;
 mod view;
 
 pub use error::RuntimeError;
@@ -24,6 +36,7 @@ use crate::protocol::{Lineage, Request, RequestId, Site};
 use crate::trace::Event;
 use crate::value::{human_bytes, Bounds, ErrorValue, Value};
 use bytecode_spec::verify::Verified;
+use bytecode_spec::Code;
 use bytecode_spec::{AgentId, Persist};
 use cranelift_entity::{EntityRef, PrimaryMap};
 use fiber::{
@@ -31,7 +44,6 @@ use fiber::{
     Wait,
 };
 use join::Group;
-use prosec::diagnostics::Code;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -169,7 +181,7 @@ impl Machine {
             .collect();
         unknown.sort();
         if let Some(name) = unknown.first() {
-            let hint = prosec::diagnostics::closest(name, declared.iter().copied())
+            let hint = bytecode_spec::suggest::closest(name, declared.iter().copied())
                 .map(|c| format!("; did you mean `{c}`?"))
                 .unwrap_or_default();
             let known = if declared.is_empty() {

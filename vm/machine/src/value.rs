@@ -9,7 +9,7 @@
 //! and stops as soon as it has seen more than the bound allows.
 
 use crate::protocol::RequestId;
-use prosec::diagnostics::Code;
+use bytecode_spec::Code;
 use std::sync::Arc;
 
 /// A value in a register.

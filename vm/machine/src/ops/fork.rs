@@ -2,13 +2,13 @@
 //! one per element of a list (`parallel for`, `pmap`), and `Join` waits for the group.
 
 use super::{ix, misrouted, type_error, At, Flow, OpResult};
-use crate::machine::fiber::{register_bytes, Frame, Ret, State, Wait};
-use crate::machine::join::Group;
-use crate::machine::Machine;
+use crate::fiber::{register_bytes, Frame, Ret, State, Wait};
+use crate::join::Group;
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
+use crate::Machine;
+use bytecode_spec::Code;
 use bytecode_spec::{Op, Strategy};
-use prosec::diagnostics::Code;
 use std::cell::RefMut;
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Trace events: the narration protocol for people following a run, JSON lines for tools.
 
 use crate::protocol::RequestId;
-use prosec::diagnostics::Code;
+use bytecode_spec::Code;
 use serde::Serialize;
 
 /// Something that happened during a run.

@@ -7,8 +7,8 @@ use crate::convert;
 use crate::protocol::{shape_name, Answer, Reply};
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
+use bytecode_spec::Code;
 use bytecode_spec::{Op, Reg};
-use prosec::diagnostics::Code;
 use std::sync::Arc;
 
 impl Machine {

@@ -1,4 +1,5 @@
-//! Every diagnostic code the compiler (and, for the runtime-only ones, the VM) can report.
+//! Every diagnostic code the compiler (and, for the runtime-only ones, the VM) can report:
+//! defined here, in the contract both share, so the VM need not depend on the compiler.
 //!
 //! Codes `E001`-`E028` and `W001`-`W011` are the language reference's own; `E1xx` and `W1xx`
 //! are this toolchain's codes for the reference's unnumbered rules. `docs/diagnostics.md`

@@ -3,12 +3,12 @@
 
 use super::{ix, misrouted, type_error, At, Flow, OpResult};
 use crate::convert;
-use crate::machine::fiber::FrameRef;
-use crate::machine::fiber::{up, Frame};
-use crate::machine::Machine;
+use crate::fiber::FrameRef;
+use crate::fiber::{up, Frame};
 use crate::value::{Bounds, ErrorValue, Exceeded, Value, ENTRY_BYTES};
+use crate::Machine;
+use bytecode_spec::Code;
 use bytecode_spec::{BinOp, Const, Module, Op, PathStep, Shape, TplId, TplPart};
-use prosec::diagnostics::Code;
 use std::cell::RefMut;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -258,7 +258,7 @@ impl Machine {
 }
 
 /// The frame `depth` (at least 1) static links out of `fr`.
-fn enclosing(fr: &Frame, depth: u8) -> Result<crate::machine::fiber::FrameRef, ErrorValue> {
+fn enclosing(fr: &Frame, depth: u8) -> Result<crate::fiber::FrameRef, ErrorValue> {
     let missing = || ErrorValue::new(Code::E215, "no enclosing frame");
     let link = fr.link.clone().ok_or_else(missing)?;
     up(&link, depth - 1).ok_or_else(missing)
@@ -268,7 +268,7 @@ fn enclosing(fr: &Frame, depth: u8) -> Result<crate::machine::fiber::FrameRef, E
 /// would be longer than `max` bytes. A null value (a variable never bound, a missing field)
 /// interpolates as nothing, never as the word `null`; the name of the first such variable
 /// comes back too, for a warning.
-pub(in crate::machine) fn render(
+pub(crate) fn render(
     fr: &Frame,
     m: &Module,
     tpl: TplId,
@@ -328,7 +328,7 @@ impl Machine {
     /// Template `tpl` rendered with `fr`'s variables, within the value size limit (E213
     /// beyond); a null value interpolated is empty text, with warning W200 for the
     /// statement (once).
-    pub(in crate::machine) fn interpolate(
+    pub(crate) fn interpolate(
         &mut self,
         fr: &Frame,
         m: &Module,

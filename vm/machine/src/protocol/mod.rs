@@ -11,14 +11,16 @@
 
 mod asks;
 mod id;
+mod permission;
+mod tools;
 mod turns;
 
 pub use asks::*;
 pub use id::*;
+pub use permission::*;
+pub use tools::*;
 pub use turns::*;
 
-use crate::agent::permissions::{PermissionQuestion, PromptAnswer};
-use crate::agent::tools::{ToolCall, ToolOutput};
 use crate::value::Value;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};

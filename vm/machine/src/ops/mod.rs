@@ -13,8 +13,8 @@ use super::fiber::{FiberId, Frame, FrameRef};
 use super::Machine;
 use crate::value::ErrorValue;
 use bytecode_spec::verify::Verified;
+use bytecode_spec::Code;
 use bytecode_spec::{Module, Op};
-use prosec::diagnostics::Code;
 use std::cell::RefMut;
 use std::sync::Arc;
 

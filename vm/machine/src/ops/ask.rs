@@ -4,16 +4,16 @@
 
 use super::{ix, misrouted, At, Flow, OpResult};
 use crate::convert;
-use crate::machine::fiber::{Expect, Frame};
-use crate::machine::Machine;
+use crate::fiber::{Expect, Frame};
 use crate::protocol::{
     shape_name, Ask, ChooseAsk, ConvertAsk, EvaluateAsk, InputAsk, Labelled, PermissionRule,
     SessionAsk,
 };
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
+use crate::Machine;
+use bytecode_spec::Code;
 use bytecode_spec::{AgentTemplate, Const, Module, Op, PermissionValue, Persist, SessionKind};
-use prosec::diagnostics::Code;
 use std::cell::RefMut;
 
 impl Machine {
@@ -207,7 +207,7 @@ impl Machine {
 
     /// What a condition or a choice is judged with besides its own text: the latest answer
     /// its fiber received, and where the innermost loop around it stands.
-    fn judgment_context(&self, f: crate::machine::fiber::FiberId, fr: &Frame) -> Vec<Labelled> {
+    fn judgment_context(&self, f: crate::fiber::FiberId, fr: &Frame) -> Vec<Labelled> {
         let mut context = Vec::with_capacity(2);
         if let Some(a) = self.fibers[f].last_answer.as_deref() {
             context.push(Labelled::new("latest answer", a));

@@ -3,7 +3,7 @@
 //! so far and the tools on offer; each tool call the message makes is run by the VM and its
 //! output joins the conversation.
 
-use crate::agent::tools::{ToolCall, ToolSpec};
+use super::{ToolCall, ToolSpec};
 use serde::{Deserialize, Serialize};
 
 /// One message of a session's conversation.

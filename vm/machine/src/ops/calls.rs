@@ -2,12 +2,12 @@
 //! and a program's inputs and outputs.
 
 use super::{ix, misrouted, At, Flow, OpResult};
-use crate::machine::fiber::{Frame, Instance, Ret, State};
-use crate::machine::Machine;
+use crate::fiber::{Frame, Instance, Ret, State};
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
+use crate::Machine;
+use bytecode_spec::Code;
 use bytecode_spec::Op;
-use prosec::diagnostics::Code;
 use rustc_hash::FxHashMap;
 use std::cell::{RefCell, RefMut};
 use std::rc::Rc;

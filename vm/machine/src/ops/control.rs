@@ -2,12 +2,12 @@
 //! instructions that raise errors (`throw`, rethrow, `assert`).
 
 use super::{ix, misrouted, type_error, Flow, OpResult};
-use crate::machine::fiber::{Frame, Handler};
-use crate::machine::Machine;
+use crate::fiber::{Frame, Handler};
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
+use crate::Machine;
+use bytecode_spec::Code;
 use bytecode_spec::Op;
-use prosec::diagnostics::Code;
 use std::cell::RefMut;
 
 /// Reads an integer register that loop bookkeeping keeps (0 before the first iteration).

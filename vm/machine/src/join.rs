@@ -5,8 +5,8 @@ use super::fiber::{FiberId, State, Wait};
 use super::Machine;
 use crate::trace::Event;
 use crate::value::{ErrorValue, Value};
+use bytecode_spec::Code;
 use bytecode_spec::{ForkId, OnFail, Strategy};
-use prosec::diagnostics::Code;
 use std::sync::Arc;
 
 /// A running fork.

@@ -4,8 +4,8 @@
 //! own source line.
 
 use crate::protocol::RequestId;
+use bytecode_spec::Code;
 use bytecode_spec::Module;
-use prosec::diagnostics::Code;
 
 /// An error that ended the run, with where it happened.
 #[derive(Clone, Debug, PartialEq)]
