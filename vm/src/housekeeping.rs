@@ -3,8 +3,9 @@
 //! ended runs. A run whose lock a process holds is never pruned: the lock (`flock`) is what
 //! tells a live run from a killed one, whatever its record says.
 
-use crate::run::record::RunStatus;
 use crate::store::RunDir;
+use prose_runtime::clock::parse_timestamp;
+use prose_runtime::record::RunStatus;
 use serde::Serialize;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -137,29 +138,6 @@ pub fn parse_age(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(total))
 }
 
-/// Seconds since the epoch of a `YYYY-MM-DDTHH:MM:SSZ` timestamp (as `run.json` writes).
-pub fn parse_timestamp(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[19] != b'Z' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's algorithm), the inverse of the store's.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    u64::try_from(days * 86_400 + h * 3600 + mi * 60 + sec).ok()
-}
-
 /// Which runs to prune.
 #[derive(Clone, Debug, Default)]
 pub struct PruneRule {
@@ -262,23 +240,6 @@ mod tests {
         assert_eq!(parse_age("0d"), Ok(Duration::ZERO));
         for bad in ["", "7", "d", "7x", "-1d", "1.5d", "99999999999999999999w"] {
             assert!(parse_age(bad).is_err(), "{bad:?} accepted");
-        }
-    }
-
-    #[test]
-    fn timestamps_read_back_what_the_store_writes() {
-        for secs in [0, 951_782_400, 1_763_799_296, 4_102_444_799] {
-            let (_, _, iso) = crate::store::timestamp(secs);
-            assert_eq!(parse_timestamp(&iso), Some(secs), "{iso}");
-        }
-        for bad in [
-            "",
-            "2025-11-22",
-            "2025-13-01T00:00:00Z",
-            "2025-11-22 08:14:56Z",
-            "2025-11-22T08:14:56+00",
-        ] {
-            assert_eq!(parse_timestamp(bad), None, "{bad:?}");
         }
     }
 

@@ -7,22 +7,23 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
-use prosevm::agent::workshop::ToolDefault;
-use prosevm::config::{self, Config};
-use prosevm::driver::mock::{Conditions, MockOptions, Rule};
-use prosevm::driver::settings::{DriverChoice, DriverKind, DriverSettings};
-use prosevm::driver::stdio;
+use prose_runtime::agent::workshop::ToolDefault;
+use prose_runtime::config::{self, Config};
+use prose_runtime::driver::mock::{Conditions, MockOptions, Rule};
+use prose_runtime::driver::settings::{DriverChoice, DriverKind, DriverSettings};
+use prose_runtime::driver::stdio;
+use prose_runtime::observe::envelope::Envelope;
+use prose_runtime::observe::otel::{Export, Otel};
+use prose_runtime::observe::progress::Progress;
+use prose_runtime::observe::summary::{Ending, Summary};
+use prose_runtime::observe::SessionLimits;
+use prose_runtime::people::People;
+use prose_runtime::program::Program;
+use prose_runtime::record::{ExecOptions, RunRecord, RunStatus};
+use prose_runtime::runner::RunConfig;
 use prosevm::housekeeping;
-use prosevm::observe::envelope::Envelope;
-use prosevm::observe::otel::{Export, Otel};
-use prosevm::observe::progress::Progress;
-use prosevm::observe::summary::{Ending, Summary};
-use prosevm::observe::SessionLimits;
-use prosevm::people::People;
 use prosevm::run::rebuild::rebuild_views;
-use prosevm::run::record::{ExecOptions, RunRecord, RunStatus};
-use prosevm::run::{JournalCheck, Place, Program, Resumed, Resuming, Run, RunError};
-use prosevm::runner::RunConfig;
+use prosevm::run::{JournalCheck, Place, Resumed, Resuming, Run, RunError};
 use prosevm::store::{self, RunDir};
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -651,7 +652,7 @@ impl Watchers {
     }
 }
 
-impl prosevm::runner::Observer for Watchers {
+impl prose_runtime::runner::Observer for Watchers {
     fn event(&mut self, e: &Event) {
         self.summary.event(e);
         if let Some(otel) = &mut self.otel {
@@ -711,7 +712,7 @@ fn start(program: Program, args: &RunArgs) -> ExitCode {
 /// second one, exits at once with status 130.
 fn stop_on_signals(
     runtime: &tokio::runtime::Runtime,
-    stop: prosevm::runner::Stop,
+    stop: prose_runtime::runner::Stop,
     who: &'static str,
     first: &'static str,
 ) {
@@ -740,7 +741,7 @@ fn stop_on_signals(
 
 /// A driver connected, with the runtime it runs on.
 struct Connected {
-    driver: Arc<prosevm::driver::settings::AnyDriver>,
+    driver: Arc<prose_runtime::driver::settings::AnyDriver>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -750,7 +751,7 @@ fn connect(
     settings: &DriverSettings,
     artifact: &bytecode_spec::verify::Verified,
 ) -> Result<Connected, ExitCode> {
-    use prosevm::driver::Driver;
+    use prose_runtime::driver::Driver;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -1041,7 +1042,7 @@ fn same_program(record: &RunRecord) -> Result<(), Changed> {
             .and_then(|b| Program::from_bytes(b, origin.clone()).ok())
     };
     match current {
-        Some(p) if store::sha256_hex(&p.bytes) == record.artifact_sha256 => Ok(()),
+        Some(p) if p.sha256() == record.artifact_sha256 => Ok(()),
         Some(p) => Err(Changed::Edited(p)),
         None => Err(Changed::Unreadable(format!(
             "cannot read its program {}",
@@ -1271,7 +1272,10 @@ fn inspect_session(state_dir: Option<&Path>, run: &str, id: &str, json: bool) ->
     if let Some(sys) = &s.system {
         print!("system:\n{}", indent(sys));
     }
-    print!("task:\n{}", indent(&prosevm::driver::render::session(s)));
+    print!(
+        "task:\n{}",
+        indent(&prose_runtime::driver::render::session(s))
+    );
     for step in &x.steps {
         match &step.outcome {
             Ok(Answer::Turn(t)) => {
@@ -1377,7 +1381,7 @@ fn main() -> ExitCode {
         }
     };
     // Still one thread: the keys leave the environment before anything can start a child.
-    prosevm::secrets::take();
+    prose_runtime::secrets::take();
     let _ = COLOR.set(cli.color.on_stderr());
     match cli.command {
         Command::Exec { file, mut opts } => {

@@ -4,9 +4,9 @@
 
 use super::{connect, drive, fail, parse_inputs, print_outputs, RunArgs};
 use prose_machine::value::Value;
-use prosevm::observe::otel::Export;
+use prose_runtime::observe::otel::Export;
+use prose_runtime::runner::{RunConfig, Stop};
 use prosevm::run::{Place, Resuming, Run};
-use prosevm::runner::{RunConfig, Stop};
 use prosevm::store::pg::lease::{self, WorkerId};
 use prosevm::store::pg::PgStore;
 use prosevm::worker::{self, Ended, WorkerEvent, WorkerOptions};
@@ -41,7 +41,7 @@ fn connected(
 }
 
 /// `prosevm submit FILE --store URL`: enqueues a run, prints its id.
-pub fn submit(url: &str, program: prosevm::run::Program, args: &RunArgs) -> ExitCode {
+pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArgs) -> ExitCode {
     let mut inputs = match parse_inputs(args) {
         Ok(i) => i,
         Err(e) => return fail(e, 2),

@@ -8,12 +8,12 @@
 //! Any number of workers, on any number of machines, may serve one store: claims skip runs
 //! another worker is claiming, and every write is fenced by the claim's epoch.
 
-use crate::driver::Driver;
-use crate::run::record::{RunFailure, RunStatus};
 use crate::run::{Place, Resuming, Run, RunError};
-use crate::runner::Stop;
 use crate::store::pg::lease::{self, Claim, Epoch, WorkerId};
 use crate::store::pg::{PgError, PgStore, RunId};
+use prose_runtime::driver::Driver;
+use prose_runtime::record::{RunFailure, RunStatus};
+use prose_runtime::runner::Stop;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};

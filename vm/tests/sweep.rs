@@ -11,10 +11,11 @@
 
 use prose_machine::value::{Bounds, Value};
 use prose_machine::{Limits, Machine};
-use prosevm::driver::mock::{MockOptions, Rule};
-use prosevm::driver::settings::DriverSettings;
-use prosevm::run::record::ExecOptions;
-use prosevm::run::{Place, Program, Resumed, Resuming, Run};
+use prose_runtime::driver::mock::{MockOptions, Rule};
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::program::Program;
+use prose_runtime::record::ExecOptions;
+use prosevm::run::{Place, Resumed, Resuming, Run};
 use prosevm::store::RunDir;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -153,7 +154,7 @@ fn run_in_memory(program: &Program, rt: &tokio::runtime::Runtime) {
         .connect()
         .expect("mock"),
     );
-    let _ = rt.block_on(prosevm::runner::run(
+    let _ = rt.block_on(prose_runtime::runner::run(
         machine,
         driver,
         &Default::default(),

@@ -3,8 +3,8 @@
 //! All text is escaped; style and script are inline, so the page opens anywhere, offline.
 
 use super::{Entry, Report};
-use crate::observe::{grouped, human_duration};
 use prose_machine::protocol::{Answer, Ask, Labelled, Reply, Step};
+use prose_runtime::observe::{grouped, human_duration};
 use std::fmt::Write;
 use std::time::Duration;
 

@@ -11,11 +11,11 @@
 pub mod html;
 mod lanes;
 
-use crate::run::record::RunRecord;
 use crate::run::transcript::{exchanges, Exchange};
-use crate::run::Program;
 use crate::store::RunDir;
 use prose_machine::protocol::{Kind, RequestId, Step, Usage};
+use prose_runtime::program::Program;
+use prose_runtime::record::RunRecord;
 use std::collections::HashMap;
 
 /// A program of the run: the one run (module 0) or one it imports.

@@ -10,57 +10,36 @@
 //! ```
 
 pub mod rebuild;
-pub mod record;
 pub mod transcript;
 
-use crate::agent::mcp::{McpConfig, McpHub};
-use crate::agent::protected::Protected;
-use crate::agent::skills::{user_skills_dir, SkillSearch};
-use crate::agent::workshop::Workshop;
-use crate::driver::settings::DriverSettings;
-use crate::driver::Driver;
-use crate::people::People;
-use crate::runner::program_skill::ProgramTool;
-use crate::runner::{run_durable, Durable, Observer, RunConfig};
 use crate::store::pg::journal::PgJournal;
 use crate::store::pg::lease::Claim;
-use crate::store::sink::Sink;
+use crate::store::sink::FileSink;
 use crate::store::view::RunView;
-use crate::store::{self, agents, journal, sha256_hex, Lock, RunDir, StoreError};
-use bytecode_spec::artifact::LoadError;
+use crate::store::{self, agents, journal, Lock, RunDir, StoreError};
 use bytecode_spec::verify::Verified;
 use prose_machine::protocol::{Kind, Reply, Request, RequestId};
 use prose_machine::snapshot::Snapshot;
 use prose_machine::trace::Event;
 use prose_machine::value::{Bounds, Value};
 use prose_machine::{Limits, Machine, RuntimeError};
-use record::{ExecOptions, RunFailure, RunRecord, RunStatus};
+use prose_runtime::agent::mcp::{McpConfig, McpHub};
+use prose_runtime::agent::protected::Protected;
+use prose_runtime::agent::skills::{user_skills_dir, SkillSearch};
+use prose_runtime::agent::workshop::Workshop;
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::driver::Driver;
+use prose_runtime::people::People;
+use prose_runtime::program::sha256_hex;
+use prose_runtime::program::Program;
+use prose_runtime::record::{ExecOptions, RunFailure, RunRecord, RunStatus};
+use prose_runtime::runner::journal::JournalSink;
+use prose_runtime::runner::program_skill::ProgramTool;
+use prose_runtime::runner::{run_durable, Durable, Observer, RunConfig};
 use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// A verified program and where it came from.
-pub struct Program {
-    /// The artifact, verified.
-    pub artifact: Arc<Verified>,
-    /// Its bytes (kept in the run directory as `artifact.pbc`).
-    pub bytes: Vec<u8>,
-    /// The `.pbc` or `.prose` file it came from.
-    pub origin: PathBuf,
-}
-
-impl Program {
-    /// Loads and verifies the artifact `bytes`, read or compiled from `origin`.
-    pub fn from_bytes(bytes: Vec<u8>, origin: PathBuf) -> Result<Program, LoadError> {
-        let (_, artifact) = bytecode_spec::artifact::load(&bytes)?;
-        Ok(Program {
-            artifact: Arc::new(artifact),
-            bytes,
-            origin,
-        })
-    }
-}
 
 /// Why a run cannot start or resume.
 #[derive(Debug)]
@@ -262,7 +241,7 @@ pub struct Run {
     record: RunRecord,
     artifact: Arc<Verified>,
     machine: Machine,
-    journal: Sink,
+    journal: Box<dyn JournalSink>,
     replay: journal::Replies,
     place: Place,
 }
@@ -364,23 +343,7 @@ impl Run {
         let machine = new_machine(&artifact, &inputs, &options).map_err(RunError::Program)?;
         let workdir = std::env::current_dir()
             .map_err(|e| RunError::Setup(format!("the working directory: {e}")))?;
-        let mut record = RunRecord {
-            id: String::new(),
-            program: artifact.modules[0].name.clone(),
-            origin: program.origin.clone(),
-            artifact_sha256: sha256_hex(&program.bytes),
-            workdir,
-            inputs,
-            started: String::new(),
-            status: RunStatus::Running,
-            driver,
-            options,
-            agents: Vec::new(),
-            journal: journal::Seal::default(),
-            outputs: None,
-            error: None,
-            usage: None,
-        };
+        let mut record = RunRecord::new(program, inputs, driver, options, workdir);
         // Skills are resolved before anything is created or asked.
         place
             .workshop(&record, &artifact)
@@ -401,12 +364,16 @@ impl Run {
         let contents = journal::Contents::empty(journal::seed(&record.id));
         let mut journal = open_journal(&dir, &contents)?;
         journal.sync_first(dir.start_files());
+        let sink = FileSink {
+            journal,
+            run: record.id.clone(),
+        };
         Ok(Run::assemble(
             Home::Files { dir, _lock: lock },
             record,
             artifact,
             machine,
-            (journal.into(), journal::Replies::default()),
+            (Box::new(sink), journal::Replies::default()),
             place,
         ))
     }
@@ -569,12 +536,16 @@ impl Run {
     ) -> Result<Resumed, RunError> {
         let (record, machine) = Run::changed(record, &artifact, how, place)?;
         dir.write_record(&record)?;
+        let sink = FileSink {
+            journal,
+            run: record.id.clone(),
+        };
         Ok(Resumed::Ready(Box::new(Run::assemble(
             Home::Files { dir, _lock: lock },
             record,
             artifact,
             machine,
-            (journal.into(), replay),
+            (Box::new(sink), replay),
             place,
         ))))
     }
@@ -681,7 +652,7 @@ impl Run {
             record,
             artifact,
             machine,
-            (journal.into(), replay),
+            (Box::new(journal), replay),
             place,
         ))
     }
@@ -691,7 +662,7 @@ impl Run {
         record: RunRecord,
         artifact: Arc<Verified>,
         mut machine: Machine,
-        (journal, replay): (Sink, journal::Replies),
+        (journal, replay): (Box<dyn JournalSink>, journal::Replies),
         place: &Place,
     ) -> Run {
         for h in &record.agents {
@@ -711,7 +682,7 @@ impl Run {
     }
 
     /// What stops the run when asked (Ctrl-C): it then ends interrupted, resumable.
-    pub fn stop_handle(&self) -> crate::runner::Stop {
+    pub fn stop_handle(&self) -> prose_runtime::runner::Stop {
         self.place.config.stop.clone()
     }
 
@@ -755,7 +726,7 @@ impl Run {
             mut place,
         } = self;
         place.config.budget =
-            crate::runner::Budget::new(record.options.max_tokens, record.options.max_cost);
+            prose_runtime::runner::Budget::new(record.options.max_tokens, record.options.max_cost);
         let mut workshop = place
             .workshop(&record, &artifact)
             .map_err(StoreError::Invalid)?;
@@ -786,7 +757,7 @@ impl Run {
                     weak.clone(),
                     config.clone(),
                 )?;
-                Some(Arc::new(tool) as Arc<dyn crate::agent::tools::Tool>)
+                Some(Arc::new(tool) as Arc<dyn prose_runtime::agent::tools::Tool>)
             });
             workshop
         });
@@ -855,10 +826,11 @@ impl Run {
             }
         }
         record.usage = Some(place.config.budget.spent()).filter(|u| u.tokens() > 0);
-        record.journal = durable.journal.close().await.map_err(|e| match e {
-            StoreError::Invalid(e) => StoreError::Invalid(format!("run {}: {e}", home.id())),
-            e => e,
-        })?;
+        record.journal = durable
+            .journal
+            .close()
+            .await
+            .map_err(|e| StoreError::Invalid(e.0))?;
         // The views first: the record saying the run ended is the commit point, so a run
         // killed in between is resumed (and its views rebuilt) rather than reported ended.
         watch.view.finish(record.status.as_str())?;

@@ -4,12 +4,12 @@
 //! journal does not have; nothing is asked of any driver, and persistent agents' memory
 //! files (which may live outside the run, where other runs write) are left alone.
 
-use super::record::RunStatus;
 use super::{new_machine, RunError};
-use crate::runner::Observer;
 use crate::store::view::RunView;
 use crate::store::{RunDir, StoreError};
 use prose_machine::Step;
+use prose_runtime::record::RunStatus;
+use prose_runtime::runner::Observer;
 use std::sync::Arc;
 
 /// What a rebuild found.

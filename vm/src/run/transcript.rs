@@ -4,10 +4,10 @@
 //! prompt), without a driver. Each session comes with the steps of its agent loop.
 
 use super::new_machine;
-use super::record::RunRecord;
 use bytecode_spec::verify::Verified;
 use prose_machine::protocol::{Ask, Reply, Request, RequestId, Step};
 use prose_machine::Step as MachineStep;
+use prose_runtime::record::RunRecord;
 use std::collections::HashMap;
 use std::sync::Arc;
 

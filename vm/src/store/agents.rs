@@ -6,23 +6,8 @@
 
 use super::{fs, StoreError};
 use bytecode_spec::{Artifact, Persist};
-use serde::{Deserialize, Serialize};
+use prose_runtime::record::AgentHome;
 use std::path::{Path, PathBuf};
-
-/// A persistent agent of the program run, and its memory when the run started.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AgentHome {
-    /// The agent's name.
-    pub name: String,
-    /// `execution`, `project`, `user` or `path`.
-    pub scope: String,
-    /// The directory holding its memory.
-    pub dir: PathBuf,
-    /// Its memory when the run started.
-    pub memory: Option<String>,
-    /// Segments already in the directory when the run started.
-    pub segments: u32,
-}
 
 /// The persistent agents of `artifact`'s program (module 0), their directories for a run in
 /// `run_dir` whose state root is `state_root` (`.prose` or `--state-dir`), and what those

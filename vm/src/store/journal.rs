@@ -15,7 +15,8 @@
 
 use super::fs;
 use prose_machine::protocol::{Reply, RequestId};
-use serde::{Deserialize, Serialize};
+pub use prose_runtime::record::Seal;
+pub use prose_runtime::runner::journal::Replies;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -98,16 +99,6 @@ fn chain(prev: u32, body: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new_with_initial(prev);
     h.update(body);
     h.finalize()
-}
-
-/// How many records the journal held when it was last closed, and the chain value after
-/// the last of them; kept in `run.json`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Seal {
-    /// Records.
-    pub records: u64,
-    /// The chain value after them (the seed when there are none).
-    pub crc: u32,
 }
 
 /// What a journal file holds.
@@ -226,10 +217,6 @@ impl Contents {
         kept
     }
 }
-
-/// The reply to replay for each request, by id: what a resumed run is answered from. Looked
-/// up once per request, so with a fast hasher (the ids come from the program's own fibers).
-pub type Replies = rustc_hash::FxHashMap<RequestId, Reply>;
 
 /// Reads the journal at `path` of the run whose chain starts at `seed`. Never writes: a torn
 /// tail is skipped, and left for the process holding the run to cut.

@@ -10,8 +10,8 @@ pub mod pg;
 pub mod sink;
 pub mod view;
 
-use crate::run::record::RunRecord;
-use sha2::{Digest, Sha256};
+use prose_runtime::clock::{now, timestamp};
+use prose_runtime::record::RunRecord;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -50,43 +50,6 @@ impl From<pg::PgError> for StoreError {
 
 fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
     r.map_err(|e| StoreError::Io(path.to_path_buf(), e))
-}
-
-/// SHA-256 of `bytes`, in hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// The UTC date and time of `secs` since the epoch as (`YYYYMMDD`, `HHMMSS`, ISO 8601).
-pub(crate) fn timestamp(secs: u64) -> (String, String, String) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(mo <= 2);
-    (
-        format!("{y:04}{mo:02}{d:02}"),
-        format!("{h:02}{m:02}{s:02}"),
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z"),
-    )
-}
-
-pub(crate) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 /// Six random lowercase alphanumerics (from the process's hash randomness).
@@ -331,20 +294,6 @@ pub struct Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timestamps_are_utc_calendar_dates() {
-        assert_eq!(timestamp(0).0, "19700101");
-        assert_eq!(
-            timestamp(1_763_799_296),
-            (
-                "20251122".into(),
-                "081456".into(),
-                "2025-11-22T08:14:56Z".into()
-            )
-        );
-        assert_eq!(timestamp(951_782_400).0, "20000229");
-    }
 
     #[test]
     fn random_ids_have_six_characters() {

@@ -1,63 +1,64 @@
-//! Where a run's answers are journaled: the file store's journal or the Postgres store's.
-//! The runner appends and syncs through this, so one run lifecycle drives both stores.
+//! The stores' journals as the runner writes them: each is a [`JournalSink`], so one run
+//! lifecycle drives every store.
 
-use super::journal::{Journal, Seal};
+use super::journal::Journal;
 use super::pg::journal::PgJournal;
-use super::StoreError;
 use prose_machine::protocol::Reply;
+use prose_runtime::record::Seal;
+use prose_runtime::runner::journal::{JournalSink, SinkError, SinkFuture};
 
-/// A run's journal, open for appending, in either store.
-pub enum Sink {
-    /// `journal.log` in the run's directory.
-    File(Journal),
-    /// Rows in the Postgres store, written under the worker's claim.
-    Postgres(Box<PgJournal>),
+fn sink_error(e: impl std::fmt::Display) -> SinkError {
+    SinkError(e.to_string())
 }
 
-impl From<Journal> for Sink {
-    fn from(j: Journal) -> Sink {
-        Sink::File(j)
+/// The journal file of run `run`, whose errors name the run.
+pub struct FileSink {
+    /// The journal.
+    pub journal: Journal,
+    /// The run's id.
+    pub run: String,
+}
+
+impl FileSink {
+    fn error(&self, e: impl std::fmt::Display) -> SinkError {
+        SinkError(format!("run {}: {e}", self.run))
     }
 }
 
-impl From<PgJournal> for Sink {
-    fn from(j: PgJournal) -> Sink {
-        Sink::Postgres(Box::new(j))
+impl JournalSink for FileSink {
+    fn append(&mut self, reply: &Reply) -> Result<(), SinkError> {
+        self.journal.append(reply).map_err(|e| self.error(e))
+    }
+
+    fn unsynced(&self) -> usize {
+        self.journal.unsynced()
+    }
+
+    fn sync(&mut self) -> SinkFuture<'_, ()> {
+        let done = self.journal.sync().map_err(|e| self.error(e));
+        Box::pin(async move { done })
+    }
+
+    fn close(&mut self) -> SinkFuture<'_, Seal> {
+        let done = self.journal.close().map_err(|e| self.error(e));
+        Box::pin(async move { done })
     }
 }
 
-impl Sink {
-    /// Appends `reply` (durable at the next [`Sink::sync`]).
-    pub fn append(&mut self, reply: &Reply) -> Result<(), StoreError> {
-        match self {
-            Sink::File(j) => j
-                .append(reply)
-                .map_err(|e| StoreError::Invalid(e.to_string())),
-            Sink::Postgres(j) => Ok(j.append(reply)?),
-        }
+impl JournalSink for PgJournal {
+    fn append(&mut self, reply: &Reply) -> Result<(), SinkError> {
+        PgJournal::append(self, reply).map_err(sink_error)
     }
 
-    /// Records appended since the last sync.
-    pub fn unsynced(&self) -> usize {
-        match self {
-            Sink::File(j) => j.unsynced(),
-            Sink::Postgres(j) => j.unsynced(),
-        }
+    fn unsynced(&self) -> usize {
+        PgJournal::unsynced(self)
     }
 
-    /// Makes everything appended durable.
-    pub async fn sync(&mut self) -> Result<(), StoreError> {
-        match self {
-            Sink::File(j) => j.sync().map_err(|e| StoreError::Invalid(e.to_string())),
-            Sink::Postgres(j) => Ok(j.sync().await?),
-        }
+    fn sync(&mut self) -> SinkFuture<'_, ()> {
+        Box::pin(async move { PgJournal::sync(self).await.map_err(sink_error) })
     }
 
-    /// Makes everything durable and says what the journal holds.
-    pub async fn close(&mut self) -> Result<Seal, StoreError> {
-        match self {
-            Sink::File(j) => j.close().map_err(|e| StoreError::Invalid(e.to_string())),
-            Sink::Postgres(j) => Ok(j.close().await?),
-        }
+    fn close(&mut self) -> SinkFuture<'_, Seal> {
+        Box::pin(async move { PgJournal::close(self).await.map_err(sink_error) })
     }
 }

@@ -7,15 +7,17 @@
 //! [`FLUSH_EVERY`] while it is not, and when the run stops, so a loop rebinding a variable a
 //! million times costs a million map updates, not a million writes.
 
-use super::agents::{segment_file, AgentHome};
-use super::{fs, now, timestamp, StoreError};
-use crate::runner::Observer;
+use super::agents::segment_file;
+use super::{fs, StoreError};
 use bytecode_spec::verify::Verified;
 use bytecode_spec::BindingKind;
 use prose_machine::protocol::RequestId;
 use prose_machine::snapshot::Snapshot;
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
+use prose_runtime::clock::{now, timestamp};
+use prose_runtime::record::AgentHome;
+use prose_runtime::runner::Observer;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;

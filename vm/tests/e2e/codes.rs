@@ -112,8 +112,8 @@ fn missing_and_unknown_inputs_are_e200_and_e201() {
 
 #[tokio::test]
 async fn a_journal_that_cannot_be_written_is_e214() {
-    use prosevm::driver::mock::{Mock, MockOptions};
-    use prosevm::runner::{run_durable, Durable, RunConfig};
+    use prose_runtime::driver::mock::{Mock, MockOptions};
+    use prose_runtime::runner::{run_durable, Durable, RunConfig};
     use prosevm::store::journal::Journal;
     use std::sync::Arc;
     // /dev/full takes every write and fails every flush: the disk is full.
@@ -129,14 +129,17 @@ async fn a_journal_that_cannot_be_written_is_e214() {
     )
     .expect("starts");
     let mut durable = Durable {
-        journal: journal.into(),
+        journal: Box::new(prosevm::store::sink::FileSink {
+            journal,
+            run: "r".into(),
+        }),
         replay: Default::default(),
         batch: false,
     };
-    let workshop = Arc::new(prosevm::agent::workshop::Workshop::new(
+    let workshop = Arc::new(prose_runtime::agent::workshop::Workshop::new(
         ".".into(),
         Default::default(),
-        prosevm::people::People::Nobody,
+        prose_runtime::people::People::Nobody,
     ));
     let e = run_durable(
         machine,

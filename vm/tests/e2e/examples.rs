@@ -4,9 +4,9 @@
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
 use prose_machine::{Limits, Machine};
+use prose_runtime::driver::mock::{Conditions, Mock, MockOptions};
+use prose_runtime::runner::{run, RunConfig};
 use prosec::compile::Compilation;
-use prosevm::driver::mock::{Conditions, Mock, MockOptions};
-use prosevm::runner::{run, RunConfig};
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

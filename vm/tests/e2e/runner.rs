@@ -5,9 +5,9 @@ use prose_machine::protocol::{Ask, Request};
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
 use prose_machine::{Limits, Machine, RuntimeError};
-use prosevm::driver::mock::{Mock, MockOptions, Rule};
-use prosevm::driver::{Driver, Live, Served};
-use prosevm::runner::{run, RunConfig};
+use prose_runtime::driver::mock::{Mock, MockOptions, Rule};
+use prose_runtime::driver::{Driver, Live, Served};
+use prose_runtime::runner::{run, RunConfig};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

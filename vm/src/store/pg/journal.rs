@@ -6,8 +6,8 @@
 
 use super::lease::Claim;
 use super::{describe, PgError};
-use crate::store::journal::Seal;
 use prose_machine::protocol::Reply;
+use prose_runtime::record::Seal;
 
 /// The journal of a claimed run, being appended to.
 pub struct PgJournal {

@@ -6,7 +6,7 @@
 //! renewed by a heartbeat ([`heartbeat`]); a worker that stops cleanly releases it.
 
 use super::{query, PgError, PgStore, RunId};
-use crate::run::record::{RunRecord, RunStatus};
+use prose_runtime::record::{RunRecord, RunStatus};
 use std::time::Duration;
 
 /// A worker's name in the store (its host, process and a random part).

@@ -17,14 +17,14 @@ pub mod journal;
 pub mod lease;
 pub mod schema;
 
-use crate::driver::settings::DriverSettings;
-use crate::run::record::{ExecOptions, RunRecord, RunStatus};
-use crate::run::Program;
-use crate::store::journal::Seal;
-use crate::store::{now, random6, sha256_hex, timestamp};
+use crate::store::random6;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use prose_machine::protocol::Reply;
 use prose_machine::value::Value;
+use prose_runtime::clock::{now, timestamp};
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::program::Program;
+use prose_runtime::record::{ExecOptions, RunRecord, RunStatus};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -216,24 +216,8 @@ impl PgStore {
         // The inputs are checked now, so a run that cannot start is refused at once.
         crate::run::new_machine(artifact, &inputs, &options)
             .map_err(|e| PgError::Invalid(e.to_string()))?;
-        let sha = sha256_hex(&program.bytes);
-        let mut record = RunRecord {
-            id: String::new(),
-            program: artifact.modules[0].name.clone(),
-            origin: program.origin.clone(),
-            artifact_sha256: sha.clone(),
-            workdir: PathBuf::from("."),
-            inputs,
-            started: String::new(),
-            status: RunStatus::Running,
-            driver,
-            options,
-            agents: Vec::new(),
-            journal: Seal::default(),
-            outputs: None,
-            error: None,
-            usage: None,
-        };
+        let sha = program.sha256();
+        let mut record = RunRecord::new(program, inputs, driver, options, PathBuf::from("."));
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(query)?;
         tx.execute(

@@ -3,7 +3,7 @@
 //! where the outputs and the run directory are, how to resume it).
 
 use super::{grouped, human_duration, SessionLimits};
-use crate::run::record::RunStatus;
+use crate::record::RunStatus;
 use crate::runner::Observer;
 use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;

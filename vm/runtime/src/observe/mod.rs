@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// `t` as an RFC 3339 UTC timestamp with milliseconds (`2025-11-22T08:14:56.123Z`).
 pub fn rfc3339(t: SystemTime) -> String {
     let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let (_, _, iso) = crate::store::timestamp(since.as_secs());
+    let (_, _, iso) = crate::clock::timestamp(since.as_secs());
     let millis = since.subsec_millis();
     format!("{}.{millis:03}Z", iso.trim_end_matches('Z'))
 }

@@ -1,11 +1,11 @@
-//! The run record (`run.json`): what was run, with which inputs and driver, how it is going
-//! or how it ended. Typed, so the CLI, the benches and the stores read and write one shape.
+//! The run record (`run.json`, or a store's row): what was run, with which inputs and driver,
+//! how it is going or how it ended. Typed, so the CLI, the benches and every store read and
+//! write one shape, and built in one place ([`RunRecord::new`]).
 
 use crate::agent::permissions::UserAllow;
 use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
 use crate::driver::settings::DriverSettings;
-use crate::store::agents::AgentHome;
-use crate::store::journal::Seal;
+use crate::program::Program;
 use prose_machine::protocol::RequestId;
 use prose_machine::value::Value;
 use serde::{Deserialize, Serialize};
@@ -169,6 +169,37 @@ pub struct RunRecord {
     pub usage: Option<prose_machine::protocol::Usage>,
 }
 
+impl RunRecord {
+    /// The record of a new run of `program` with top-level `inputs`, answered by `driver`,
+    /// executing as `options` say, its sessions acting in `workdir`: running, with no id or
+    /// start time yet (the store that keeps it gives both) and an empty journal.
+    pub fn new(
+        program: &Program,
+        inputs: BTreeMap<String, Value>,
+        driver: DriverSettings,
+        options: ExecOptions,
+        workdir: PathBuf,
+    ) -> RunRecord {
+        RunRecord {
+            id: String::new(),
+            program: program.artifact.modules[0].name.clone(),
+            origin: program.origin.clone(),
+            artifact_sha256: program.sha256(),
+            workdir,
+            inputs,
+            started: String::new(),
+            status: RunStatus::Running,
+            driver,
+            options,
+            agents: Vec::new(),
+            journal: Seal::default(),
+            outputs: None,
+            error: None,
+            usage: None,
+        }
+    }
+}
+
 /// Records written before runs kept their working directory ran where they were resumed.
 fn here() -> PathBuf {
     PathBuf::from(".")
@@ -177,4 +208,29 @@ fn here() -> PathBuf {
 /// Records written before runs kept their driver ran on the mock.
 fn mock_driver() -> DriverSettings {
     DriverSettings::Mock(Default::default())
+}
+
+/// How many records the journal held when it was last closed, and the chain value after
+/// the last of them; kept in `run.json`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seal {
+    /// Records.
+    pub records: u64,
+    /// The chain value after them (the seed when there are none).
+    pub crc: u32,
+}
+
+/// A persistent agent of the program run, and its memory when the run started.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentHome {
+    /// The agent's name.
+    pub name: String,
+    /// `execution`, `project`, `user` or `path`.
+    pub scope: String,
+    /// The directory holding its memory.
+    pub dir: PathBuf,
+    /// Its memory when the run started.
+    pub memory: Option<String>,
+    /// Segments already in the directory when the run started.
+    pub segments: u32,
 }

@@ -21,7 +21,7 @@ mod http;
 
 use crate::driver::chat::Models;
 use crate::driver::settings::DriverSettings;
-use crate::run::record::{RunRecord, RunStatus};
+use crate::record::{RunRecord, RunStatus};
 use crate::runner::Observer;
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, KeyValue};

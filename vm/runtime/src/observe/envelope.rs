@@ -8,7 +8,7 @@
 //! ```
 
 use super::rfc3339;
-use crate::run::record::RunStatus;
+use crate::record::RunStatus;
 use prose_machine::trace::Event;
 use serde::Serialize;
 use std::time::SystemTime;

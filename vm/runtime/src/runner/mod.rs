@@ -3,6 +3,7 @@
 //! fibers, and feeds answers back.
 
 mod budget;
+pub mod journal;
 pub mod program_skill;
 mod session;
 mod stop;
@@ -15,9 +16,9 @@ pub use stop::Stop;
 use crate::agent::workshop::Workshop;
 use crate::driver::{serve, Driver, Live, Served};
 use crate::people::People;
-use crate::store::sink::Sink;
 use bytecode_spec::Backoff;
 use bytecode_spec::Code;
+use journal::{JournalSink, Replies};
 use prose_machine::protocol::{
     Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage,
 };
@@ -159,10 +160,10 @@ pub(crate) async fn serve_within<D: Driver>(
 /// What makes a run durable: the journal new answers go to, and the answers of an earlier
 /// attempt, replayed instead of asking the driver again.
 pub struct Durable {
-    /// Where answers are appended: the file store's journal or the Postgres store's.
-    pub journal: Sink,
+    /// Where answers are appended: the journal of the store keeping the run.
+    pub journal: Box<dyn JournalSink>,
     /// Answers already journaled, by request id.
-    pub replay: crate::store::journal::Replies,
+    pub replay: Replies,
     /// The driver has no side effects (the mock): answers may be consumed before they are
     /// synced, with syncs batched. Otherwise every answer is durable before it is consumed.
     pub batch: bool,
