@@ -18,8 +18,8 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use prose_runtime::driver::mock::MockOptions;
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::runner::Stop;
-use prosevm::store::pg::lease::WorkerId;
-use prosevm::store::pg::PgStore;
+use prose_store::pg::lease::WorkerId;
+use prose_store::pg::PgStore;
 use prosevm::worker::{WorkerOptions, WorkerReport};
 use std::time::{Duration, Instant};
 

@@ -249,19 +249,22 @@ pub fn run_mock_durable(
         ..Place::default()
     };
     let settings = DriverSettings::Mock(Default::default());
-    let run = Run::start(
-        program,
-        Default::default(),
-        settings.clone(),
-        Default::default(),
-        &place,
-    )
-    .expect("starts");
-    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
+    let store = prose_store::file::FileStore::new(place.state_dir.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
+    let run = rt
+        .block_on(Run::start(
+            &store,
+            program,
+            Default::default(),
+            settings.clone(),
+            Default::default(),
+            &place,
+        ))
+        .expect("starts");
+    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
     rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}))
         .expect("the store works")
         .expect("runs")

@@ -6,9 +6,9 @@
 mod support;
 
 use prose_machine::protocol::{Answer, Reply, RequestId, SessionAnswer};
-use prosevm::store::pg::journal::PgJournal;
-use prosevm::store::pg::lease::{self, WorkerId};
-use prosevm::store::pg::{PgError, PgStore};
+use prose_store::pg::journal::PgJournal;
+use prose_store::pg::lease::{self, WorkerId};
+use prose_store::pg::{PgError, PgStore};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -15,8 +15,8 @@ use prose_runtime::driver::mock::{MockOptions, Rule};
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::program::Program;
 use prose_runtime::record::ExecOptions;
+use prose_store::file::{FileStore, RunDir};
 use prosevm::run::{Place, Resumed, Resuming, Run};
-use prosevm::store::RunDir;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -178,13 +178,15 @@ fn run_durably(program: &Program, state: &Path, rt: &tokio::runtime::Runtime) {
         max_frame_memory: 64 << 20,
         ..ExecOptions::default()
     };
-    let Ok(run) = Run::start(
+    let store = FileStore::new(place.state_dir.clone());
+    let Ok(run) = rt.block_on(Run::start(
+        &store,
         program,
         placeholder_inputs(program),
         settings.clone(),
         options,
         &place,
-    ) else {
+    )) else {
         return;
     };
     let driver = Arc::new(settings.connect().expect("mock"));
@@ -341,14 +343,16 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
         state_dir: Some(root.join("reference")),
         ..Place::default()
     };
-    let run = Run::start(
-        &program,
-        BTreeMap::new(),
-        plain.clone(),
-        ExecOptions::default(),
-        &reference_place,
-    )
-    .expect("starts");
+    let run = rt
+        .block_on(Run::start(
+            &FileStore::new(reference_place.state_dir.clone()),
+            &program,
+            BTreeMap::new(),
+            plain.clone(),
+            ExecOptions::default(),
+            &reference_place,
+        ))
+        .expect("starts");
     let expected = drive(run, &plain).expect("finishes");
     let failing: Vec<Rule> =
         serde_json::from_str(r#"[{"prompt": "Finish", "fail": "down"}]"#).expect("script");
@@ -362,14 +366,17 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
             state_dir: Some(root.join(format!("state-{i}"))),
             ..Place::default()
         };
-        let run = Run::start(
-            &program,
-            BTreeMap::new(),
-            failing.clone(),
-            ExecOptions::default(),
-            &place,
-        )
-        .expect("starts");
+        let store = FileStore::new(place.state_dir.clone());
+        let run = rt
+            .block_on(Run::start(
+                &store,
+                &program,
+                BTreeMap::new(),
+                failing.clone(),
+                ExecOptions::default(),
+                &place,
+            ))
+            .expect("starts");
         let id = run.record().id.clone();
         assert!(drive(run, &failing).is_err(), "the run fails at Finish");
         let dir = RunDir::open(place.state_dir.as_deref(), &id).expect("run");
@@ -380,7 +387,7 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
             driver: Some(plain.clone()),
             ..Resuming::default()
         };
-        match Run::resume_with(dir, &place, how) {
+        match rt.block_on(Run::resume(&store, &id, &place, how)) {
             Err(_) => refused += 1,
             Ok(Resumed::Finished(_)) => panic!("a failed run cannot be finished"),
             Ok(Resumed::Ready(run)) => {

@@ -6,11 +6,16 @@ use crate::agent::permissions::UserAllow;
 use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
 use crate::driver::settings::DriverSettings;
 use crate::program::Program;
+use bytecode_spec::verify::Verified;
 use prose_machine::protocol::RequestId;
+use prose_machine::value::Bounds;
 use prose_machine::value::Value;
+use prose_machine::{Limits, Machine, RuntimeError};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Where a run is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -233,4 +238,28 @@ pub struct AgentHome {
     pub memory: Option<String>,
     /// Segments already in the directory when the run started.
     pub segments: u32,
+}
+
+/// A machine for `artifact` with `inputs`, executing as `options` say.
+pub fn new_machine(
+    artifact: &Arc<Verified>,
+    inputs: &BTreeMap<String, Value>,
+    options: &ExecOptions,
+) -> Result<Machine, RuntimeError> {
+    let inputs: FxHashMap<String, Value> =
+        inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let defaults = Limits::default();
+    let limits = Limits {
+        iterations: options.max_iterations,
+        frame_bytes: size(options.max_frame_memory),
+        values: Bounds {
+            bytes: size(options.max_value_size),
+            ..defaults.values
+        },
+        ..defaults
+    };
+    let mut machine = Machine::new(artifact.clone(), &inputs, limits)?;
+    machine.set_strict(options.strict);
+    Ok(machine)
 }

@@ -114,12 +114,12 @@ fn missing_and_unknown_inputs_are_e200_and_e201() {
 async fn a_journal_that_cannot_be_written_is_e214() {
     use prose_runtime::driver::mock::{Mock, MockOptions};
     use prose_runtime::runner::{run_durable, Durable, RunConfig};
-    use prosevm::store::journal::Journal;
+    use prose_store::journal::Journal;
     use std::sync::Arc;
     // /dev/full takes every write and fails every flush: the disk is full.
     let journal = Journal::open(
         std::path::Path::new("/dev/full"),
-        &prosevm::store::journal::Contents::empty(0),
+        &prose_store::journal::Contents::empty(0),
     )
     .expect("opens");
     let machine = Machine::new(
@@ -129,7 +129,7 @@ async fn a_journal_that_cannot_be_written_is_e214() {
     )
     .expect("starts");
     let mut durable = Durable {
-        journal: Box::new(prosevm::store::sink::FileSink {
+        journal: Box::new(prose_store::file::FileSink {
             journal,
             run: "r".into(),
         }),

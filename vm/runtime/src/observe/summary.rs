@@ -68,8 +68,9 @@ pub struct Ending<'a> {
     pub outputs: usize,
     /// The error that ended it (when failed).
     pub error: Option<&'a str>,
-    /// The state directory given on the command line, if any (for the resume command).
-    pub state_dir: Option<&'a Path>,
+    /// The flags saying where the run is kept, when not in the default place (for the
+    /// resume command): `--state-dir DIR`, `--store sqlite:PATH`.
+    pub resume_with: Option<&'a str>,
 }
 
 impl Summary {
@@ -189,7 +190,7 @@ impl Summary {
         if ending.status != RunStatus::Finished {
             lines.push(format!(
                 "[Summary] resume: {}",
-                resume_command(ending.run_id, ending.state_dir)
+                resume_command(ending.run_id, ending.resume_with)
             ));
         }
         lines
@@ -204,10 +205,11 @@ fn plural_y(n: usize) -> &'static str {
     }
 }
 
-/// The command that resumes run `id` (with `--state-dir` when runs live elsewhere).
-pub fn resume_command(id: &str, state_dir: Option<&Path>) -> String {
-    match state_dir {
-        Some(d) => format!("prosevm resume {id} --state-dir {}", d.display()),
+/// The command that resumes run `id` (with the flags saying where it is kept, when it is
+/// not in the default place).
+pub fn resume_command(id: &str, resume_with: Option<&str>) -> String {
+    match resume_with {
+        Some(flags) => format!("prosevm resume {id} {flags}"),
         None => format!("prosevm resume {id}"),
     }
 }
@@ -443,7 +445,7 @@ mod tests {
                 status: RunStatus::Failed,
                 outputs: 0,
                 error: Some("session failed: rate limited"),
-                state_dir: Some(Path::new("/w/.state")),
+                resume_with: Some("--state-dir /w/.state"),
             },
             Duration::from_millis(12_300),
         );
@@ -479,7 +481,7 @@ mod tests {
                 status: RunStatus::Finished,
                 outputs: 2,
                 error: None,
-                state_dir: None,
+                resume_with: None,
             },
             Duration::from_secs(61),
         );

@@ -1,77 +1,26 @@
-//! Durable runs: each run lives in `.prose/runs/{YYYYMMDD}-{HHMMSS}-{random6}/` with the
+//! The file store: each run lives in `.prose/runs/{YYYYMMDD}-{HHMMSS}-{random6}/` with the
 //! program's source, its artifact, `run.json` (what was run, with which inputs, and how it
-//! ended), and the journal of every driver answer. Replaying the journal through the
-//! deterministic machine resumes an interrupted run without asking anything twice.
+//! ended), and the journal of every driver answer (`journal.log`, [`crate::journal`]).
+//! Replaying the journal through the deterministic machine resumes an interrupted run
+//! without asking anything twice. A run is held by an advisory lock on its `lock` file,
+//! which the kernel releases when the holder dies ([`RunDir::lock`]).
 
-pub mod agents;
-pub mod fs;
-pub mod journal;
-pub mod pg;
-pub mod sink;
-pub mod view;
+mod listing;
+mod sink;
+mod store;
 
-use prose_runtime::clock::{now, timestamp};
+pub use listing::held;
+pub use sink::FileSink;
+pub use store::FileStore;
+
+use crate::{fs, journal, StoreError};
 use prose_runtime::record::RunRecord;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Why a run directory cannot be used.
-#[derive(Debug)]
-pub enum StoreError {
-    /// File-system trouble.
-    Io(PathBuf, std::io::Error),
-    /// The run's files are not what they should be.
-    Invalid(String),
-    /// Another process holds the run.
-    Held(String),
-    /// The Postgres store.
-    Postgres(pg::PgError),
-}
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StoreError::Io(p, e) => write!(f, "{}: {e}", p.display()),
-            StoreError::Invalid(m) | StoreError::Held(m) => f.write_str(m),
-            StoreError::Postgres(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
-
-impl From<pg::PgError> for StoreError {
-    fn from(e: pg::PgError) -> StoreError {
-        StoreError::Postgres(e)
-    }
-}
 
 fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
     r.map_err(|e| StoreError::Io(path.to_path_buf(), e))
-}
-
-/// Six random lowercase alphanumerics (from the process's hash randomness).
-pub(crate) fn random6() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    let mut n = h.finish();
-    let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    (0..6)
-        .map(|_| {
-            let c = alphabet[(n % 36) as usize] as char;
-            n /= 36;
-            c
-        })
-        .collect()
 }
 
 /// A run directory.
@@ -101,21 +50,20 @@ impl RunDir {
         record: &mut RunRecord,
         source: &str,
         artifact: &[u8],
+        seeded: &[&prose_machine::protocol::Reply],
     ) -> Result<RunDir, StoreError> {
         let root = Self::runs_root(state_dir);
         io(&root, std::fs::create_dir_all(&root))?;
-        let secs = now();
-        let (date, time, iso) = timestamp(secs);
         // Built under a temporary name and renamed into place, so a run directory either
         // has all its files or does not exist (a crash in between leaves only a `.tmp-`).
-        let (id, tmp) = loop {
-            let id = format!("{date}-{time}-{}", random6());
+        let (id, iso, tmp) = loop {
+            let (id, iso) = crate::ids::new_run_id();
             let tmp = root.join(format!(".tmp-{id}"));
             if root.join(&id).exists() {
                 continue;
             }
             match std::fs::create_dir(&tmp) {
-                Ok(()) => break (id, tmp),
+                Ok(()) => break (id, iso, tmp),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(StoreError::Io(tmp, e)),
             }
@@ -127,15 +75,15 @@ impl RunDir {
         // Nobody sees the directory before its rename: its files are written in place.
         fs::write_new(&tmp.join("program.prose"), source.as_bytes())?;
         fs::write_new(&tmp.join("artifact.pbc"), artifact)?;
-        // The journal exists from the start, so a missing one is never an empty run.
-        let journal = staging.journal_path();
-        io(&journal, fs::open_append(&journal))?;
+        // The journal exists from the start, so a missing one is never an empty run. A run
+        // seeded with another's answers starts with them.
+        let seed = journal::seed(&id);
+        let invalid = |e: journal::JournalError| StoreError::Invalid(format!("run {id}: {e}"));
+        let bytes = journal::encode(seed, seeded).map_err(invalid)?;
+        fs::write_new(&staging.journal_path(), &bytes)?;
         record.id = id.clone();
         record.started = iso;
-        record.journal = journal::Seal {
-            records: 0,
-            crc: journal::seed(&id),
-        };
+        record.journal = journal::parse(&bytes, seed).map_err(invalid)?.seal();
         fs::write_new(&staging.path.join("run.json"), &encode(record)?)?;
         let path = root.join(&id);
         io(&path, std::fs::rename(&tmp, &path))?;
@@ -153,14 +101,14 @@ impl RunDir {
             Self::runs_root(state_dir).join(run)
         };
         if !path.join("run.json").is_file() {
-            return Err(StoreError::Invalid(format!(
+            return Err(StoreError::NoRun(format!(
                 "no run `{run}` (looked in {})",
                 path.display()
             )));
         }
         for p in [path.clone(), path.join("run.json")] {
             if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(StoreError::Invalid(format!(
+                return Err(StoreError::NoRun(format!(
                     "{} is a symbolic link; a run directory may not hold links",
                     p.display()
                 )));
@@ -289,18 +237,4 @@ fn holder(file: &mut std::fs::File) -> Option<u32> {
 /// A held run lock; dropping it (closing the file) releases the run.
 pub struct Lock {
     _file: std::fs::File,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn random_ids_have_six_characters() {
-        let r = random6();
-        assert_eq!(r.len(), 6);
-        assert!(r
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
-    }
 }

@@ -13,7 +13,7 @@
 //! journal to append ([`Journal::open`]). A complete line that fails its checksum is
 //! corruption, reported with its line.
 
-use super::fs;
+use crate::fs;
 use prose_machine::protocol::{Reply, RequestId};
 pub use prose_runtime::record::Seal;
 pub use prose_runtime::runner::journal::Replies;
@@ -180,24 +180,13 @@ impl Contents {
     /// none. When records repeat (a journal accepted with `--force`), the first answer wins:
     /// it is the one the run went on with.
     pub fn replies(self) -> Replies {
-        let mut map = Replies::with_capacity_and_hasher(self.records.len(), Default::default());
-        for r in self.records {
-            match map.get(&r.id) {
-                Some(kept) if kept.outcome.is_ok() => {}
-                _ => {
-                    map.insert(r.id.clone(), r);
-                }
-            }
-        }
-        map
+        replies(self.records)
     }
 
     /// Each request's reply as [`Contents::replies`] picks it, in the order the requests first
     /// appear in the journal: the run's exchanges as it went on with them.
     pub fn in_order(self) -> Vec<Reply> {
-        let order: Vec<RequestId> = self.records.iter().map(|r| r.id.clone()).collect();
-        let mut map = self.replies();
-        order.iter().filter_map(|id| map.remove(id)).collect()
+        in_order(self.records)
     }
 
     /// The records `--force` keeps: each request's records up to and including its first
@@ -216,6 +205,31 @@ impl Contents {
         }
         kept
     }
+}
+
+/// The reply to replay for each request of a journal holding `records` (in the order they
+/// were written): its answer, or its last failure when it has none. When records repeat (a
+/// journal accepted with `--force`), the first answer wins: it is the one the run went on
+/// with.
+pub fn replies(records: Vec<Reply>) -> Replies {
+    let mut map = Replies::with_capacity_and_hasher(records.len(), Default::default());
+    for r in records {
+        match map.get(&r.id) {
+            Some(kept) if kept.outcome.is_ok() => {}
+            _ => {
+                map.insert(r.id.clone(), r);
+            }
+        }
+    }
+    map
+}
+
+/// Each request's reply as [`replies`] picks it, in the order the requests first appear in
+/// `records`: the run's exchanges as it went on with them.
+pub fn in_order(records: Vec<Reply>) -> Vec<Reply> {
+    let order: Vec<RequestId> = records.iter().map(|r| r.id.clone()).collect();
+    let mut map = replies(records);
+    order.iter().filter_map(|id| map.remove(id)).collect()
 }
 
 /// Reads the journal at `path` of the run whose chain starts at `seed`. Never writes: a torn
@@ -277,6 +291,13 @@ pub fn parse(bytes: &[u8], seed: u32) -> Result<Contents, JournalError> {
 /// Replaces the journal at `path`, durably and in one step, by `records` chained from
 /// `seed`; returns what it then holds (whose [`Contents::seal`] the run record must take).
 pub fn rewrite(path: &Path, seed: u32, records: &[&Reply]) -> Result<Contents, JournalError> {
+    let bytes = encode(seed, records)?;
+    fs::write_durable(path, &bytes).map_err(|e| JournalError::Io(std::io::Error::other(e)))?;
+    parse(&bytes, seed)
+}
+
+/// `records` as a journal whose chain starts at `seed`.
+pub fn encode(seed: u32, records: &[&Reply]) -> Result<Vec<u8>, JournalError> {
     let mut bytes = Vec::new();
     let mut prev = seed;
     for r in records {
@@ -286,8 +307,7 @@ pub fn rewrite(path: &Path, seed: u32, records: &[&Reply]) -> Result<Contents, J
         bytes.extend_from_slice(&body);
         bytes.push(b'\n');
     }
-    fs::write_durable(path, &bytes).map_err(|e| JournalError::Io(std::io::Error::other(e)))?;
-    parse(&bytes, seed)
+    Ok(bytes)
 }
 
 /// Syncs `files` and runs `also` (another sync) at the same time: the file system commits

@@ -16,15 +16,18 @@
 pub mod journal;
 pub mod lease;
 pub mod schema;
+mod store;
 
-use crate::store::random6;
+pub use store::PgHeld;
+
+use crate::ids::new_run_id;
+use crate::Pruned;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use prose_machine::protocol::Reply;
 use prose_machine::value::Value;
-use prose_runtime::clock::{now, timestamp};
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::program::Program;
-use prose_runtime::record::{ExecOptions, RunRecord, RunStatus};
+use prose_runtime::record::{new_machine, ExecOptions, RunRecord, RunStatus};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -113,6 +116,8 @@ pub fn is_url(store: &str) -> bool {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// Where the views of runs driven on this machine are written (`.prose/pg`).
+    views: PathBuf,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -125,9 +130,9 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
-/// A run as the store lists it.
+/// A run as the Postgres store lists it.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct RunRow {
+pub struct PgRow {
     /// The run's id.
     pub id: String,
     /// The program's name.
@@ -148,9 +153,9 @@ pub struct RunRow {
 
 /// A run as the store holds it: its row and record.
 #[derive(Clone, Debug)]
-pub struct StoredRun {
+pub struct PgRun {
     /// The run's row.
-    pub row: RunRow,
+    pub row: PgRow,
     /// Its record.
     pub record: RunRecord,
 }
@@ -187,9 +192,23 @@ impl PgStore {
             .wait_timeout(Some(Duration::from_secs(60)))
             .build()
             .map_err(|e| PgError::Connect(e.to_string()))?;
-        let store = PgStore { pool };
+        let store = PgStore {
+            pool,
+            views: PathBuf::from(".prose/pg"),
+        };
         schema::migrate(&store).await?;
         Ok(store)
+    }
+
+    /// The store, writing the views of runs driven here under `dir` (`<state dir>/pg`).
+    pub fn with_views(mut self, dir: PathBuf) -> PgStore {
+        self.views = dir;
+        self
+    }
+
+    /// Where the views of run `id` are written on this machine.
+    pub fn views_of(&self, id: &str) -> PathBuf {
+        self.views.join(id)
     }
 
     /// A connection from the pool.
@@ -214,31 +233,58 @@ impl PgStore {
             ));
         }
         // The inputs are checked now, so a run that cannot start is refused at once.
-        crate::run::new_machine(artifact, &inputs, &options)
-            .map_err(|e| PgError::Invalid(e.to_string()))?;
-        let sha = program.sha256();
+        new_machine(artifact, &inputs, &options).map_err(|e| PgError::Invalid(e.to_string()))?;
         let mut record = RunRecord::new(program, inputs, driver, options, PathBuf::from("."));
+        self.insert(&mut record, program, &[], None).await
+    }
+
+    /// Inserts a run of `program` that `record` describes (giving it its id and start time)
+    /// with `journal` already in its journal: queued, or held by `claim` (a worker and a
+    /// lease) as epoch 1 of the run.
+    pub(crate) async fn insert(
+        &self,
+        record: &mut RunRecord,
+        program: &Program,
+        journal: &[Reply],
+        claim: Option<(&lease::WorkerId, Duration)>,
+    ) -> Result<RunId, PgError> {
+        let sha = program.sha256();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(query)?;
         tx.execute(
             "INSERT INTO prose_artifacts (sha256, bytes, source) VALUES ($1, $2, $3)
              ON CONFLICT (sha256) DO NOTHING",
-            &[&sha, &program.bytes, &artifact.modules[0].source],
+            &[&sha, &program.bytes, &program.artifact.modules[0].source],
         )
         .await
         .map_err(query)?;
+        let (status, epoch, owner, lease) = match claim {
+            None => ("queued", 0i64, None, None),
+            Some((w, l)) => ("running", 1, Some(w.0.as_str()), Some(l.as_secs_f64())),
+        };
         let id = loop {
-            let (date, time, iso) = timestamp(now());
-            record.id = format!("{date}-{time}-{}", random6());
-            record.started = iso;
-            let json = serde_json::to_string(&record)
+            let (id, started) = new_run_id();
+            record.id = id;
+            record.started = started;
+            let json = serde_json::to_string(&*record)
                 .map_err(|e| PgError::Invalid(format!("cannot encode the run record: {e}")))?;
             let n = tx
                 .execute(
-                    "INSERT INTO prose_runs (id, program, artifact_sha256, status, record)
-                     VALUES ($1, $2, $3, 'queued', $4::text::json)
+                    "INSERT INTO prose_runs
+                         (id, program, artifact_sha256, status, record, epoch, owner, lease_until)
+                     VALUES ($1, $2, $3, $4, $5::text::json, $6, $7,
+                             now() + make_interval(secs => $8::float8))
                      ON CONFLICT (id) DO NOTHING",
-                    &[&record.id, &record.program, &sha, &json],
+                    &[
+                        &record.id,
+                        &record.program,
+                        &sha,
+                        &status,
+                        &json,
+                        &epoch,
+                        &owner,
+                        &lease,
+                    ],
                 )
                 .await
                 .map_err(query)?;
@@ -246,12 +292,14 @@ impl PgStore {
                 break RunId(record.id.clone());
             }
         };
+        let seeded: Vec<&Reply> = journal.iter().collect();
+        journal::insert_rows(&tx, &id.0, epoch, &seeded).await?;
         tx.commit().await.map_err(query)?;
         Ok(id)
     }
 
     /// Every run, oldest first.
-    pub async fn list(&self) -> Result<Vec<RunRow>, PgError> {
+    pub async fn list(&self) -> Result<Vec<PgRow>, PgError> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -264,7 +312,7 @@ impl PgStore {
     }
 
     /// The run `id`: its row and record.
-    pub async fn run(&self, id: &str) -> Result<StoredRun, PgError> {
+    pub async fn run(&self, id: &str) -> Result<PgRun, PgError> {
         let client = self.client().await?;
         let row = client
             .query_opt(ROW_SELECT, &[&Some(id.to_string())])
@@ -274,7 +322,7 @@ impl PgStore {
         let record: String = row.get("record");
         let record = serde_json::from_str(&record)
             .map_err(|e| PgError::Invalid(format!("run {id}: its record: {e}")))?;
-        Ok(StoredRun {
+        Ok(PgRun {
             row: run_row(&row),
             record,
         })
@@ -332,8 +380,7 @@ impl PgStore {
         statuses: &[RunStatus],
         older_than: Option<Duration>,
         dry_run: bool,
-    ) -> Result<Vec<crate::housekeeping::Pruned<RunRow>>, PgError> {
-        use crate::housekeeping::Pruned;
+    ) -> Result<Vec<Pruned>, PgError> {
         let client = self.client().await?;
         let statuses: Vec<String> = statuses.iter().map(|s| s.as_str().to_string()).collect();
         let age = older_than.map(|d| d.as_secs_f64());
@@ -349,10 +396,9 @@ impl PgStore {
             .await
             .map_err(query)?;
         let mut done = Vec::with_capacity(rows.len());
-        for row in rows.iter().map(run_row) {
-            let held = row.owner.is_some() && row.lease_left.is_some_and(|l| l > 0.0);
-            if held {
-                let why = format!("worker {} holds it", row.owner.as_deref().unwrap_or("?"));
+        for row in rows.iter().map(|r| run_row(r).to_row()) {
+            if row.live {
+                let why = format!("worker {} holds it", row.holder.as_deref().unwrap_or("?"));
                 done.push(Pruned::Kept(row, why));
             } else if dry_run {
                 done.push(Pruned::WouldRemove(row));
@@ -383,8 +429,8 @@ const ROW_SELECT: &str =
         (SELECT count(*) FROM prose_journal j WHERE j.run_id = r.id) AS answered
     FROM prose_runs r WHERE ($1::text IS NULL OR r.id = $1)";
 
-fn run_row(r: &tokio_postgres::Row) -> RunRow {
-    RunRow {
+fn run_row(r: &tokio_postgres::Row) -> PgRow {
+    PgRow {
         id: r.get("id"),
         program: r.get("program"),
         status: r.get("status"),
@@ -393,5 +439,25 @@ fn run_row(r: &tokio_postgres::Row) -> RunRow {
         epoch: r.get("epoch"),
         owner: r.get("owner"),
         lease_left: r.get("lease_left"),
+    }
+}
+
+impl PgRow {
+    /// The row as every store lists runs (`record`: the run's record, when it can be read).
+    pub fn to_row(&self) -> crate::RunRow {
+        crate::RunRow {
+            id: self.id.clone(),
+            path: None,
+            program: self.program.clone(),
+            status: Some(self.status.clone()),
+            started: Some(self.submitted.clone()),
+            answered: usize::try_from(self.answered).unwrap_or(0),
+            live: self.owner.is_some() && self.lease_left.is_some_and(|l| l > 0.0),
+            holder: self.owner.clone(),
+            lease_left: self.lease_left,
+            epoch: Some(self.epoch),
+            usage: None,
+            error: None,
+        }
     }
 }

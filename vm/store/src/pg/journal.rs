@@ -8,6 +8,7 @@ use super::lease::Claim;
 use super::{describe, PgError};
 use prose_machine::protocol::Reply;
 use prose_runtime::record::Seal;
+use prose_runtime::runner::journal::{JournalSink, SinkError, SinkFuture};
 
 /// The journal of a claimed run, being appended to.
 pub struct PgJournal {
@@ -105,5 +106,60 @@ impl PgJournal {
     /// The claim this journal writes under.
     pub fn claim(&self) -> &Claim {
         &self.claim
+    }
+}
+
+/// Writes `replies` as the journal rows `0..` of run `run` under `epoch`, in transaction
+/// `tx` (a new run's seeded journal, or a journal rewritten whole).
+pub(crate) async fn insert_rows(
+    tx: &deadpool_postgres::Transaction<'_>,
+    run: &str,
+    epoch: i64,
+    replies: &[&Reply],
+) -> Result<(), PgError> {
+    for (seq, reply) in replies.iter().enumerate() {
+        let text = serde_json::to_string(reply)
+            .map_err(|e| PgError::Invalid(format!("cannot encode a reply: {e}")))?;
+        tx.execute(
+            "INSERT INTO prose_journal (run_id, seq, request_id, answered, epoch, reply)
+             VALUES ($1, $2, $3, $4, $5, $6::text::json)",
+            &[
+                &run,
+                &(seq as i64),
+                &reply.id.to_string(),
+                &reply.outcome.is_ok(),
+                &epoch,
+                &text,
+            ],
+        )
+        .await
+        .map_err(super::query)?;
+    }
+    Ok(())
+}
+
+impl JournalSink for PgJournal {
+    fn append(&mut self, reply: &Reply) -> Result<(), SinkError> {
+        PgJournal::append(self, reply).map_err(|e| SinkError(e.to_string()))
+    }
+
+    fn unsynced(&self) -> usize {
+        PgJournal::unsynced(self)
+    }
+
+    fn sync(&mut self) -> SinkFuture<'_, ()> {
+        Box::pin(async move {
+            PgJournal::sync(self)
+                .await
+                .map_err(|e| SinkError(e.to_string()))
+        })
+    }
+
+    fn close(&mut self) -> SinkFuture<'_, Seal> {
+        Box::pin(async move {
+            PgJournal::close(self)
+                .await
+                .map_err(|e| SinkError(e.to_string()))
+        })
     }
 }

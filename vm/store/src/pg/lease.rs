@@ -6,7 +6,10 @@
 //! renewed by a heartbeat ([`heartbeat`]); a worker that stops cleanly releases it.
 
 use super::{query, PgError, PgStore, RunId};
+use prose_machine::protocol::Reply;
+use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus};
+use prose_runtime::runner::Stop;
 use std::time::Duration;
 
 /// A worker's name in the store (its host, process and a random part).
@@ -22,7 +25,7 @@ impl WorkerId {
         WorkerId(format!(
             "{host}:{}:{}",
             std::process::id(),
-            crate::store::random6()
+            crate::ids::random6()
         ))
     }
 }
@@ -229,6 +232,57 @@ impl Claim {
         }
     }
 
+    /// Replaces the run's journal by `keep`, fenced; returns how many records it holds.
+    pub async fn rewrite_journal(&self, keep: &[&Reply]) -> Result<usize, PgError> {
+        let mut client = self.store.client().await?;
+        let tx = client.transaction().await.map_err(query)?;
+        self.fence(&tx).await?;
+        tx.execute(
+            "DELETE FROM prose_journal WHERE run_id = $1",
+            &[&self.run.0],
+        )
+        .await
+        .map_err(query)?;
+        super::journal::insert_rows(&tx, &self.run.0, self.epoch.0, keep).await?;
+        tx.commit().await.map_err(query)?;
+        Ok(keep.len())
+    }
+
+    /// Replaces the run's program by `program`, fenced.
+    pub async fn replace_program(&self, program: &Program) -> Result<(), PgError> {
+        let sha = program.sha256();
+        let mut client = self.store.client().await?;
+        let tx = client.transaction().await.map_err(query)?;
+        self.fence(&tx).await?;
+        tx.execute(
+            "INSERT INTO prose_artifacts (sha256, bytes, source) VALUES ($1, $2, $3)
+             ON CONFLICT (sha256) DO NOTHING",
+            &[&sha, &program.bytes, &program.artifact.modules[0].source],
+        )
+        .await
+        .map_err(query)?;
+        tx.execute(
+            "UPDATE prose_runs SET artifact_sha256 = $2 WHERE id = $1",
+            &[&self.run.0, &sha],
+        )
+        .await
+        .map_err(query)?;
+        tx.commit().await.map_err(query)
+    }
+
+    /// Locks the run's row in `tx` if this claim still holds it; refused otherwise.
+    async fn fence(&self, tx: &deadpool_postgres::Transaction<'_>) -> Result<(), PgError> {
+        let row = tx
+            .query_opt(
+                "SELECT 1 FROM prose_runs WHERE id = $1 AND epoch = $2 AND status = 'running'
+                 FOR UPDATE",
+                &[&self.run.0, &self.epoch.0],
+            )
+            .await
+            .map_err(query)?;
+        row.map(|_| ()).ok_or_else(|| fenced(self))
+    }
+
     /// Gives the run up without changing its record (a worker stopping before it began
     /// the run): it is queued again at once. Fenced like every write.
     pub async fn release(&self) -> Result<(), PgError> {
@@ -252,5 +306,23 @@ impl Claim {
     /// The error a write refused for want of this claim reports.
     pub(crate) fn fenced(&self) -> PgError {
         fenced(self)
+    }
+}
+
+/// Keeps the lease of one claim (a run resumed or started by hand): renews it every third of
+/// `lease` until the claim is lost, then asks `stop` (the run's writes would be refused
+/// anyway). Trouble reaching the store is told to `warn`; the renewal goes on.
+pub async fn keep(claim: Claim, lease: Duration, stop: Stop, warn: impl Fn(&PgError)) {
+    let held = [(claim.run.clone(), claim.epoch)];
+    loop {
+        tokio::time::sleep(lease / 3).await;
+        match heartbeat(&claim.store, &claim.worker, &held, lease).await {
+            Ok(kept) if kept.is_empty() => {
+                stop.ask();
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => warn(&e),
+        }
     }
 }
