@@ -368,7 +368,7 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut settings = match prosec::cost::PriceSettings::load(args.config.as_deref(), dir) {
+    let mut settings = match prose_settings::Settings::load(args.config.as_deref(), dir) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("prosec: {e}");
@@ -377,7 +377,7 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     };
     settings.driver = args.driver.clone().or(settings.driver);
     settings.model = args.model.clone().or(settings.model);
-    let pricing = settings.pricing(args.tokens_in, args.tokens_out);
+    let pricing = prosec::cost::Pricing::from_settings(&settings, args.tokens_in, args.tokens_out);
     let bounds = prosec::cost::bounds(&c, root, &pricing);
     match args.common.format {
         Format::Text => {

@@ -16,4 +16,5 @@ pub mod program;
 pub mod record;
 pub mod runner;
 pub mod secrets;
+mod terminal;
 pub mod tls;

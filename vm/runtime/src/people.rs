@@ -57,7 +57,7 @@ impl People {
         let (name, question) = (ask.name.clone(), ask.question.clone());
         let line = tokio::task::spawn_blocking(move || {
             let _one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
-            crate::observe::progress::suspend(|| {
+            crate::terminal::suspend(|| {
                 let tty = std::fs::File::open("/dev/tty").ok()?;
                 let mut err = std::io::stderr().lock();
                 write!(err, "Input `{name}`: {question}\n> ").ok()?;

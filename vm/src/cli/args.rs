@@ -5,12 +5,13 @@
 use clap::{Args, ValueEnum};
 use prose_machine::value::Value;
 use prose_runtime::agent::workshop::ToolDefault;
-use prose_runtime::config::{self, Config};
+use prose_runtime::config;
 use prose_runtime::driver::mock::{Conditions, MockOptions, Rule};
 use prose_runtime::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prose_runtime::people::People;
 use prose_runtime::record::{ExecOptions, RunStatus};
 use prose_runtime::runner::RunConfig;
+use prose_settings::Settings;
 use prosevm::run::Place;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -275,8 +276,8 @@ impl RunArgs {
     }
 
     /// The project's settings file.
-    pub fn config(&self) -> Result<Config, String> {
-        Config::load(self.config.as_deref(), &self.program_dir)
+    pub fn config(&self) -> Result<Settings, String> {
+        Settings::load(self.config.as_deref(), &self.program_dir)
     }
 
     /// Where runs live and how requests are served.
@@ -317,7 +318,7 @@ impl RunArgs {
             session_timeout_s: self.session_timeout.or(file.session_timeout),
             tools: match self.tools {
                 Some(t) => t,
-                None => file.tools.choice()?,
+                None => config::tools_choice(&file.tools)?,
             },
             max_tokens: self.max_tokens.or(file.max_tokens),
             max_cost: self.max_cost.or(file.max_cost),

@@ -19,7 +19,7 @@ use prose_machine::snapshot::Snapshot;
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
 use prose_machine::{Machine, RuntimeError};
-use prose_runtime::agent::mcp::{McpConfig, McpHub};
+use prose_runtime::agent::mcp::McpHub;
 use prose_runtime::agent::protected::Protected;
 use prose_runtime::agent::skills::{user_skills_dir, SkillSearch};
 use prose_runtime::agent::workshop::Workshop;
@@ -31,6 +31,7 @@ use prose_runtime::record::{new_machine, ExecOptions, RunFailure, RunRecord, Run
 use prose_runtime::runner::journal::{JournalSink, Replies};
 use prose_runtime::runner::program_skill::ProgramTool;
 use prose_runtime::runner::{run_durable, Durable, Observer, RunConfig};
+use prose_settings::McpConfig;
 use prose_store::view::RunView;
 use prose_store::{agents, journal, HeldRun, JournalCheck, Store, StoreError, Taken, TakenRun};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -10,7 +10,7 @@
 //! `"usage": {"input_tokens": N, "output_tokens": N}`.
 
 mod asks;
-mod id;
+pub mod id;
 mod permission;
 mod tools;
 mod turns;

@@ -19,7 +19,6 @@
 //! MCP tools are never taken as read-only (a server's annotations are hints from a program the
 //! VM does not control), so a call cut short by a crash is reported, not repeated.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 use std::process::Stdio;
@@ -33,13 +32,13 @@ use rmcp::model::{
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::ServiceExt;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use super::tools::{DuplicateTool, Tool, ToolContext, Toolbox};
 use super::BoxFuture;
 use prose_machine::protocol::{ToolOutput, ToolSpec};
+use prose_settings::{McpConfig, McpServerConfig};
 
 /// How long a server has to start and list its tools.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,41 +54,6 @@ pub const MAX_OUTPUT_BYTES: usize = 100 * 1024;
 
 /// Bytes of a stdio server's stderr kept for error messages.
 const STDERR_KEPT: usize = 4096;
-
-/// The `[mcp]` table of `prose.toml`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpConfig {
-    /// The servers, by name (`[mcp.servers.NAME]`).
-    #[serde(default)]
-    pub servers: BTreeMap<String, McpServerConfig>,
-}
-
-/// One `[mcp.servers.NAME]` table: `command` (with `args`, `env`) or `url`, and `network`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServerConfig {
-    /// The program to run (found on `PATH` unless it is a path).
-    pub command: Option<String>,
-    /// Its arguments.
-    #[serde(default)]
-    pub args: Vec<String>,
-    /// Variables added to its environment.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// A streamable-HTTP endpoint instead of a program.
-    pub url: Option<String>,
-    /// Whether the server reaches out to the network (default: true for `url`, false for
-    /// `command`).
-    pub network: Option<bool>,
-}
-
-impl McpServerConfig {
-    /// Whether calling this server's tools needs the `network` permission.
-    pub fn reaches_network(&self) -> bool {
-        self.network.unwrap_or(self.url.is_some())
-    }
-}
 
 /// Why MCP servers could not be started.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -527,7 +527,7 @@ impl Prompter for TtyPrompter {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 let _one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
-                crate::observe::progress::suspend(|| {
+                crate::terminal::suspend(|| {
                     let tty = std::fs::File::open("/dev/tty").ok()?;
                     let mut input = std::io::BufReader::new(tty);
                     let stderr = std::io::stderr();

@@ -1,9 +1,9 @@
 //! What tokens cost. The table itself (built-in list prices, `prose.toml` overrides) is the
-//! compiler's, [`prosec::prices`], so that `prosec cost` and a run price the same models
-//! the same way; here a reply's usage is priced with it.
+//! settings', [`prose_settings::prices`], so that `prosec cost` and a run price the same
+//! models the same way; here a reply's usage is priced with it.
 
 use prose_machine::protocol::Usage;
-pub use prosec::prices::{price, Price};
+pub use prose_settings::prices::{price, Price};
 
 /// `usage` with its cost under `price`, when there is one.
 pub fn priced(usage: Usage, price: Option<Price>) -> Usage {
@@ -22,18 +22,18 @@ mod tests {
     fn prices_come_from_the_file_over_the_table() {
         let mut file = BTreeMap::new();
         file.insert(
-            prosec::prices::OPENAI_DEFAULT.to_string(),
+            prose_settings::prices::OPENAI_DEFAULT.to_string(),
             Price {
                 input: 1.0,
                 output: 2.0,
             },
         );
         assert_eq!(
-            price(&file, prosec::prices::OPENAI_DEFAULT).map(|p| p.input),
+            price(&file, prose_settings::prices::OPENAI_DEFAULT).map(|p| p.input),
             Some(1.0)
         );
         assert_eq!(
-            price(&file, prosec::prices::OPUS).map(|p| p.output),
+            price(&file, prose_settings::prices::OPUS).map(|p| p.output),
             Some(75.0)
         );
         assert_eq!(price(&file, "llama3.1"), None);
@@ -42,7 +42,7 @@ mod tests {
             output_tokens: 500_000,
             cost: None,
         };
-        let cost = priced(u, price(&file, prosec::prices::OPENAI_DEFAULT)).cost;
+        let cost = priced(u, price(&file, prose_settings::prices::OPENAI_DEFAULT)).cost;
         assert!((cost.expect("priced") - 3.0).abs() < 1e-9);
     }
 }

@@ -11,8 +11,9 @@ use super::mock::{Mock, MockOptions};
 use super::prices::Price;
 use super::stdio::StdioDriver;
 use super::{Driver, Live, Served};
-use crate::config::Sampling;
 use prose_machine::protocol::{Reply, Request};
+use prose_settings::models::Provider;
+use prose_settings::{SamplingTable, Settings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -60,34 +61,6 @@ pub enum Tape {
     Record(std::path::PathBuf),
     /// Every request is answered from this file, without a provider.
     Replay(std::path::PathBuf),
-}
-
-/// Sampling settings from `prose.toml`: the defaults, then per model id, then per agent.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SamplingTable {
-    /// For every turn.
-    #[serde(default)]
-    pub default: Sampling,
-    /// Per model id, over the defaults.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub models: BTreeMap<String, Sampling>,
-    /// Per agent, over the model's.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub agents: BTreeMap<String, Sampling>,
-}
-
-impl SamplingTable {
-    /// The settings for a turn of `agent` on model `model` (a provider id).
-    pub fn for_turn(&self, model: &str, agent: Option<&str>) -> Sampling {
-        let mut s = self.default;
-        if let Some(m) = self.models.get(model) {
-            s = s.and(*m);
-        }
-        if let Some(a) = agent.and_then(|a| self.agents.get(a)) {
-            s = s.and(*a);
-        }
-        s
-    }
 }
 
 /// A driver and its settings.
@@ -396,7 +369,7 @@ const DEFAULT_TIMEOUT_S: f64 = 600.0;
 
 impl DriverChoice {
     /// The settings this choice makes with `file` (the project's `prose.toml`).
-    pub fn settings(&self, file: &crate::config::Config) -> Result<DriverSettings, String> {
+    pub fn settings(&self, file: &Settings) -> Result<DriverSettings, String> {
         let kind = match (self.driver, &self.replay, file.driver.as_deref()) {
             (Some(k), _, _) => k,
             (None, Some(tape), _) => match Player::open(tape)?.api() {
@@ -459,45 +432,16 @@ impl DriverChoice {
                     .or_else(|| env("BASE_URL"))
                     .or_else(|| file.base_url.clone())
                     .unwrap_or_else(|| public.into());
-                let mut models = Models::defaults(api);
-                if let Some(m) = self
+                let provider = match api {
+                    Api::OpenAi => Provider::OpenAi,
+                    Api::Anthropic => Provider::Anthropic,
+                };
+                let model = self
                     .model
                     .clone()
                     .or_else(|| env("MODEL"))
-                    .or_else(|| file.model.clone())
-                {
-                    if api == Api::OpenAi {
-                        models = Models {
-                            sonnet: m.clone(),
-                            opus: m.clone(),
-                            haiku: m.clone(),
-                            default: m,
-                        };
-                    } else {
-                        models.default = m;
-                    }
-                }
-                let driver = match api {
-                    Api::OpenAi => "openai",
-                    Api::Anthropic => "anthropic",
-                };
-                let from_file = file
-                    .models
-                    .for_driver(driver)
-                    .map(|(alias, id)| format!("{alias}={id}"));
-                for entry in from_file.chain(self.model_map.iter().cloned()) {
-                    let (slot, id) = match entry.split_once('=') {
-                        Some(("sonnet", id)) => (&mut models.sonnet, id),
-                        Some(("opus", id)) => (&mut models.opus, id),
-                        Some(("haiku", id)) => (&mut models.haiku, id),
-                        _ => {
-                            return Err(format!(
-                                "--model-map {entry}: want sonnet=ID, opus=ID or haiku=ID"
-                            ))
-                        }
-                    };
-                    *slot = id.to_string();
-                }
+                    .or_else(|| file.model.clone());
+                let models = Models::chosen(provider, model, &file.models, &self.model_map)?;
                 let chat = ChatSettings {
                     base_url,
                     models,

@@ -10,7 +10,6 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Sessions shown with a line of their own at once; the others wait for a free line.
@@ -18,22 +17,6 @@ const MAX_LINES: usize = 8;
 
 /// How often the spinners and clocks move.
 const TICK: Duration = Duration::from_millis(120);
-
-/// The progress display drawing on this process's stderr, if one is live: what
-/// [`suspend`] hides while a person is asked something.
-static TERMINAL: Mutex<Option<MultiProgress>> = Mutex::new(None);
-
-/// Runs `f` (which writes to the terminal and reads an answer) with the live progress
-/// display, if any, cleared and held still, then lets it draw again.
-pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
-    let live = TERMINAL.lock().ok().and_then(|t| t.clone());
-    let Some(multi) = live else { return f() };
-    let _ = multi.clear();
-    multi.set_draw_target(ProgressDrawTarget::hidden());
-    let r = f();
-    multi.set_draw_target(ProgressDrawTarget::stderr());
-    r
-}
 
 /// Bytes of a session's streamed answer kept for its line.
 const STREAM_TAIL: usize = 512;
@@ -166,10 +149,7 @@ impl Progress {
     pub fn stderr(limits: SessionLimits) -> Progress {
         let mut p = Progress::to(ProgressDrawTarget::stderr(), Some(TICK));
         p.limits = Some(limits);
-        if let Ok(mut t) = TERMINAL.lock() {
-            *t = Some(p.multi.clone());
-            p.registered = true;
-        }
+        p.registered = crate::terminal::register(Some(p.multi.clone()));
         p
     }
 
@@ -206,9 +186,7 @@ impl Progress {
         }
         self.status.finish_and_clear();
         if self.registered {
-            if let Ok(mut t) = TERMINAL.lock() {
-                *t = None;
-            }
+            crate::terminal::register(None);
             self.registered = false;
         }
     }

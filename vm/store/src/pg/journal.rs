@@ -138,6 +138,24 @@ pub(crate) async fn insert_rows(
     Ok(())
 }
 
+impl Claim {
+    /// Replaces the run's journal by `keep`, fenced; returns how many records it holds.
+    pub async fn rewrite_journal(&self, keep: &[&Reply]) -> Result<usize, PgError> {
+        let mut client = self.store.client().await?;
+        let tx = client.transaction().await.map_err(super::query)?;
+        self.fence(&tx).await?;
+        tx.execute(
+            "DELETE FROM prose_journal WHERE run_id = $1",
+            &[&self.run.0],
+        )
+        .await
+        .map_err(super::query)?;
+        insert_rows(&tx, &self.run.0, self.epoch.0, keep).await?;
+        tx.commit().await.map_err(super::query)?;
+        Ok(keep.len())
+    }
+}
+
 impl JournalSink for PgJournal {
     fn append(&mut self, reply: &Reply) -> Result<(), SinkError> {
         PgJournal::append(self, reply).map_err(|e| SinkError(e.to_string()))

@@ -6,7 +6,6 @@
 //! renewed by a heartbeat ([`heartbeat`]); a worker that stops cleanly releases it.
 
 use super::{query, PgError, PgStore, RunId};
-use prose_machine::protocol::Reply;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus};
 use prose_runtime::runner::Stop;
@@ -232,22 +231,6 @@ impl Claim {
         }
     }
 
-    /// Replaces the run's journal by `keep`, fenced; returns how many records it holds.
-    pub async fn rewrite_journal(&self, keep: &[&Reply]) -> Result<usize, PgError> {
-        let mut client = self.store.client().await?;
-        let tx = client.transaction().await.map_err(query)?;
-        self.fence(&tx).await?;
-        tx.execute(
-            "DELETE FROM prose_journal WHERE run_id = $1",
-            &[&self.run.0],
-        )
-        .await
-        .map_err(query)?;
-        super::journal::insert_rows(&tx, &self.run.0, self.epoch.0, keep).await?;
-        tx.commit().await.map_err(query)?;
-        Ok(keep.len())
-    }
-
     /// Replaces the run's program by `program`, fenced.
     pub async fn replace_program(&self, program: &Program) -> Result<(), PgError> {
         let sha = program.sha256();
@@ -271,7 +254,10 @@ impl Claim {
     }
 
     /// Locks the run's row in `tx` if this claim still holds it; refused otherwise.
-    async fn fence(&self, tx: &deadpool_postgres::Transaction<'_>) -> Result<(), PgError> {
+    pub(crate) async fn fence(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+    ) -> Result<(), PgError> {
         let row = tx
             .query_opt(
                 "SELECT 1 FROM prose_runs WHERE id = $1 AND epoch = $2 AND status = 'running'

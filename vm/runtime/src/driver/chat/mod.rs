@@ -14,13 +14,14 @@ mod wire;
 use super::http::{self, retrying, AttemptError, Events, HttpOptions};
 use super::prices::{price, priced, Price};
 use super::runaway;
-use super::settings::SamplingTable;
 use super::{render, unanswerable, Driver, Live, Served};
 use prose_machine::convert;
 use prose_machine::protocol::{
     Answer, Ask, Failure, Message, Request, Stop, TurnAnswer, TurnAsk, Usage,
 };
 use prose_machine::value::Value;
+pub use prose_settings::models::Models;
+use prose_settings::SamplingTable;
 use std::collections::BTreeMap;
 use stream::Assembly;
 use tape::{Player, Recorder, Sent};
@@ -32,51 +33,6 @@ pub enum Api {
     OpenAi,
     /// Anthropic messages.
     Anthropic,
-}
-
-/// Model ids for the spec's aliases, and for sessions naming no model.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Models {
-    /// `model: sonnet`.
-    pub sonnet: String,
-    /// `model: opus`.
-    pub opus: String,
-    /// `model: haiku`.
-    pub haiku: String,
-    /// Sessions that name no model.
-    pub default: String,
-}
-
-impl Models {
-    /// Current defaults for `api`: Anthropic's model ids, or one model for every alias on
-    /// an OpenAI-compatible server.
-    pub fn defaults(api: Api) -> Models {
-        let all = |m: &str| Models {
-            sonnet: m.into(),
-            opus: m.into(),
-            haiku: m.into(),
-            default: m.into(),
-        };
-        match api {
-            Api::Anthropic => Models {
-                opus: prosec::prices::OPUS.into(),
-                haiku: prosec::prices::HAIKU.into(),
-                ..all(prosec::prices::SONNET)
-            },
-            Api::OpenAi => all(prosec::prices::OPENAI_DEFAULT),
-        }
-    }
-
-    /// The id to send for a session's `model:` (aliases mapped, others as written).
-    pub fn resolve<'a>(&'a self, model: Option<&'a str>) -> &'a str {
-        match model {
-            None => &self.default,
-            Some("sonnet") => &self.sonnet,
-            Some("opus") => &self.opus,
-            Some("haiku") => &self.haiku,
-            Some(m) => m,
-        }
-    }
 }
 
 /// A request body ready to send, with what bounds its cost.
@@ -190,7 +146,7 @@ impl ChatDriver {
         // Sent with every request, so that a budget can count on it.
         let max_out = sampling
             .max_output_tokens
-            .unwrap_or_else(|| prosec::prices::max_output_tokens(self.name()));
+            .unwrap_or_else(|| prose_settings::prices::max_output_tokens(self.name()));
         let key = self.key.as_deref();
         let (mut body, headers) = match self.api {
             Api::OpenAi => {
