@@ -186,18 +186,8 @@ enum Command {
     Report {
         /// The run's id or directory.
         run: String,
-        /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a
-        /// postgres:// URL (default: the file store under --state-dir).
-        #[arg(
-            long,
-            env = "PROSE_STORE",
-            hide_env_values = true,
-            value_name = "STORE"
-        )]
-        store: Option<String>,
-        /// Where runs live (default: `.prose` in the working directory).
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        at: runs::At,
         /// The file to write (default: stdout).
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
@@ -206,18 +196,8 @@ enum Command {
     Inspect {
         /// The run's id or directory.
         run: String,
-        /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a
-        /// postgres:// URL (default: the file store under --state-dir).
-        #[arg(
-            long,
-            env = "PROSE_STORE",
-            hide_env_values = true,
-            value_name = "STORE"
-        )]
-        store: Option<String>,
-        /// Where runs live (default: `.prose` in the working directory).
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        at: runs::At,
         /// Print JSON for tools.
         #[arg(long)]
         json: bool,
@@ -362,24 +342,15 @@ fn main() -> ExitCode {
                 None => runs::runs(&at, json, &statuses),
             }
         }
-        Command::Report {
-            run,
-            store,
-            state_dir,
-            output,
-        } => runs::report(&runs::At::new(store, state_dir), &run, output.as_deref()),
+        Command::Report { run, at, output } => runs::report(&at, &run, output.as_deref()),
         Command::Inspect {
             run,
-            store,
-            state_dir,
+            at,
             json,
             session,
-        } => {
-            let at = runs::At::new(store, state_dir);
-            match session {
-                Some(id) => runs::inspect_session(&at, &run, &id, json),
-                None => runs::inspect(&at, &run, json),
-            }
-        }
+        } => match session {
+            Some(id) => runs::inspect_session(&at, &run, &id, json),
+            None => runs::inspect(&at, &run, json),
+        },
     }
 }

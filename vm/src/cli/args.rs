@@ -242,6 +242,25 @@ pub fn parse_inputs(args: &RunArgs) -> Result<BTreeMap<String, Value>, String> {
 }
 
 impl RunArgs {
+    /// The top-level inputs these flags give for `program`: `--input-file`, then `--input`;
+    /// with `--mock-inputs`, a placeholder for every parameter still missing.
+    pub fn inputs_for(
+        &self,
+        program: &prose_runtime::program::Program,
+    ) -> Result<BTreeMap<String, Value>, String> {
+        let mut inputs = parse_inputs(self)?;
+        if self.mock_inputs {
+            let m = &program.artifact.modules[0];
+            for inp in m.inputs.values().filter(|i| i.parameter) {
+                let name = m.strings[inp.name].clone();
+                inputs
+                    .entry(name.clone())
+                    .or_insert_with(|| Value::text(format!("<{name}>")));
+            }
+        }
+        Ok(inputs)
+    }
+
     /// The driver these flags choose, completed with `prose.toml`.
     pub fn driver(&self) -> Result<DriverSettings, String> {
         let script: Vec<Rule> = match &self.mock_script {

@@ -4,7 +4,6 @@
 use super::args::{parse_inputs, Output, RunArgs, Trace};
 use super::{build, fail, open_store, run_error, runtime, store_error};
 use prose_machine::trace::Event;
-use prose_machine::value::Value;
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::driver::stdio;
 use prose_runtime::observe::envelope::Envelope;
@@ -133,7 +132,7 @@ impl prose_runtime::runner::Observer for Watchers {
 
 /// Starts a run of `program` in the store `args` name and drives it.
 pub fn start(program: Program, args: &RunArgs) -> ExitCode {
-    let mut inputs = match parse_inputs(args) {
+    let inputs = match args.inputs_for(&program) {
         Ok(i) => i,
         Err(e) => return fail(e, 2),
     };
@@ -141,15 +140,6 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
         (Ok(s), Ok(p)) => (s, p),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
-    if args.mock_inputs {
-        let m = &program.artifact.modules[0];
-        for inp in m.inputs.values().filter(|i| i.parameter) {
-            let name = m.strings[inp.name].clone();
-            inputs
-                .entry(name.clone())
-                .or_insert_with(|| Value::text(format!("<{name}>")));
-        }
-    }
     let options = match args.options() {
         Ok(o) => o,
         Err(e) => return fail(e, 2),

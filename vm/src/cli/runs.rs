@@ -5,7 +5,7 @@ use super::{fail, open_store, runtime, store_error};
 use prose_machine::protocol::{Answer, Ask, RequestId};
 use prose_runtime::program::Program;
 use prose_store::journal::in_order;
-use prose_store::{PruneRule, Pruned, RunRow, Store, StoreError};
+use prose_store::{PruneRule, Pruned, RunRow, Store, StoreError, StoredRun};
 use prosevm::run::rebuild::rebuild_views;
 use prosevm::run::RunError;
 use std::path::{Path, PathBuf};
@@ -14,8 +14,19 @@ use tokio::runtime::Runtime;
 
 /// Where the runs a command reads are kept: `--store`, else the file store under
 /// `--state-dir`.
+#[derive(clap::Args)]
 pub struct At {
+    /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a postgres://
+    /// URL (default: the file store under --state-dir).
+    #[arg(
+        long,
+        env = "PROSE_STORE",
+        hide_env_values = true,
+        value_name = "STORE"
+    )]
     store: Option<String>,
+    /// Where runs live (default: `.prose` in the working directory).
+    #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
 }
 
@@ -30,6 +41,13 @@ impl At {
         let rt = runtime()?;
         let store = open_store(&rt, self.store.as_deref(), self.state_dir.as_deref(), 1)?;
         Ok((rt, store))
+    }
+
+    /// A runtime, the store open on it, and run `run` as the store keeps it.
+    fn read(&self, run: &str) -> Result<(Runtime, Box<dyn Store>, StoredRun), ExitCode> {
+        let (rt, store) = self.open()?;
+        let stored = rt.block_on(store.read(run)).map_err(store_error)?;
+        Ok((rt, store, stored))
     }
 }
 
@@ -151,13 +169,9 @@ pub fn prune(at: &At, rule: PruneRule) -> ExitCode {
 /// `prosevm report RUN [-o FILE]`: the run's HTML report, from its record, artifact and
 /// journal.
 pub fn report(at: &At, run: &str, output: Option<&Path>) -> ExitCode {
-    let (rt, store) = match at.open() {
+    let (_rt, store, stored) = match at.read(run) {
         Ok(s) => s,
         Err(code) => return code,
-    };
-    let stored = match rt.block_on(store.read(run)) {
-        Ok(s) => s,
-        Err(e) => return store_error(e),
     };
     let id = stored.id.clone();
     let views = store.views(run);
@@ -185,13 +199,9 @@ pub fn report(at: &At, run: &str, output: Option<&Path>) -> ExitCode {
 /// `prosevm inspect RUN`: the run's record, where it is and who holds it, its journal's
 /// length, its bindings and its `state.md`.
 pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
-    let (rt, store) = match at.open() {
+    let (rt, store, stored) = match at.read(run) {
         Ok(s) => s,
         Err(code) => return code,
-    };
-    let stored = match rt.block_on(store.read(run)) {
-        Ok(s) => s,
-        Err(e) => return store_error(e),
     };
     // A run nobody holds that did not end was interrupted: views kept with it may lag its
     // journal. A run another process holds is left alone (that process keeps its views).
@@ -239,13 +249,9 @@ pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
         Ok(id) => id,
         Err(e) => return fail(e, 2),
     };
-    let (rt, store) = match at.open() {
+    let (_rt, _store, stored) = match at.read(run) {
         Ok(s) => s,
         Err(code) => return code,
-    };
-    let stored = match rt.block_on(store.read(run)) {
-        Ok(s) => s,
-        Err(e) => return store_error(e),
     };
     let run_id = stored.id.clone();
     let loaded = Program::from_bytes(stored.artifact, stored.record.origin.clone())

@@ -1,9 +1,8 @@
 //! The commands of the Postgres store's queue: `submit` enqueues a run, `worker` runs the
 //! queue. (Every other command takes the Postgres store through `--store`, like the others.)
 
-use super::args::{parse_inputs, RunArgs};
+use super::args::RunArgs;
 use super::{fail, runtime};
-use prose_machine::value::Value;
 use prose_runtime::runner::{RunConfig, Stop};
 use prose_store::pg::lease::WorkerId;
 use prose_store::pg::PgStore;
@@ -32,19 +31,10 @@ fn connected(
 
 /// `prosevm submit FILE --store URL`: enqueues a run, prints its id.
 pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArgs) -> ExitCode {
-    let mut inputs = match parse_inputs(args) {
+    let inputs = match args.inputs_for(&program) {
         Ok(i) => i,
         Err(e) => return fail(e, 2),
     };
-    if args.mock_inputs {
-        let m = &program.artifact.modules[0];
-        for inp in m.inputs.values().filter(|i| i.parameter) {
-            let name = m.strings[inp.name].clone();
-            inputs
-                .entry(name.clone())
-                .or_insert_with(|| Value::text(format!("<{name}>")));
-        }
-    }
     let (settings, options) = match (args.driver(), args.options()) {
         (Ok(s), Ok(o)) => (s, o),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),

@@ -107,7 +107,7 @@ impl fmt::Debug for McpHub {
             .entries(self.servers.iter().map(|s| {
                 (
                     &s.name,
-                    s.tools.iter().map(|t| &t.spec().name).collect::<Vec<_>>(),
+                    s.tools.iter().map(|t| t.name()).collect::<Vec<_>>(),
                 )
             }))
             .finish()
@@ -375,8 +375,12 @@ struct McpTool {
 }
 
 impl Tool for McpTool {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
     fn read_only(&self) -> bool {

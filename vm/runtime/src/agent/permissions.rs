@@ -756,60 +756,48 @@ impl Sandbox {
         self.check_read_at(path, &path.to_string_lossy())
     }
 
-    fn check_read_at(&self, path: &Path, shown: &str) -> Result<CheckedPath, Refusal> {
-        let refuse = |reason: String| Refusal {
-            action: Action::Read,
-            target: shown.to_string(),
-            reason,
-        };
-        match self.resolve(path, Action::Read).map_err(refuse)? {
-            Resolved::Skill { canonical, skill } => Ok(self.checked_in_skill(canonical, skill)),
-            Resolved::Inside { canonical, rel } => {
-                let reason = match self.inner.policy.read() {
-                    None => "default: reading inside the working directory".to_string(),
-                    Some(set) => match set.matching(&rel) {
-                        Some(p) => format!("read rule {p:?}"),
-                        None => {
-                            return Err(refuse(format!(
-                                "`{}` matches none of the agent's read patterns {}",
-                                rel.display(),
-                                set.describe()
-                            )))
-                        }
-                    },
-                };
-                Ok(self.checked(canonical, rel.to_string_lossy().into_owned(), reason))
-            }
-        }
-    }
-
     /// Checks that `path` may be written (created, replaced or edited): inside the working
     /// directory and matching the `write` patterns (if any). Skill directories are never
     /// writable.
     pub fn check_write(&self, path: &str) -> Result<CheckedPath, Refusal> {
+        self.check_path(Path::new(path), path, Action::Write)
+    }
+
+    fn check_read_at(&self, path: &Path, shown: &str) -> Result<CheckedPath, Refusal> {
+        self.check_path(path, shown, Action::Read)
+    }
+
+    /// The one check of a path a tool reads or writes (`action`): resolved inside the
+    /// working directory (or, for reading, a skill's directory) and matched against the
+    /// agent's patterns for `action`, if it has any.
+    fn check_path(&self, path: &Path, shown: &str, action: Action) -> Result<CheckedPath, Refusal> {
         let refuse = |reason: String| Refusal {
-            action: Action::Write,
-            target: path.to_string(),
+            action,
+            target: shown.to_string(),
             reason,
         };
-        match self
-            .resolve(Path::new(path), Action::Write)
-            .map_err(refuse)?
-        {
-            Resolved::Skill { skill, .. } => Err(refuse(format!(
+        let writing = action == Action::Write;
+        let (rule, verb, patterns) = if writing {
+            ("write", "writing", self.inner.policy.write())
+        } else {
+            ("read", "reading", self.inner.policy.read())
+        };
+        match self.resolve(path, action).map_err(refuse)? {
+            Resolved::Skill { skill, .. } if writing => Err(refuse(format!(
                 "it is inside the directory of skill `{skill}`, which is read-only"
             ))),
+            Resolved::Skill { canonical, skill } => Ok(self.checked_in_skill(canonical, skill)),
+            Resolved::Inside { rel, .. } if writing && rel.as_os_str().is_empty() => {
+                Err(refuse("that is the working directory itself".into()))
+            }
             Resolved::Inside { canonical, rel } => {
-                if rel.as_os_str().is_empty() {
-                    return Err(refuse("that is the working directory itself".into()));
-                }
-                let reason = match self.inner.policy.write() {
-                    None => "default: writing inside the working directory".to_string(),
+                let reason = match patterns {
+                    None => format!("default: {verb} inside the working directory"),
                     Some(set) => match set.matching(&rel) {
-                        Some(p) => format!("write rule {p:?}"),
+                        Some(p) => format!("{rule} rule {p:?}"),
                         None => {
                             return Err(refuse(format!(
-                                "`{}` matches none of the agent's write patterns {}",
+                                "`{}` matches none of the agent's {rule} patterns {}",
                                 rel.display(),
                                 set.describe()
                             )))

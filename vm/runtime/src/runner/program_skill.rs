@@ -120,8 +120,12 @@ fn tool_name(name: &str) -> String {
 }
 
 impl<D: Driver> Tool for ProgramTool<D> {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
     }
 
     fn read_only(&self) -> bool {

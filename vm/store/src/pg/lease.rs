@@ -237,13 +237,7 @@ impl Claim {
         let mut client = self.store.client().await?;
         let tx = client.transaction().await.map_err(query)?;
         self.fence(&tx).await?;
-        tx.execute(
-            "INSERT INTO prose_artifacts (sha256, bytes, source) VALUES ($1, $2, $3)
-             ON CONFLICT (sha256) DO NOTHING",
-            &[&sha, &program.bytes, &program.artifact.modules[0].source],
-        )
-        .await
-        .map_err(query)?;
+        super::insert_artifact(&tx, program).await?;
         tx.execute(
             "UPDATE prose_runs SET artifact_sha256 = $2 WHERE id = $1",
             &[&self.run.0, &sha],

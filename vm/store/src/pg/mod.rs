@@ -251,13 +251,7 @@ impl PgStore {
         let sha = program.sha256();
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(query)?;
-        tx.execute(
-            "INSERT INTO prose_artifacts (sha256, bytes, source) VALUES ($1, $2, $3)
-             ON CONFLICT (sha256) DO NOTHING",
-            &[&sha, &program.bytes, &program.artifact.modules[0].source],
-        )
-        .await
-        .map_err(query)?;
+        insert_artifact(&tx, program).await?;
         let (status, epoch, owner, lease) = match claim {
             None => ("queued", 0i64, None, None),
             Some((w, l)) => ("running", 1, Some(w.0.as_str()), Some(l.as_secs_f64())),
@@ -460,4 +454,23 @@ impl PgRow {
             error: None,
         }
     }
+}
+
+/// Keeps `program`'s artifact in transaction `tx`, by its content (once for many runs).
+pub(crate) async fn insert_artifact(
+    tx: &deadpool_postgres::Transaction<'_>,
+    program: &Program,
+) -> Result<(), PgError> {
+    tx.execute(
+        "INSERT INTO prose_artifacts (sha256, bytes, source) VALUES ($1, $2, $3)
+         ON CONFLICT (sha256) DO NOTHING",
+        &[
+            &program.sha256(),
+            &program.bytes,
+            &program.artifact.modules[0].source,
+        ],
+    )
+    .await
+    .map_err(query)?;
+    Ok(())
 }

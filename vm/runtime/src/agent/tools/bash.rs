@@ -18,14 +18,14 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
-use super::{parse_args, string_args, Tool, ToolContext};
+use super::{BuiltIn, ToolContext};
 use crate::agent::confine::{Confinement, Invocation};
 use crate::agent::BoxFuture;
-use prose_machine::protocol::{ToolOutput, ToolSpec};
+use prose_machine::protocol::ToolOutput;
 
 /// Seconds a command may run when the call gives no `timeout_s`.
 pub const DEFAULT_TIMEOUT_S: u64 = 120;
@@ -41,51 +41,25 @@ pub const MAX_OUTPUT_BYTES: usize = 30_000;
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
 /// `bash {command, timeout_s?}`.
-pub struct Bash {
-    spec: ToolSpec,
-}
+pub struct Bash;
 
-impl Bash {
-    /// The tool.
-    pub fn new() -> Bash {
-        Bash {
-            spec: ToolSpec {
-                name: "bash".into(),
-                description: "Run a shell command in the working directory.".into(),
-                input_schema: string_args(&["command"]),
-            },
-        }
-    }
-}
-
-impl Default for Bash {
-    fn default() -> Self {
-        Bash::new()
-    }
-}
-
-#[derive(Deserialize)]
+/// `bash`'s arguments, as the model gives them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct BashArgs {
+pub struct BashArgs {
     command: String,
+    #[schemars(skip)]
     timeout_s: Option<u64>,
 }
 
-impl Tool for Bash {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+impl BuiltIn for Bash {
+    type Args = BashArgs;
+    const NAME: &'static str = "bash";
+    const DESCRIPTION: &'static str = "Run a shell command in the working directory.";
+    const READ_ONLY: bool = false;
 
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+    fn run<'a>(&'a self, args: BashArgs, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            let args: BashArgs = match parse_args("bash", args) {
-                Ok(a) => a,
-                Err(e) => return ToolOutput::error(e),
-            };
             if args.command.trim().is_empty() {
                 return ToolOutput::error("`command` is empty");
             }

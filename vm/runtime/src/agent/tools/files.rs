@@ -3,12 +3,12 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::{blocking, parse_args, string_args, Tool, ToolContext};
+use super::{blocking, BuiltIn, ToolContext};
 use crate::agent::BoxFuture;
-use prose_machine::protocol::{ToolOutput, ToolSpec};
+use prose_machine::protocol::ToolOutput;
 
 /// Lines `read_file` returns when no `limit` is given, and the most it returns at once.
 pub const MAX_READ_LINES: usize = 2000;
@@ -23,50 +23,28 @@ pub const MAX_READ_BYTES: usize = 256 * 1024;
 const BINARY_PROBE: usize = 8192;
 
 /// `read_file {path, offset?, limit?}`: a text file's lines, numbered like `cat -n`.
-pub struct ReadFile {
-    spec: ToolSpec,
-}
+pub struct ReadFile;
 
-impl ReadFile {
-    /// The tool.
-    pub fn new() -> ReadFile {
-        ReadFile {
-            spec: ToolSpec {
-                name: "read_file".into(),
-                description: "Read a text file (numbered lines).".into(),
-                input_schema: string_args(&["path"]),
-            },
-        }
-    }
-}
-
-impl Default for ReadFile {
-    fn default() -> Self {
-        ReadFile::new()
-    }
-}
-
-#[derive(Deserialize)]
+/// `read_file`'s arguments, as the model gives them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ReadArgs {
+pub struct ReadArgs {
     path: String,
+    #[schemars(skip)]
     offset: Option<u64>,
+    #[schemars(skip)]
     limit: Option<u64>,
 }
 
-impl Tool for ReadFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+impl BuiltIn for ReadFile {
+    type Args = ReadArgs;
+    const NAME: &'static str = "read_file";
+    const DESCRIPTION: &'static str = "Read a text file (numbered lines).";
+    const READ_ONLY: bool = true;
 
-    fn read_only(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+    fn run<'a>(&'a self, args: ReadArgs, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let result = async {
-                let args: ReadArgs = parse_args("read_file", args)?;
                 let path = cx.read_path(&args.path)?;
                 let offset = args.offset.unwrap_or(1).max(1);
                 let limit = match args.limit {
@@ -158,49 +136,25 @@ fn io_error(shown: &str, e: &std::io::Error) -> String {
 }
 
 /// `write_file {path, content}`: creates or replaces a file, creating its parent directories.
-pub struct WriteFile {
-    spec: ToolSpec,
-}
+pub struct WriteFile;
 
-impl WriteFile {
-    /// The tool.
-    pub fn new() -> WriteFile {
-        WriteFile {
-            spec: ToolSpec {
-                name: "write_file".into(),
-                description: "Create or overwrite a file.".into(),
-                input_schema: string_args(&["path", "content"]),
-            },
-        }
-    }
-}
-
-impl Default for WriteFile {
-    fn default() -> Self {
-        WriteFile::new()
-    }
-}
-
-#[derive(Deserialize)]
+/// `write_file`'s arguments, as the model gives them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct WriteArgs {
+pub struct WriteArgs {
     path: String,
     content: String,
 }
 
-impl Tool for WriteFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+impl BuiltIn for WriteFile {
+    type Args = WriteArgs;
+    const NAME: &'static str = "write_file";
+    const DESCRIPTION: &'static str = "Create or overwrite a file.";
+    const READ_ONLY: bool = false;
 
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+    fn run<'a>(&'a self, args: WriteArgs, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let result = async {
-                let args: WriteArgs = parse_args("write_file", args)?;
                 let path = cx.write_path(&args.path)?;
                 blocking(move || {
                     let shown = path.display();
@@ -221,53 +175,30 @@ impl Tool for WriteFile {
 }
 
 /// `edit_file {path, old_string, new_string, replace_all?}`: replaces exact text in a file.
-pub struct EditFile {
-    spec: ToolSpec,
-}
+pub struct EditFile;
 
-impl EditFile {
-    /// The tool.
-    pub fn new() -> EditFile {
-        EditFile {
-            spec: ToolSpec {
-                name: "edit_file".into(),
-                description: "Replace old_string, which must be unique, with new_string in a file."
-                    .into(),
-                input_schema: string_args(&["path", "old_string", "new_string"]),
-            },
-        }
-    }
-}
-
-impl Default for EditFile {
-    fn default() -> Self {
-        EditFile::new()
-    }
-}
-
-#[derive(Deserialize)]
+/// `edit_file`'s arguments, as the model gives them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct EditArgs {
+pub struct EditArgs {
     path: String,
     old_string: String,
     new_string: String,
     #[serde(default)]
+    #[schemars(skip)]
     replace_all: bool,
 }
 
-impl Tool for EditFile {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+impl BuiltIn for EditFile {
+    type Args = EditArgs;
+    const NAME: &'static str = "edit_file";
+    const DESCRIPTION: &'static str =
+        "Replace old_string, which must be unique, with new_string in a file.";
+    const READ_ONLY: bool = false;
 
-    fn read_only(&self) -> bool {
-        false
-    }
-
-    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+    fn run<'a>(&'a self, args: EditArgs, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let result = async {
-                let args: EditArgs = parse_args("edit_file", args)?;
                 if args.old_string.is_empty() {
                     return Err(
                         "`old_string` is empty; to create or replace a whole file use \

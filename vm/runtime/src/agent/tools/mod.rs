@@ -23,6 +23,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -52,8 +53,11 @@ pub struct ToolResult {
 /// checks every path, command and connection with the session's [`Sandbox`] and records the
 /// decision.
 pub trait Tool: Send + Sync {
+    /// Its name.
+    fn name(&self) -> &str;
+
     /// Its name, description and argument schema.
-    fn spec(&self) -> &ToolSpec;
+    fn spec(&self) -> ToolSpec;
 
     /// Whether calling it changes nothing, so a call interrupted by a crash may simply be
     /// made again.
@@ -203,7 +207,7 @@ pub struct Toolbox {
 impl fmt::Debug for Toolbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()
-            .entries(self.tools.iter().map(|t| &t.spec().name))
+            .entries(self.tools.iter().map(|t| t.name()))
             .finish()
     }
 }
@@ -217,12 +221,12 @@ impl Toolbox {
     /// The seven built-in tools.
     pub fn builtin() -> Toolbox {
         let tools: Vec<Arc<dyn Tool>> = vec![
-            Arc::new(files::ReadFile::new()),
-            Arc::new(files::WriteFile::new()),
-            Arc::new(files::EditFile::new()),
-            Arc::new(search::ListFiles::new()),
-            Arc::new(search::Grep::new()),
-            Arc::new(bash::Bash::new()),
+            Arc::new(files::ReadFile),
+            Arc::new(files::WriteFile),
+            Arc::new(files::EditFile),
+            Arc::new(search::ListFiles),
+            Arc::new(search::Grep),
+            Arc::new(bash::Bash),
             Arc::new(web::WebFetch::new()),
         ];
         Toolbox { tools }
@@ -235,9 +239,9 @@ impl Toolbox {
 
     /// Adds a tool; its name must be new.
     pub fn add(&mut self, tool: Arc<dyn Tool>) -> Result<(), DuplicateTool> {
-        let name = &tool.spec().name;
+        let name = tool.name();
         if self.get(name).is_some() {
-            return Err(DuplicateTool(name.clone()));
+            return Err(DuplicateTool(name.to_string()));
         }
         self.tools.push(tool);
         Ok(())
@@ -245,12 +249,12 @@ impl Toolbox {
 
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.spec().name == name)
+        self.tools.iter().find(|t| t.name() == name)
     }
 
     /// The specs to offer the model, in the order the tools were added.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec().clone()).collect()
+        self.tools.iter().map(|t| t.spec()).collect()
     }
 
     /// Whether a call of tool `name` may be repeated after a crash (false for unknown tools).
@@ -263,7 +267,7 @@ impl Toolbox {
     /// `is_error: true`.
     pub async fn call(&self, call: &ToolCall, sandbox: &Sandbox) -> ToolResult {
         let Some(tool) = self.get(&call.name) else {
-            let known: Vec<&str> = self.tools.iter().map(|t| t.spec().name.as_str()).collect();
+            let known: Vec<&str> = self.tools.iter().map(|t| t.name()).collect();
             return ToolResult {
                 output: ToolOutput::error(format!(
                     "unknown tool `{}`; the tools are: {}. If none of them fits, answer the task directly in plain text.",
@@ -273,7 +277,7 @@ impl Toolbox {
                 decisions: Vec::new(),
             };
         };
-        let cx = ToolContext::new(sandbox, &tool.spec().name);
+        let cx = ToolContext::new(sandbox, tool.name());
         let output = CatchUnwind(tool.call(&call.arguments, &cx))
             .await
             .unwrap_or_else(|_| {
@@ -336,15 +340,67 @@ pub(crate) fn truncate_at(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// The argument schema of a built-in tool: an object of the string arguments `names`, and
-/// nothing more. Every tool offered costs input tokens on every request, so the schemas say
-/// only what a model must know: optional numeric arguments (`offset`, `limit`,
-/// `timeout_s`, `replace_all`, `glob`) are accepted without being listed, and the tool's
-/// output mentions them where they help (`continue with offset=...`).
-pub(crate) fn string_args(names: &[&str]) -> Value {
-    let properties: serde_json::Map<String, Value> = names
-        .iter()
-        .map(|n| (n.to_string(), serde_json::json!({"type": "string"})))
+/// A built-in tool: its arguments, whose schema is derived from their type, and the one
+/// function that runs it. Every built-in tool is a [`Tool`].
+pub trait BuiltIn: Send + Sync {
+    /// Its arguments, as the model gives them.
+    type Args: DeserializeOwned + JsonSchema + Send;
+    /// Its name.
+    const NAME: &'static str;
+    /// What it does, for the model.
+    const DESCRIPTION: &'static str;
+    /// Whether calling it changes nothing (see [`Tool::read_only`]).
+    const READ_ONLY: bool;
+
+    /// Runs it with `args`. Failures are outputs with `is_error: true`, never panics.
+    fn run<'a>(&'a self, args: Self::Args, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput>;
+}
+
+impl<T: BuiltIn> Tool for T {
+    fn name(&self) -> &str {
+        T::NAME
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: T::NAME.into(),
+            description: T::DESCRIPTION.into(),
+            input_schema: schema::<T::Args>(),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        T::READ_ONLY
+    }
+
+    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+        match parse_args::<T::Args>(T::NAME, args) {
+            Ok(args) => self.run(args, cx),
+            Err(e) => Box::pin(async move { ToolOutput::error(e) }),
+        }
+    }
+}
+
+/// The argument schema of a built-in tool, derived from its arguments' type `A` and cut to
+/// what a model must know: an object of its properties, each with its JSON type. Every tool
+/// offered costs input tokens on every request, so neither titles nor `required` are sent,
+/// and optional arguments (`offset`, `limit`, `timeout_s`, `replace_all`, `glob`) are left
+/// out of the schema (`#[schemars(skip)]`) while still accepted: the tool's output mentions
+/// them where they help (`continue with offset=...`).
+pub(crate) fn schema<A: JsonSchema>() -> Value {
+    let full = serde_json::to_value(schemars::schema_for!(A)).unwrap_or_default();
+    let properties: serde_json::Map<String, Value> = full["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, p)| {
+            // An optional argument's type is written without its `null`.
+            let kind = match &p["type"] {
+                Value::Array(kinds) => kinds.iter().find(|k| *k != "null").cloned(),
+                k => Some(k.clone()),
+            };
+            (name.clone(), serde_json::json!({ "type": kind }))
+        })
         .collect();
     serde_json::json!({"type": "object", "properties": properties})
 }
@@ -376,6 +432,27 @@ mod tests {
                 "web_fetch"
             ]
         );
+        // Derived from the argument types, the schemas list the arguments a model must know
+        // as strings and nothing more (recorded model exchanges hold them as they are).
+        let listed = |names: &[&str]| {
+            let properties: serde_json::Map<String, Value> = names
+                .iter()
+                .map(|n| (n.to_string(), serde_json::json!({"type": "string"})))
+                .collect();
+            serde_json::json!({"type": "object", "properties": properties})
+        };
+        let expected = [
+            listed(&["path"]),
+            listed(&["path", "content"]),
+            listed(&["path", "old_string", "new_string"]),
+            listed(&["pattern"]),
+            listed(&["pattern", "path"]),
+            listed(&["command"]),
+            listed(&["url"]),
+        ];
+        for (spec, want) in toolbox.specs().iter().zip(&expected) {
+            assert_eq!(&spec.input_schema, want, "{}", spec.name);
+        }
         for spec in toolbox.specs() {
             assert_eq!(spec.input_schema["type"], "object", "{}", spec.name);
             assert!(spec.input_schema["properties"].is_object());

@@ -8,14 +8,14 @@ use globset::GlobBuilder;
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, SearcherBuilder};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::{blocking, parse_args, string_args, truncate_at, Tool, ToolContext};
+use super::{blocking, truncate_at, BuiltIn, ToolContext};
 use crate::agent::permissions::{PatternSet, Sandbox, STATE_DIR};
 use crate::agent::protected::GIT_DIR;
 use crate::agent::BoxFuture;
-use prose_machine::protocol::{ToolOutput, ToolSpec};
+use prose_machine::protocol::ToolOutput;
 
 /// Paths `list_files` returns at most.
 pub const MAX_LIST_FILES: usize = 1000;
@@ -54,48 +54,24 @@ fn is_file(entry: &ignore::DirEntry) -> bool {
 }
 
 /// `list_files {pattern}`: the files matching a glob, relative to the working directory.
-pub struct ListFiles {
-    spec: ToolSpec,
-}
+pub struct ListFiles;
 
-impl ListFiles {
-    /// The tool.
-    pub fn new() -> ListFiles {
-        ListFiles {
-            spec: ToolSpec {
-                name: "list_files".into(),
-                description: "List files matching a glob, such as **/*.md.".into(),
-                input_schema: string_args(&["pattern"]),
-            },
-        }
-    }
-}
-
-impl Default for ListFiles {
-    fn default() -> Self {
-        ListFiles::new()
-    }
-}
-
-#[derive(Deserialize)]
+/// `list_files`'s arguments, as the model gives them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct ListArgs {
+pub struct ListArgs {
     pattern: String,
 }
 
-impl Tool for ListFiles {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+impl BuiltIn for ListFiles {
+    type Args = ListArgs;
+    const NAME: &'static str = "list_files";
+    const DESCRIPTION: &'static str = "List files matching a glob, such as **/*.md.";
+    const READ_ONLY: bool = true;
 
-    fn read_only(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+    fn run<'a>(&'a self, args: ListArgs, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let result = async {
-                let args: ListArgs = parse_args("list_files", args)?;
                 let sandbox = cx.sandbox().clone();
                 blocking(move || list(&sandbox, &args.pattern)).await
             }
@@ -197,50 +173,27 @@ fn list(sandbox: &Sandbox, pattern: &str) -> Result<String, String> {
 }
 
 /// `grep {pattern, path?, glob?}`: lines matching a regular expression, as `path:line:text`.
-pub struct Grep {
-    spec: ToolSpec,
-}
+pub struct Grep;
 
-impl Grep {
-    /// The tool.
-    pub fn new() -> Grep {
-        Grep {
-            spec: ToolSpec {
-                name: "grep".into(),
-                description: "Search files for a regex; prints path:line:text.".into(),
-                input_schema: string_args(&["pattern", "path"]),
-            },
-        }
-    }
-}
-
-impl Default for Grep {
-    fn default() -> Self {
-        Grep::new()
-    }
-}
-
-#[derive(Deserialize)]
+/// `grep`'s arguments, as the model gives them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GrepArgs {
+pub struct GrepArgs {
     pattern: String,
     path: Option<String>,
+    #[schemars(skip)]
     glob: Option<String>,
 }
 
-impl Tool for Grep {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+impl BuiltIn for Grep {
+    type Args = GrepArgs;
+    const NAME: &'static str = "grep";
+    const DESCRIPTION: &'static str = "Search files for a regex; prints path:line:text.";
+    const READ_ONLY: bool = true;
 
-    fn read_only(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+    fn run<'a>(&'a self, args: GrepArgs, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             let result = async {
-                let args: GrepArgs = parse_args("grep", args)?;
                 let matcher = RegexMatcherBuilder::new()
                     .build(&args.pattern)
                     .map_err(|e| format!("bad regular expression `{}`: {e}", args.pattern))?;

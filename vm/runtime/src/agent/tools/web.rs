@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_TYPE, LOCATION};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::{html, parse_args, string_args, truncate_at, Tool, ToolContext};
+use super::{html, truncate_at, BuiltIn, ToolContext};
 use crate::agent::BoxFuture;
-use prose_machine::protocol::{ToolOutput, ToolSpec};
+use prose_machine::protocol::ToolOutput;
 
 /// Redirects followed at most.
 pub const MAX_REDIRECTS: usize = 5;
@@ -47,7 +47,6 @@ impl Default for FetchLimits {
 
 /// `web_fetch {url}`.
 pub struct WebFetch {
-    spec: ToolSpec,
     limits: FetchLimits,
     client: OnceLock<Result<reqwest::Client, String>>,
 }
@@ -61,11 +60,6 @@ impl WebFetch {
     /// The tool with other limits.
     pub fn with_limits(limits: FetchLimits) -> WebFetch {
         WebFetch {
-            spec: ToolSpec {
-                name: "web_fetch".into(),
-                description: "Fetch a URL as text.".into(),
-                input_schema: string_args(&["url"]),
-            },
             limits,
             client: OnceLock::new(),
         }
@@ -96,27 +90,21 @@ impl Default for WebFetch {
     }
 }
 
-#[derive(Deserialize)]
+/// `web_fetch`'s arguments, as the model gives them.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct FetchArgs {
+pub struct FetchArgs {
     url: String,
 }
 
-impl Tool for WebFetch {
-    fn spec(&self) -> &ToolSpec {
-        &self.spec
-    }
+impl BuiltIn for WebFetch {
+    type Args = FetchArgs;
+    const NAME: &'static str = "web_fetch";
+    const DESCRIPTION: &'static str = "Fetch a URL as text.";
+    const READ_ONLY: bool = true;
 
-    fn read_only(&self) -> bool {
-        true
-    }
-
-    fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
+    fn run<'a>(&'a self, args: FetchArgs, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            let args: FetchArgs = match parse_args("web_fetch", args) {
-                Ok(a) => a,
-                Err(e) => return ToolOutput::error(e),
-            };
             let deadline = Instant::now() + self.limits.timeout;
             match tokio::time::timeout(self.limits.timeout, self.fetch(&args.url, cx, deadline))
                 .await
