@@ -142,7 +142,14 @@ fn lower_all(c: &Compilation, root: usize) -> (Artifact, BuildStats, Vec<Diagnos
                 .push((m.name.clone(), m.strings[f.name].clone(), f.nregs));
         }
     }
-    (Artifact { modules }, stats, too_large)
+    (
+        Artifact {
+            modules,
+            skills: Vec::new(),
+        },
+        stats,
+        too_large,
+    )
 }
 
 /// The artifact header for a program whose main source is `source`.
