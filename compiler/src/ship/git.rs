@@ -46,7 +46,7 @@ fn stderr_of(out: &Output) -> String {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    lines[lines.len().saturating_sub(3)..].join("; ")
+    lines[lines.len().saturating_sub(4)..].join("; ")
 }
 
 /// The refs of the repository at `url`: `(commit, name)`, with `HEAD` and peeled tags
@@ -57,7 +57,7 @@ pub fn ls_remote(url: &str) -> Result<Vec<(String, String)>, FetchError> {
     let out = run(cmd)?;
     if !out.status.success() {
         let why = stderr_of(&out);
-        let lower = why.to_lowercase();
+        let lower = String::from_utf8_lossy(&out.stderr).to_lowercase();
         let kind = if lower.contains("not found")
             || lower.contains("does not appear to be a git repository")
             || lower.contains("does not exist")
