@@ -225,6 +225,9 @@ pub fn integrity(bytes: &[u8]) -> String {
     )
 }
 
+/// A request as the server saw it: its path, and its headers with lower-cased names.
+pub type Request = (String, Vec<(String, String)>);
+
 /// A canned answer.
 #[derive(Clone)]
 pub struct Answer {
@@ -241,8 +244,8 @@ pub struct Server {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     routes: Arc<Mutex<HashMap<String, Answer>>>,
-    /// `(path, headers lower-cased)` of each request, in order.
-    pub log: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
+    /// Each request, in order.
+    pub log: Arc<Mutex<Vec<Request>>>,
 }
 
 impl Server {
