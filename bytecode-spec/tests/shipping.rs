@@ -372,3 +372,54 @@ mod signed {
         assert_eq!(pk.id().to_string().len(), 16);
     }
 }
+
+/// A signed artifact carrying a skill, saved with the public key that signed it
+/// (`tests/fixtures/`). It must still load, carry its skill and verify as trusted; after a
+/// format change it must be refused for its version (then `PROSEC_BLESS=1` saves a new one).
+mod saved {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn fixtures() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    }
+
+    #[test]
+    fn the_saved_signed_artifact_still_loads_and_verifies() {
+        let (pbc, key) = (
+            fixtures().join("signed-skill.pbc"),
+            fixtures().join("signer.pub"),
+        );
+        if std::env::var_os("PROSEC_BLESS").is_some() {
+            let minisign::KeyPair { pk, sk } =
+                minisign::KeyPair::generate_unencrypted_keypair().expect("keys");
+            let bytes = write(&with_skill(), &header()).expect("writable");
+            let signed = sign(&bytes, &sk, "timestamp:0\tfile:signed-skill.pbc").expect("signs");
+            std::fs::create_dir_all(fixtures()).expect("mkdir");
+            std::fs::write(&pbc, signed).expect("bless");
+            std::fs::write(&key, pk.to_box().expect("box").into_string()).expect("bless");
+            return;
+        }
+        let bytes = std::fs::read(&pbc).expect("saved artifact; run with PROSEC_BLESS=1");
+        let key = TrustKey::read(&key).expect("saved key");
+        match load(&bytes) {
+            Ok((_, v)) => {
+                assert_eq!(
+                    v.skill(0, "web-search").and_then(|s| s.skill_md()),
+                    Some(INSTRUCTIONS)
+                );
+                assert!(matches!(
+                    check(&bytes, std::slice::from_ref(&key)),
+                    Ok(Trust::Trusted { key: k, .. }) if k == key.id()
+                ));
+                assert_eq!(
+                    v.into_inner(),
+                    with_skill(),
+                    "the encoding changed without FORMAT_VERSION"
+                );
+            }
+            Err(LoadError::UnsupportedVersion(_)) => {}
+            Err(e) => panic!("the saved artifact is refused: {e}"),
+        }
+    }
+}
