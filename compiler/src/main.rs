@@ -2,7 +2,9 @@
 //!
 //! `prosec check <files or dirs>...` validates programs; exit status 0 means clean, 1 means
 //! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error. `build`
-//! compiles a program to bytecode, `dis` lists an artifact, and `cost` prints a program's
+//! compiles a program to bytecode (carrying the skills it imports, optionally signed), `fetch`
+//! fetches and pins what programs import, `keygen` makes a signing key pair, `info` describes
+//! an artifact ([`prosec::ship`]), `dis` lists an artifact, and `cost` prints a program's
 //! static bounds (sessions and cost, [`prosec::cost`]), `fmt` lays programs out
 //! ([`prosec::fmt`]) and `lsp` serves editors ([`prosec::lsp`]).
 

@@ -92,7 +92,12 @@ pub fn resolve(
     reference: Option<&str>,
     url: &str,
 ) -> Result<String, FetchError> {
-    let find = |name: &str| refs.iter().find(|(_, n)| n == name).map(|(s, _)| s.clone());
+    // What the remote lists is not trusted to be a commit id (it becomes part of a refspec).
+    let find = |name: &str| {
+        refs.iter()
+            .find(|(s, n)| n == name && is_commit_id(s))
+            .map(|(s, _)| s.to_lowercase())
+    };
     let Some(r) = reference else {
         return find("HEAD").ok_or_else(|| {
             FetchError::new(
@@ -261,5 +266,35 @@ impl Tree for GitTree {
             return Err(format!("git cannot read `{path}`: {}", stderr_of(&out)));
         }
         Ok(out.stdout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_resolve_to_commit_ids_only() {
+        let c1 = "1".repeat(40);
+        let c2 = "2".repeat(40);
+        let refs = vec![
+            (c1.clone(), "HEAD".to_string()),
+            (c1.clone(), "refs/heads/main".to_string()),
+            ("3".repeat(40), "refs/tags/v1".to_string()),
+            (c2.clone(), "refs/tags/v1^{}".to_string()),
+            ("--upload-pack=x".to_string(), "refs/heads/evil".to_string()),
+        ];
+        assert_eq!(resolve(&refs, None, "u"), Ok(c1.clone()));
+        assert_eq!(resolve(&refs, Some("main"), "u"), Ok(c1.clone()));
+        // A tag is its commit, not the tag object.
+        assert_eq!(resolve(&refs, Some("v1"), "u"), Ok(c2.clone()));
+        assert_eq!(resolve(&refs, Some(&c2.to_uppercase()), "u"), Ok(c2));
+        assert_eq!(
+            resolve(&refs, Some("evil"), "u").unwrap_err().kind,
+            Failure::NoSuchRef
+        );
+        let e = resolve(&refs, Some("v2"), "u").unwrap_err();
+        assert_eq!(e.kind, Failure::NoSuchRef);
+        assert_eq!(e.help.as_deref(), Some("it has main, v1, evil"));
     }
 }
