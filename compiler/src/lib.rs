@@ -20,6 +20,7 @@ pub mod prices;
 pub mod resolved;
 pub mod sema;
 pub mod settings;
+pub mod ship;
 pub mod source;
 pub mod span;
 pub mod threads;
