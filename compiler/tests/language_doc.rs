@@ -598,6 +598,21 @@ fn every_construct_has_a_section_with_an_example() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+#[test]
+fn the_readme_points_at_the_guide() {
+    let path = workspace().join("README.md");
+    let readme = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    assert!(
+        readme.contains("](docs/language.md)"),
+        "README.md does not link to docs/language.md"
+    );
+    assert!(
+        !readme.contains("../shared/spec"),
+        "README.md points outside the repository for the language"
+    );
+}
+
 /// The checks above can fail: a page whose examples and sections are wrong in each way
 /// they look for is reported, line by line.
 #[test]
