@@ -11,7 +11,14 @@
 //!     60    4  CRC-32 (IEEE) of bytes 0..60 followed by the payload
 //!     64    n  payload: the decoded size (u32, little-endian), then one zstd frame
 //!              holding the bincode encoding of the [`Artifact`]
+//!   64+n       optional signature block (see [`crate::signature`]):
+//!                  4  magic "PSIG"
+//!                  4  length m of the signature (u32, little-endian)
+//!                  m  a minisign signature, as text, of bytes 0..64+n
 //! ```
+//!
+//! The checksum does not cover the signature block: signing appends it to a finished file,
+//! and removing it leaves the unsigned file as it was written.
 //!
 //! Reading never trusts the file: lengths are checked against the data before anything is
 //! allocated, the checksum covers every byte, and [`load`] runs the verifier.
@@ -22,12 +29,17 @@ use crate::verify::{Verified, VerifyError};
 /// The first bytes of every `.pbc` artifact.
 pub const MAGIC: [u8; 4] = *b"PBC\0";
 /// The format version this crate reads and writes.
-pub const FORMAT_VERSION: u16 = 2;
+pub const FORMAT_VERSION: u16 = 3;
 /// Size of the fixed header.
 pub const HEADER_LEN: usize = 64;
 /// The largest decoded payload accepted (a guard against decompression bombs; real
 /// artifacts are a few kilobytes).
 pub const MAX_PAYLOAD: usize = 16 << 20;
+/// The first bytes of the signature block after the payload.
+pub const SIGNATURE_MAGIC: [u8; 4] = *b"PSIG";
+/// The longest signature text accepted (a minisign signature with its comments is a few
+/// hundred bytes).
+pub const MAX_SIGNATURE: usize = 4096;
 /// zstd level used when writing (3: fast, and on small artifacts as small as much higher levels).
 const COMPRESSION_LEVEL: i32 = 3;
 
@@ -236,39 +248,9 @@ pub fn write(artifact: &Artifact, header: &Header) -> Result<Vec<u8>, WriteError
 
 /// Reads and decodes an artifact without verifying its bytecode.
 pub fn read(bytes: &[u8]) -> Result<(Header, Artifact), LoadError> {
-    if bytes.len() < 4 || bytes[..4] != MAGIC {
-        return Err(if bytes.len() < 4 && MAGIC.starts_with(bytes) {
-            LoadError::Truncated {
-                needed: HEADER_LEN,
-                got: bytes.len(),
-            }
-        } else {
-            LoadError::BadMagic
-        });
-    }
-    if bytes.len() < HEADER_LEN {
-        return Err(LoadError::Truncated {
-            needed: HEADER_LEN,
-            got: bytes.len(),
-        });
-    }
+    let (bytes, _) = split_signature(bytes)?;
     let u32_at =
         |at: usize| u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
-    if version != FORMAT_VERSION {
-        return Err(LoadError::UnsupportedVersion(version));
-    }
-    let len = u32_at(56) as usize;
-    let needed = HEADER_LEN.saturating_add(len);
-    if bytes.len() < needed {
-        return Err(LoadError::Truncated {
-            needed,
-            got: bytes.len(),
-        });
-    }
-    if bytes.len() > needed {
-        return Err(LoadError::TrailingBytes(bytes.len() - needed));
-    }
     let payload = &bytes[HEADER_LEN..];
     let stored = u32_at(60);
     let actual = checksum(bytes, payload);
@@ -320,6 +302,80 @@ pub fn read(bytes: &[u8]) -> Result<(Header, Artifact), LoadError> {
         },
         artifact,
     ))
+}
+
+/// Splits a file into the artifact as written (header and payload) and the text of its
+/// signature block, if it has one. Checks only the framing: the magic bytes, the version,
+/// the lengths and that the signature is UTF-8 text.
+pub fn split_signature(bytes: &[u8]) -> Result<(&[u8], Option<&str>), LoadError> {
+    if bytes.len() < 4 || bytes[..4] != MAGIC {
+        return Err(if bytes.len() < 4 && MAGIC.starts_with(bytes) {
+            LoadError::Truncated {
+                needed: HEADER_LEN,
+                got: bytes.len(),
+            }
+        } else {
+            LoadError::BadMagic
+        });
+    }
+    if bytes.len() < HEADER_LEN {
+        return Err(LoadError::Truncated {
+            needed: HEADER_LEN,
+            got: bytes.len(),
+        });
+    }
+    let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+    if version != FORMAT_VERSION {
+        return Err(LoadError::UnsupportedVersion(version));
+    }
+    let len = u32::from_le_bytes([bytes[56], bytes[57], bytes[58], bytes[59]]) as usize;
+    let needed = HEADER_LEN.saturating_add(len);
+    if bytes.len() < needed {
+        return Err(LoadError::Truncated {
+            needed,
+            got: bytes.len(),
+        });
+    }
+    let (artifact, rest) = bytes.split_at(needed);
+    if rest.is_empty() {
+        return Ok((artifact, None));
+    }
+    if rest.len() < 8 || rest[..4] != SIGNATURE_MAGIC {
+        return Err(LoadError::TrailingBytes(rest.len()));
+    }
+    let m = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
+    if m > MAX_SIGNATURE {
+        return Err(LoadError::Malformed(format!(
+            "the signature block claims {m} bytes, more than the {MAX_SIGNATURE} allowed"
+        )));
+    }
+    if rest.len() - 8 != m {
+        return Err(LoadError::Malformed(format!(
+            "the signature block claims {m} bytes but holds {}",
+            rest.len() - 8
+        )));
+    }
+    let text = std::str::from_utf8(&rest[8..])
+        .map_err(|_| LoadError::Malformed("the signature is not UTF-8 text".into()))?;
+    Ok((artifact, Some(text)))
+}
+
+/// The file `bytes` (an artifact, signed or not) with `signature` as its signature block,
+/// replacing any it had.
+pub fn with_signature(bytes: &[u8], signature: &str) -> Result<Vec<u8>, LoadError> {
+    if signature.len() > MAX_SIGNATURE {
+        return Err(LoadError::Malformed(format!(
+            "a signature of {} bytes is more than the {MAX_SIGNATURE} allowed",
+            signature.len()
+        )));
+    }
+    let (artifact, _) = split_signature(bytes)?;
+    let mut out = Vec::with_capacity(artifact.len() + 8 + signature.len());
+    out.extend_from_slice(artifact);
+    out.extend_from_slice(&SIGNATURE_MAGIC);
+    out.extend_from_slice(&(signature.len() as u32).to_le_bytes());
+    out.extend_from_slice(signature.as_bytes());
+    Ok(out)
 }
 
 /// Reads, decodes and verifies an artifact: the only way the VM accepts one.

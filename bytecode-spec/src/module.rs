@@ -1,17 +1,20 @@
 //! Module tables: everything an instruction refers to by index, and everything a driver
 //! needs to serve a request (agents, session descriptors, choices).
 
+use crate::bundle::{BundledSkill, SkillImport};
 use crate::ids::*;
 use crate::op::Op;
 use cranelift_entity::PrimaryMap;
 use serde::{Deserialize, Serialize};
 
 /// A whole compiled program: the main module first, then every program it imports
-/// (transitively), each once, each in a namespace of its own.
+/// (transitively), each once, each in a namespace of its own, and every skill they import.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Artifact {
     /// `modules[0]` is the program that runs; the others are linked imports.
     pub modules: Vec<Module>,
+    /// The skills the modules import, each once ([`Module::skills`] point here).
+    pub skills: Vec<BundledSkill>,
 }
 
 /// One program's compiled form.
@@ -47,6 +50,8 @@ pub struct Module {
     pub outputs: PrimaryMap<OutputId, OutputDesc>,
     /// Imported programs.
     pub programs: PrimaryMap<ProgId, ProgramRef>,
+    /// Imported skills (`import "NAME" from "SOURCE"`), in the order imported.
+    pub skills: Vec<SkillImport>,
     /// Functions: the program body, blocks, and outlined parallel branches.
     pub funcs: PrimaryMap<FuncId, Function>,
     /// The program body.

@@ -8,6 +8,7 @@
 //! once per module rather than at every use, region stacks are interned, and no walk
 //! recurses on the artifact's structure.
 
+use crate::bundle::BundledSkill;
 use crate::ids::*;
 use crate::module::*;
 use crate::op::*;
@@ -34,6 +35,21 @@ impl Verified {
     /// The artifact, giving up the proof.
     pub fn into_inner(self) -> Artifact {
         self.0
+    }
+
+    /// The skills the artifact carries, each with its files, their bytes and hashes checked.
+    pub fn skills(&self) -> &[BundledSkill] {
+        &self.0.skills
+    }
+
+    /// The skill that module `module` imports as `name`, if it imports one by that name
+    /// (a name in `skills:` that no `import` gives is looked up where the program runs).
+    pub fn skill(&self, module: usize, name: &str) -> Option<&BundledSkill> {
+        let m = self.0.modules.get(module)?;
+        m.skills
+            .iter()
+            .find(|i| m.strings[i.name] == name)
+            .map(|i| &self.0.skills[i.skill as usize])
     }
 }
 
@@ -270,6 +286,68 @@ pub fn verify(a: &Artifact) -> Result<(), VerifyError> {
             pc: None,
             message: "imported programs form a cycle".into(),
         });
+    }
+    bundle(a)
+}
+
+/// The bundled skills: each well formed ([`BundledSkill::check`]), each imported by some
+/// module, and each module's imports naming distinct skills that exist under that name.
+fn bundle(a: &Artifact) -> R {
+    let at = |module: usize, message: String| VerifyError {
+        module,
+        func: None,
+        pc: None,
+        message,
+    };
+    let mut used = vec![false; a.skills.len()];
+    for (mi, m) in a.modules.iter().enumerate() {
+        let mut names = HashSet::new();
+        for import in &m.skills {
+            let Some(name) = m.strings.get(import.name) else {
+                return Err(at(
+                    mi,
+                    format!(
+                        "skill import names string {}, out of range",
+                        import.name.index()
+                    ),
+                ));
+            };
+            let Some(skill) = a.skills.get(import.skill as usize) else {
+                return Err(at(
+                    mi,
+                    format!(
+                        "skill `{name}` points at bundled skill {}, but the artifact carries {}",
+                        import.skill,
+                        a.skills.len()
+                    ),
+                ));
+            };
+            if skill.name != *name {
+                return Err(at(
+                    mi,
+                    format!(
+                        "skill `{name}` points at a bundled skill named `{}`",
+                        skill.name
+                    ),
+                ));
+            }
+            if !names.insert(name.as_str()) {
+                return Err(at(mi, format!("skill `{name}` is imported twice")));
+            }
+            used[import.skill as usize] = true;
+        }
+    }
+    for (i, skill) in a.skills.iter().enumerate() {
+        skill.check().map_err(|m| at(0, m))?;
+        if !used[i] {
+            return Err(at(
+                0,
+                format!(
+                    "bundled skill `{}` is not imported by any module",
+                    skill.name
+                ),
+            ));
+        }
     }
     Ok(())
 }

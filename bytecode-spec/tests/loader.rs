@@ -556,6 +556,7 @@ mod hostile {
     fn one(b: ModuleBuilder) -> Artifact {
         Artifact {
             modules: vec![b.finish()],
+            skills: Vec::new(),
         }
     }
 
@@ -568,6 +569,7 @@ mod hostile {
         rejected(
             &Artifact {
                 modules: Vec::new(),
+                skills: Vec::new(),
             },
             "no module",
         );
@@ -1685,7 +1687,10 @@ mod cost {
                 b.finish()
             })
             .collect();
-        let a = Artifact { modules };
+        let a = Artifact {
+            modules,
+            skills: Vec::new(),
+        };
         let verified = std::thread::Builder::new()
             .stack_size(256 << 10)
             .spawn(move || verify(&a).map(|_| a))
@@ -1722,6 +1727,7 @@ mod cost {
             20,
             Artifact {
                 modules: vec![b.finish()],
+                skills: Vec::new(),
             },
         )
         .expect("valid");
@@ -1783,6 +1789,7 @@ mod cost {
             20,
             Artifact {
                 modules: vec![b.finish()],
+                skills: Vec::new(),
             },
         )
         .expect("valid");
@@ -1819,6 +1826,7 @@ mod cost {
             20,
             Artifact {
                 modules: vec![b.finish()],
+                skills: Vec::new(),
             },
         )
         .expect("valid");
@@ -1867,6 +1875,7 @@ mod cost {
             20,
             Artifact {
                 modules: vec![b.finish()],
+                skills: Vec::new(),
             },
         )
         .expect("valid");
@@ -1896,6 +1905,7 @@ mod cost {
             20,
             Artifact {
                 modules: vec![b.finish(), lib.finish()],
+                skills: Vec::new(),
             },
         )
         .expect("valid");

@@ -18,6 +18,7 @@ pub mod lsp;
 pub mod parser;
 pub mod resolved;
 pub mod sema;
+pub mod ship;
 pub mod source;
 pub mod span;
 pub mod threads;

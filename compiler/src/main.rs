@@ -2,7 +2,9 @@
 //!
 //! `prosec check <files or dirs>...` validates programs; exit status 0 means clean, 1 means
 //! errors (or warnings under `--deny-warnings`), 2 means a usage or I/O error. `build`
-//! compiles a program to bytecode, `dis` lists an artifact, and `cost` prints a program's
+//! compiles a program to bytecode (carrying the skills it imports, optionally signed), `fetch`
+//! fetches and pins what programs import, `keygen` makes a signing key pair, `info` describes
+//! an artifact ([`prosec::ship`]), `dis` lists an artifact, and `cost` prints a program's
 //! static bounds (sessions and cost, [`prosec::cost`]), `fmt` lays programs out
 //! ([`prosec::fmt`]) and `lsp` serves editors ([`prosec::lsp`]).
 
@@ -42,6 +44,77 @@ enum Command {
     Fmt(FmtArgs),
     /// Serve editors: a language server (LSP 3.17) on standard input and output.
     Lsp,
+    /// Fetch what programs import (skills, registry programs) into the cache, and pin it in
+    /// prose.lock, so that later builds need no network.
+    Fetch(FetchCmdArgs),
+    /// Make a signing key pair: NAME.key (secret) and NAME.pub, in minisign's formats.
+    Keygen(KeygenArgs),
+    /// Describe an artifact: program, inputs, outputs, agents, bundled skills and programs,
+    /// cost bounds, signature.
+    Info(InfoArgs),
+}
+
+#[derive(Args)]
+struct FetchFlags {
+    /// Refuse to change prose.lock: a source it does not pin is an error.
+    #[arg(long)]
+    locked: bool,
+    /// Use only the cache: no git, no HTTP (sources must be pinned and fetched already).
+    #[arg(long)]
+    offline: bool,
+}
+
+impl FetchFlags {
+    fn fetcher(&self, program: &Path) -> prosec::ship::Fetcher {
+        prosec::ship::Fetcher::new(
+            program,
+            prosec::ship::FetchOptions {
+                offline: self.offline,
+                locked: self.locked,
+                ..Default::default()
+            },
+        )
+    }
+}
+
+#[derive(Args)]
+struct FetchCmdArgs {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    fetch: FetchFlags,
+    /// The programs.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct KeygenArgs {
+    /// The key pair's name: writes NAME.key and NAME.pub.
+    name: PathBuf,
+    /// Leave the secret key unencrypted (minisign's -W), for builds that no one is at a
+    /// terminal for; keep it private (it is written readable by its owner only).
+    #[arg(long, short = 'W')]
+    without_password: bool,
+    /// Replace an existing key pair.
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    /// The artifact.
+    file: PathBuf,
+    /// A public key to check the signature against (repeatable).
+    #[arg(long, value_name = "KEY.pub")]
+    trust: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// The `prose.toml` to price the cost bounds with (default: the project's, found
+    /// upward from the artifact's directory, over the user's).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -189,6 +262,12 @@ struct BuildArgs {
     /// Print the register count of every function.
     #[arg(long)]
     stats: bool,
+    /// Sign the artifact with this secret key (made by `prosec keygen` or `minisign -G`);
+    /// the signature travels inside the artifact.
+    #[arg(long, value_name = "KEY")]
+    sign: Option<PathBuf>,
+    #[command(flatten)]
+    fetch: FetchFlags,
 }
 
 fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -303,8 +382,9 @@ fn compile_clean(
     file: &Path,
     common: &CommonArgs,
     lints: Vec<(Code, Level)>,
+    fetcher: prosec::ship::Fetcher,
 ) -> Result<(Compilation, usize), ExitCode> {
-    let mut c = Compilation::new(common.options(lints, true));
+    let mut c = Compilation::with_fetcher(common.options(lints, true), fetcher);
     let root = c.add_file(file).map_err(|e| {
         eprintln!("prosec: {e}");
         ExitCode::from(2)
@@ -315,12 +395,72 @@ fn compile_clean(
     Ok((c, root))
 }
 
+/// Fetches the skills module `root` and its imports import; `Err` with the exit status
+/// (after reporting them) when some cannot be had.
+fn bundle(
+    c: &mut Compilation,
+    root: usize,
+    common: &CommonArgs,
+) -> Result<(prosec::ship::Bundle, prosec::ship::Fetcher), ExitCode> {
+    let mut fetcher = c.take_fetcher().expect("compiled with a fetcher");
+    let (bundle, problems) = prosec::ship::bundle(c, root, &mut fetcher);
+    if !problems.is_empty() {
+        c.diagnostics.extend(problems);
+        return Err(report(c, common, 1));
+    }
+    Ok((bundle, fetcher))
+}
+
+/// Writes prose.lock if the build changed it, saying so.
+fn save_lock(fetcher: &prosec::ship::Fetcher) -> Result<(), ExitCode> {
+    match fetcher.save_lock() {
+        Ok(true) => {
+            eprintln!("updated {}", fetcher.lock_path().display());
+            Ok(())
+        }
+        Ok(false) => Ok(()),
+        Err(e) => {
+            eprintln!(
+                "prosec: cannot write {}: {e}",
+                fetcher.lock_path().display()
+            );
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
-    let (mut c, root) = match compile_clean(&args.file, &args.common, lints) {
+    // The key first: a wrong password or an exposed key stops the build before any work.
+    let signing = match &args.sign {
+        Some(path) => {
+            let prompt = format!("Password for {}: ", path.display());
+            match prosec::ship::keys::read_secret_key(path, || {
+                prosec::ship::keys::prompt_password(&prompt)
+            }) {
+                Ok(k) => {
+                    for w in &k.warnings {
+                        eprintln!("prosec: warning: {w}");
+                    }
+                    Some(k)
+                }
+                Err(e) => {
+                    eprintln!("prosec: {e}");
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        None => None,
+    };
+    let fetcher = args.fetch.fetcher(&args.file);
+    let (mut c, root) = match compile_clean(&args.file, &args.common, lints, fetcher) {
         Ok(x) => x,
         Err(status) => return status,
     };
-    let built = prosec::codegen::build_bytes(&c, root);
+    let (skills, fetcher) = match bundle(&mut c, root, &args.common) {
+        Ok(x) => x,
+        Err(status) => return status,
+    };
+    let built = prosec::codegen::build_bytes_bundled(&c, root, &skills);
     if let Err(BuildError::TooLarge(problems)) = &built {
         // Reported with the check's diagnostics, located like them.
         c.diagnostics
@@ -339,6 +479,26 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         .output
         .clone()
         .unwrap_or_else(|| args.file.with_extension("pbc"));
+    let bytes = match &signing {
+        Some(key) => {
+            let name = out
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let comment = prosec::ship::keys::signature_comment(&name);
+            match bytecode_spec::signature::sign(&bytes, &key.key, &comment) {
+                Ok(signed) => signed,
+                Err(e) => {
+                    eprintln!("prosec: cannot sign {}: {e}", out.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        None => bytes,
+    };
+    if let Err(status) = save_lock(&fetcher) {
+        return status;
+    }
     if let Err(e) = std::fs::write(&out, &bytes) {
         eprintln!("prosec: cannot write {}: {e}", out.display());
         return ExitCode::from(2);
@@ -351,6 +511,13 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         source_len,
         stats.registers.len()
     );
+    if !skills.skills.is_empty() {
+        let names: Vec<&str> = skills.skills.iter().map(|s| s.name.as_str()).collect();
+        eprintln!("  bundled skill(s): {}", names.join(", "));
+    }
+    if let Some(key) = &signing {
+        eprintln!("  signed with key {}", key.id);
+    }
     if args.stats {
         for (module, func, regs) in &stats.registers {
             eprintln!("  {module}::{func}: {regs} register(s)");
@@ -359,8 +526,133 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn fetch(args: FetchCmdArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    for file in &args.files {
+        let fetcher = args.fetch.fetcher(file);
+        let (mut c, root) = match compile_clean(file, &args.common, lints.clone(), fetcher) {
+            Ok(x) => x,
+            Err(status) => return status,
+        };
+        let (skills, mut fetcher) = match bundle(&mut c, root, &args.common) {
+            Ok(x) => x,
+            Err(status) => return status,
+        };
+        if let Some(f) = c.take_fetcher() {
+            fetcher.fetched.extend(f.fetched);
+        }
+        for what in &fetcher.fetched {
+            eprintln!("fetched {what}");
+        }
+        if let Err(status) = save_lock(&fetcher) {
+            return status;
+        }
+        eprintln!(
+            "{}: {} skill(s) ready, {} program(s) imported",
+            file.display(),
+            skills.skills.len(),
+            c.reachable(root).len() - 1
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn keygen(args: KeygenArgs) -> ExitCode {
+    let password = if args.without_password {
+        None
+    } else {
+        let ask = || -> Result<String, String> {
+            let first = prosec::ship::keys::prompt_password("Password for the new key: ")?;
+            let again = prosec::ship::keys::prompt_password("Password (again): ")?;
+            if first != again {
+                return Err("the passwords differ".into());
+            }
+            if first.is_empty() {
+                return Err(
+                    "an empty password; for a key without one, pass --without-password".into(),
+                );
+            }
+            Ok(first)
+        };
+        match ask() {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("prosec: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    match prosec::ship::keys::keygen(&args.name, password, args.force) {
+        Ok(id) => {
+            let (secret, public) = prosec::ship::keys::key_paths(&args.name);
+            eprintln!(
+                "wrote {} (secret: keep it private) and {} (public: give it to whoever runs your artifacts); key id {id}",
+                secret.display(),
+                public.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("prosec: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn info(args: InfoArgs) -> ExitCode {
+    let bytes = match std::fs::read(&args.file) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("prosec: cannot read {}: {e}", args.file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut trust = Vec::new();
+    for k in &args.trust {
+        match bytecode_spec::signature::TrustKey::read(k) {
+            Ok(key) => trust.push(key),
+            Err(e) => {
+                eprintln!("prosec: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let dir = match args.file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let settings = match prose_settings::Settings::load(args.config.as_deref(), dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("prosec: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = prosec::ship::info::InfoOptions {
+        trust,
+        pricing: prosec::cost::Pricing::from_settings(
+            &settings,
+            prosec::cost::DEFAULT_TOKENS_IN,
+            prosec::cost::DEFAULT_TOKENS_OUT,
+        ),
+        mcp_servers: Vec::new(),
+    };
+    let info = match prosec::ship::info::describe(&bytes, &options) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("prosec: {}: {e}", args.file.display());
+            return ExitCode::from(1);
+        }
+    };
+    match args.format {
+        Format::Text => print!("{}", info.render_text()),
+        Format::Json => println!("{}", info.to_json()),
+    }
+    ExitCode::SUCCESS
+}
+
 fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
-    let (c, root) = match compile_clean(&args.file, &args.common, lints) {
+    let fetcher = prosec::ship::Fetcher::new(&args.file, Default::default());
+    let (c, root) = match compile_clean(&args.file, &args.common, lints, fetcher) {
         Ok(x) => x,
         Err(status) => return status,
     };
@@ -576,6 +868,9 @@ fn main() -> ExitCode {
         Command::Dis(args) => dis(args),
         Command::Cost(args) => cost(args, lints),
         Command::Fmt(args) => fmt(args),
+        Command::Fetch(args) => fetch(args, lints),
+        Command::Keygen(args) => keygen(args),
+        Command::Info(args) => info(args),
         Command::Lsp => match prosec::lsp::run_stdio() {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

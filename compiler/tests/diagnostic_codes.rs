@@ -1,7 +1,9 @@
 //! One small program per diagnostic code: each must produce exactly its code (plus any extra
 //! codes its row accepts explicitly) at an exact line and column, with the right severity with
 //! and without `--strict`. Every code the compiler checks must have a row, so a new code cannot
-//! land without a test. `docs/diagnostics.md` explains each code.
+//! land without a test. The codes of fetching and bundling (E149-E155) have cases of their
+//! own, built with a fetcher that reaches only local directories, a bare repository and the
+//! cache. `docs/diagnostics.md` explains each code.
 
 use prosec::compile::{Compilation, Options};
 use prosec::diagnostics::{Code, CodeKind, Diagnostic, Severity};
@@ -388,7 +390,8 @@ fn every_compiler_code_has_a_case() {
     let missing: Vec<Code> = Code::ALL
         .iter()
         .copied()
-        // Runtime codes are the VM's; build codes are tested by `build.rs`.
+        // Runtime codes are the VM's; build codes have their own cases (E148 in `build.rs`,
+        // the fetching codes in `every_fetching_code_is_located_at_the_import`).
         .filter(|&code| !matches!(code.kind(), CodeKind::Runtime | CodeKind::Build))
         .filter(|&code| !cases.iter().any(|c| c.code == code))
         .collect();
@@ -426,4 +429,193 @@ fn relaxed_codes_are_warnings_unless_strict() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// A fetching code's case: a program in its own directory, with `files` beside it, built
+/// with `options` (a cache of its own added); the code at `line`:`column` of the program.
+struct FetchCase {
+    code: Code,
+    source: &'static str,
+    line: u32,
+    column: u32,
+    files: Vec<(&'static str, String)>,
+    options: prosec::ship::FetchOptions,
+}
+
+/// A bare repository `acme/skills` with one commit and a git configuration whose
+/// `insteadOf` sends `https://github.com/` to it; the configuration's path.
+fn local_github(dir: &Path) -> PathBuf {
+    let git = |cwd: &Path, args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .current_dir(cwd)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    let work = dir.join("work");
+    std::fs::create_dir_all(work.join("skills/notes")).expect("mkdir");
+    std::fs::write(
+        work.join("skills/notes/SKILL.md"),
+        "---\nname: notes\ndescription: Notes\n---\nTake notes.\n",
+    )
+    .expect("write");
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "one"]);
+    let bare = dir.join("github/acme/skills.git");
+    std::fs::create_dir_all(&bare).expect("mkdir");
+    git(&bare, &["init", "-q", "--bare", "-b", "main"]);
+    git(
+        &work,
+        &["push", "-q", bare.to_str().expect("utf-8"), "main"],
+    );
+    let config = dir.join("gitconfig");
+    std::fs::write(
+        &config,
+        format!(
+            "[url \"file://{}/\"]\n\tinsteadOf = https://github.com/\n",
+            dir.join("github").display()
+        ),
+    )
+    .expect("write");
+    config
+}
+
+fn fetch_cases() -> Vec<FetchCase> {
+    use prosec::ship::FetchOptions;
+    let case = |code, source, line, column| FetchCase {
+        code,
+        source,
+        line,
+        column,
+        files: Vec::new(),
+        options: FetchOptions::default(),
+    };
+    let offline = FetchOptions {
+        offline: true,
+        ..FetchOptions::default()
+    };
+    let locked = FetchOptions {
+        locked: true,
+        ..FetchOptions::default()
+    };
+    let github = "import \"notes\" from \"github:acme/skills\"\nsession \"go\"\n";
+    vec![
+        case(
+            Code::E149,
+            "import \"notes\" from \"./nowhere\"\nsession \"go\"\n",
+            1,
+            21,
+        ),
+        case(
+            Code::E150,
+            "session \"go\"\nimport \"notes\" from \"github:acme/skills@v9\"\n",
+            2,
+            21,
+        ),
+        FetchCase {
+            files: vec![(
+                "prose.lock",
+                "version = 1\n[[npm]]\nsource = \"npm:notes@latest\"\nversion = \"1.0.0\"\ntarball = \"http://127.0.0.1:9/notes.tgz\"\nintegrity = \"sha512-damaged\"\n".into(),
+            )],
+            options: offline.clone(),
+            ..case(
+                Code::E151,
+                "import \"notes\" from \"npm:notes\"\nsession \"go\"\n",
+                1,
+                21,
+            )
+        },
+        FetchCase {
+            options: offline,
+            ..case(Code::E152, github, 1, 21)
+        },
+        FetchCase {
+            options: locked,
+            ..case(Code::E153, github, 1, 21)
+        },
+        FetchCase {
+            files: vec![("skills/notes/SKILL.md", "Take notes.\n".into())],
+            ..case(
+                Code::E154,
+                "import \"notes\" from \"./skills\"\nsession \"go\"\n",
+                1,
+                21,
+            )
+        },
+        FetchCase {
+            files: vec![("prose.lock", "this is not a lock\n".into())],
+            ..case(Code::E155, github, 1, 21)
+        },
+    ]
+}
+
+#[test]
+fn every_fetching_code_is_located_at_the_import() {
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("diagnostic_codes/fetch");
+    let _ = std::fs::remove_dir_all(&base);
+    std::fs::create_dir_all(&base).expect("mkdir");
+    // Git child processes read this: `github:acme/...` is a bare repository on disk.
+    std::env::set_var("GIT_CONFIG_GLOBAL", local_github(&base));
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let cases = fetch_cases();
+    let mut failures = Vec::new();
+    for (i, c) in cases.iter().enumerate() {
+        let dir = base.join(format!("{i:02}-{}", c.code));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for (name, text) in &c.files {
+            let p = dir.join(name);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(p, text).expect("write");
+        }
+        let root = dir.join("t.prose");
+        std::fs::write(&root, c.source).expect("write");
+        let options = prosec::ship::FetchOptions {
+            cache_dir: Some(dir.join("cache")),
+            ..c.options.clone()
+        };
+        let fetcher = prosec::ship::Fetcher::new(&root, options);
+        let mut comp = Compilation::with_fetcher(
+            Options {
+                require_imports: true,
+                ..Default::default()
+            },
+            fetcher,
+        );
+        let module = comp.add_file(&root).expect("readable");
+        let mut fetcher = comp.take_fetcher().expect("given");
+        let (_, diags) = prosec::ship::bundle(&comp, module, &mut fetcher);
+        let all: Vec<&Diagnostic> = comp.diagnostics.iter().chain(&diags).collect();
+        let text = describe(&comp, &all.iter().map(|d| (*d).clone()).collect::<Vec<_>>());
+        let [d] = all.as_slice() else {
+            failures.push(format!(
+                "case {i} ({}): expected one diagnostic, got:\n  {text}",
+                c.code
+            ));
+            continue;
+        };
+        let at = comp.sources.get(d.file).line_col(d.span.start as usize);
+        if d.code != c.code || (at.line, at.column) != (c.line, c.column) {
+            failures.push(format!(
+                "case {i}: expected {} at {}:{}, got:\n  {text}",
+                c.code, c.line, c.column
+            ));
+        }
+        if d.severity != Severity::Error || !d.message.contains("cannot import skill `notes`") {
+            failures.push(format!("case {i} ({}): {text}", c.code));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // Every build code has a case: here, or E148 in `build.rs`.
+    let missing: Vec<Code> = Code::ALL
+        .iter()
+        .copied()
+        .filter(|&code| code.kind() == CodeKind::Build && code != Code::E148)
+        .filter(|&code| !cases.iter().any(|c| c.code == code))
+        .collect();
+    assert!(missing.is_empty(), "no fetching case for {missing:?}");
 }

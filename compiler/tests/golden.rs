@@ -1,5 +1,5 @@
-//! Golden disassembly: one program per construct family, compiled and disassembled, compared
-//! with the listing kept beside it. Each program's artifact is saved too (`{name}.pbc`): it
+//! Golden disassembly: one program per construct family (and one carrying a skill),
+//! compiled and disassembled, compared with the listing kept beside it. Each program's artifact is saved too (`{name}.pbc`): it
 //! must still decode to the same listing, so a change of the encoding (opcodes and tables
 //! are encoded by enum order) fails here unless `FORMAT_VERSION` changed with it, in which
 //! case the loader must refuse the old file. Run with `PROSEC_BLESS=1` to rewrite the
@@ -17,7 +17,20 @@ fn golden(name: &str) {
     });
     let root = c.add_file(&src).expect("readable");
     assert_eq!(c.error_count(), 0, "{name}: {:?}", c.diagnostics);
-    let bytes = prosec::codegen::build_bytes(&c, root).expect("writable").0;
+    // Skills come from directories beside the programs: no network, no lock written.
+    let mut fetcher = prosec::ship::Fetcher::new(
+        &src,
+        prosec::ship::FetchOptions {
+            offline: true,
+            cache_dir: Some(Path::new(env!("CARGO_TARGET_TMPDIR")).join("golden-cache")),
+            ..Default::default()
+        },
+    );
+    let (bundle, problems) = prosec::ship::bundle(&c, root, &mut fetcher);
+    assert!(problems.is_empty(), "{name}: {problems:?}");
+    let bytes = prosec::codegen::build_bytes_bundled(&c, root, &bundle)
+        .expect("writable")
+        .0;
     let (header, artifact) = bytecode_spec::artifact::load(&bytes).expect("verifies");
     let listing = bytecode_spec::dis::disassemble(&header, &artifact);
     let expected_path = dir.join(format!("{name}.dis"));
@@ -122,4 +135,9 @@ fn inputs_and_outputs() {
 #[test]
 fn imported_programs() {
     golden("imports");
+}
+
+#[test]
+fn bundled_skills() {
+    golden("skills");
 }

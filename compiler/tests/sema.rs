@@ -157,3 +157,23 @@ fn an_agents_tools_are_none_all_or_a_list_of_names() {
         [("E144".to_string(), 2), ("E144".to_string(), 4)]
     );
 }
+
+#[test]
+fn a_choice_may_be_decided_by_a_variables_text_but_not_by_a_number() {
+    let ok = "let verdict = session \"Judge\"\nchoice verdict:\n  option \"A\":\n    session \"a\"\n  option \"B\":\n    session \"b\"\n";
+    assert_eq!(codes(ok), Vec::<(String, u32)>::new());
+    // The criteria are the variable, read when the choice is made.
+    let dir = tempdir("choice-var");
+    std::fs::write(dir.join("t.prose"), ok).expect("write");
+    let mut c = Compilation::new(Options::default());
+    c.add_file(&dir.join("t.prose")).expect("load");
+    let (artifact, _) = prosec::codegen::build(&c, 0);
+    let m = &artifact.modules[0];
+    let choice = m.choices.values().next().expect("a choice");
+    assert!(matches!(
+        m.templates[choice.criteria].parts[..],
+        [bytecode_spec::TplPart::Var { .. }]
+    ));
+    let bad = "choice 5:\n  option \"A\":\n    session \"a\"\n";
+    assert_eq!(codes(bad), [("E144".to_string(), 1)]);
+}

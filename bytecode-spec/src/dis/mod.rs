@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! artifact
-//!   format    2
+//!   format    3
 //!   compiler  0.1.0
 //!   source    sha256 abababababababababababababababababababababababababababababababab
 //!   modules   1
@@ -31,6 +31,11 @@
 //!        3  return r1                         ; line 2
 //! ```
 //!
+//! An artifact that carries skills has a `skills N` line in its header, a `skills:` table
+//! (`name -> skill I name`) in each module that imports some, and after the modules one
+//! section per skill: `skill I name (from "SOURCE")`, its origin, its digest, and each file
+//! with its size and SHA-256.
+//!
 //! Conventions: registers are `rN`; a register `d` static links out is `upD.rN`; table
 //! entries are shown by id followed by what identifies them (a name, or quoted text);
 //! templates are quoted with `{name}` for each variable and `\{`/`\}` for literal braces;
@@ -48,6 +53,7 @@ mod tests;
 mod text;
 
 use crate::artifact::{Header, FORMAT_VERSION};
+use crate::bundle::{hex, BundledSkill};
 use crate::ids::*;
 use crate::module::*;
 use text::word;
@@ -73,6 +79,9 @@ pub fn disassemble(header: &Header, artifact: &Artifact) -> String {
     }
     out.push('\n');
     out.push_str(&format!("  modules   {}\n", artifact.modules.len()));
+    if !artifact.skills.is_empty() {
+        out.push_str(&format!("  skills    {}\n", artifact.skills.len()));
+    }
     // Each module's parameters, for naming the arguments of `invoke` without rescanning.
     let params: Vec<Vec<StrId>> = artifact
         .modules
@@ -95,7 +104,39 @@ pub fn disassemble(header: &Header, artifact: &Artifact) -> String {
         }
         .module(mi);
     }
+    for (i, skill) in artifact.skills.iter().enumerate() {
+        out.push('\n');
+        skill_listing(&mut out, i, skill);
+    }
     out
+}
+
+/// The listing of bundled skill `i`: where it came from, its digest, and each file with its
+/// size and hash (hashes as stored; the verifier compares them with the bytes).
+fn skill_listing(out: &mut String, i: usize, skill: &BundledSkill) {
+    out.push_str(&format!(
+        "skill {i} {} (from {})\n",
+        word(&skill.name),
+        text::quoted(&skill.source, false, None)
+    ));
+    out.push_str(&format!(
+        "  origin  {}\n",
+        text::quoted(&skill.origin, false, None)
+    ));
+    out.push_str(&format!("  digest  sha256 {}\n", hex(&skill.digest())));
+    out.push_str(&format!(
+        "  files   {} ({} bytes)\n",
+        skill.files.len(),
+        skill.size()
+    ));
+    for f in &skill.files {
+        out.push_str(&format!(
+            "    {} {} bytes sha256 {}\n",
+            word(&f.name),
+            f.bytes.len(),
+            hex(&f.sha256)
+        ));
+    }
 }
 
 /// Listing one module: the artifact (for the callees of `invoke`), each module's parameter

@@ -2,7 +2,7 @@
 //! imports, templates and constants.
 
 use super::operands::*;
-use super::text::{quoted, word};
+use super::text::{bad, quoted, word};
 use super::Dis;
 use crate::module::*;
 
@@ -41,6 +41,17 @@ impl Dis<'_> {
                     None => format!("<bad module {}>", prog.module),
                 };
                 let text = format!("{p} {} -> {target}", self.name(prog.alias));
+                self.line(2, text);
+            }
+        }
+        if !m.skills.is_empty() {
+            self.line(1, "skills:");
+            for import in &m.skills {
+                let target = match self.artifact.skills.get(import.skill as usize) {
+                    Some(skill) => format!("skill {} {}", import.skill, word(&skill.name)),
+                    None => bad(format!("skill {}", import.skill)),
+                };
+                let text = format!("{} -> {target}", self.name(import.name));
                 self.line(2, text);
             }
         }

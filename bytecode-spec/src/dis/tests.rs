@@ -28,6 +28,7 @@ impl B {
                 inputs: PrimaryMap::new(),
                 outputs: PrimaryMap::new(),
                 programs: PrimaryMap::new(),
+                skills: Vec::new(),
                 funcs: PrimaryMap::new(),
                 entry: FuncId::new(0),
             },
@@ -275,7 +276,10 @@ fn sample() -> Artifact {
     b.m.funcs[main].locs = lines.iter().map(|&l| loc(l)).collect();
     b.m.funcs[main].code = code;
     b.m.entry = main;
-    Artifact { modules: vec![b.m] }
+    Artifact {
+        modules: vec![b.m],
+        skills: Vec::new(),
+    }
 }
 
 #[test]
@@ -284,7 +288,7 @@ fn listing_of_a_sample() {
     crate::verify::verify(&a).expect("the sample verifies");
     let text = disassemble(&header(), &a);
     let expected = r#"artifact
-  format    2
+  format    3
   compiler  0.1.0
   source    sha256 0008101820283038404850586068707880889098a0a8b0b8c0c8d0d8e0e8f0f8
   modules   1
@@ -462,14 +466,17 @@ fn hello() {
         ],
         locs: vec![loc(1), loc(2), loc(2), loc(2)],
     });
-    let a = Artifact { modules: vec![b.m] };
+    let a = Artifact {
+        modules: vec![b.m],
+        skills: Vec::new(),
+    };
     crate::verify::verify(&a).expect("verifies");
     let h = Header {
         compiler_version: "0.1.0".into(),
         source_hash: [0xab; 32],
     };
     let expected = r#"artifact
-  format    2
+  format    3
   compiler  0.1.0
   source    sha256 abababababababababababababababababababababababababababababababab
   modules   1
@@ -711,7 +718,13 @@ fn empty_artifact_and_odd_headers() {
         compiler_version: "v 1\u{0}\"x\"".into(),
         source_hash: [0xff; 32],
     };
-    let text = disassemble(&h, &Artifact { modules: vec![] });
+    let text = disassemble(
+        &h,
+        &Artifact {
+            modules: vec![],
+            skills: Vec::new(),
+        },
+    );
     assert!(text.contains("compiler  \"v 1\\u{0}\\\"x\\\"\""), "{text}");
     assert!(text.contains(&"ff".repeat(32)), "{text}");
     assert!(text.ends_with("  modules   0\n"), "{text}");

@@ -31,6 +31,7 @@ impl ModuleBuilder {
                 inputs: Default::default(),
                 outputs: Default::default(),
                 programs: Default::default(),
+                skills: Default::default(),
                 funcs: Default::default(),
                 entry: FuncId::from_u32(0),
             },
@@ -174,6 +175,7 @@ pub fn single(nregs: u32, code: Vec<Op>) -> Artifact {
     b.main(nregs, code);
     Artifact {
         modules: vec![b.finish()],
+        skills: Vec::new(),
     }
 }
 
@@ -619,5 +621,6 @@ pub fn sample() -> Artifact {
     );
     Artifact {
         modules: vec![b.finish(), library()],
+        skills: Vec::new(),
     }
 }

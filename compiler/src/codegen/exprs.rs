@@ -117,7 +117,16 @@ impl<'a> Lowerer<'a> {
             r::ExprKind::Index(base, index) => {
                 let b = self.expr(base);
                 let i = self.expr(index);
-                let src = if matches!(index.kind, r::ExprKind::Lit(r::Literal::Int(_))) {
+                // A literal index (`xs[0]`, `xs[-1]`) says the base is a list: text (a
+                // session's answer) is converted into one first.
+                let literal = match &index.kind {
+                    r::ExprKind::Lit(r::Literal::Int(_)) => true,
+                    r::ExprKind::Neg(inner) => {
+                        matches!(inner.kind, r::ExprKind::Lit(r::Literal::Int(_)))
+                    }
+                    _ => false,
+                };
+                let src = if literal {
                     self.convert(b, bc::Shape::List)
                 } else {
                     b

@@ -13,6 +13,7 @@ mod stmts;
 
 use crate::compile::Compilation;
 use crate::diagnostics::{Code, Diagnostic};
+use crate::ship::Bundle;
 use crate::span::Span;
 use bytecode_spec::{artifact, Artifact};
 use module::Lowerer;
@@ -75,28 +76,23 @@ impl std::error::Error for BuildError {}
 /// program it imports into one artifact. The artifact holds every function even when one
 /// is too large to run: [`build_bytes`] refuses those, with where they grew too large.
 pub fn build(c: &Compilation, root: usize) -> (Artifact, BuildStats) {
-    let (artifact, stats, _) = lower_all(c, root);
+    let (artifact, stats, _) = lower_all(c, root, &Bundle::default());
     (artifact, stats)
 }
 
-/// Lowers every module; also returns where functions grew too large to run.
-fn lower_all(c: &Compilation, root: usize) -> (Artifact, BuildStats, Vec<Diagnostic>) {
-    // Artifact order: the root first, then imports depth first, each once.
-    let mut order = vec![root];
-    let mut index: FxHashMap<usize, u32> = FxHashMap::default();
-    index.insert(root, 0);
-    let mut i = 0;
-    while i < order.len() {
-        let mut deps: Vec<usize> = c.modules[order[i]].imports.values().copied().collect();
-        deps.sort_unstable();
-        for d in deps {
-            if let std::collections::hash_map::Entry::Vacant(e) = index.entry(d) {
-                e.insert(order.len() as u32);
-                order.push(d);
-            }
-        }
-        i += 1;
-    }
+/// Lowers every module, with the skills of `bundle` (each module's imports pointing at
+/// them); also returns where functions grew too large to run.
+fn lower_all(
+    c: &Compilation,
+    root: usize,
+    bundle: &Bundle,
+) -> (Artifact, BuildStats, Vec<Diagnostic>) {
+    let order = c.reachable(root);
+    let index: FxHashMap<usize, u32> = order
+        .iter()
+        .enumerate()
+        .map(|(i, &m)| (m, i as u32))
+        .collect();
     let mut modules = Vec::with_capacity(order.len());
     let mut too_large = Vec::new();
     for &mi in &order {
@@ -125,7 +121,19 @@ fn lower_all(c: &Compilation, root: usize) -> (Artifact, BuildStats, Vec<Diagnos
                 .map(|(p, _)| p.clone())
                 .unwrap_or_default()
         };
-        let (m, problems) = Lowerer::lower(&name, &import_path, program, src, &imports);
+        let (mut m, problems) = Lowerer::lower(&name, &import_path, program, src, &imports);
+        for (skill_name, skill) in bundle.imports.get(&mi).into_iter().flatten() {
+            let existing = m
+                .strings
+                .iter()
+                .find(|(_, s)| *s == skill_name)
+                .map(|(id, _)| id);
+            let name = existing.unwrap_or_else(|| m.strings.push(skill_name.clone()));
+            m.skills.push(bytecode_spec::bundle::SkillImport {
+                name,
+                skill: *skill,
+            });
+        }
         modules.push(m);
         too_large.extend(
             problems
@@ -142,7 +150,14 @@ fn lower_all(c: &Compilation, root: usize) -> (Artifact, BuildStats, Vec<Diagnos
                 .push((m.name.clone(), m.strings[f.name].clone(), f.nregs));
         }
     }
-    (Artifact { modules }, stats, too_large)
+    (
+        Artifact {
+            modules,
+            skills: bundle.skills.clone(),
+        },
+        stats,
+        too_large,
+    )
 }
 
 /// The artifact header for a program whose main source is `source`.
@@ -158,7 +173,17 @@ pub fn header(source: &str) -> artifact::Header {
 /// Builds and frames the artifact bytes for module `root`, and loads them back the way the
 /// VM will (framing, decoding, verification), so that what is written is what runs.
 pub fn build_bytes(c: &Compilation, root: usize) -> Result<(Vec<u8>, BuildStats), BuildError> {
-    let (a, stats, too_large) = lower_all(c, root);
+    build_bytes_bundled(c, root, &Bundle::default())
+}
+
+/// [`build_bytes`], with the skills of `bundle` carried in the artifact
+/// ([`crate::ship::bundle`] makes it).
+pub fn build_bytes_bundled(
+    c: &Compilation,
+    root: usize,
+    bundle: &Bundle,
+) -> Result<(Vec<u8>, BuildStats), BuildError> {
+    let (a, stats, too_large) = lower_all(c, root, bundle);
     let located = |d: Diagnostic| {
         let file = c.sources.get(d.file);
         let at = file.line_col(d.span.start as usize);

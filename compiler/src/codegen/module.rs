@@ -99,6 +99,7 @@ impl<'a> Lowerer<'a> {
             inputs: PrimaryMap::new(),
             outputs: PrimaryMap::new(),
             programs: PrimaryMap::new(),
+            skills: Vec::new(),
             funcs: PrimaryMap::new(),
             entry: FuncId::new(0),
         };

@@ -11,8 +11,12 @@ use std::path::{Path, PathBuf};
 
 enum Resolved {
     Path(PathBuf),
+    /// Fetched from the program registry into the cache.
+    Fetched(PathBuf),
     NotFound(String),
     NoLibPath,
+    /// The registry could not give it.
+    FetchFailed(crate::ship::FetchError),
 }
 
 impl Compilation {
@@ -35,15 +39,30 @@ impl Compilation {
         }
         self.loading.push(front.canonical.clone());
         for (text, span) in uses {
-            let status = match self.resolve(&front.canonical, &text) {
-                Resolved::Path(p) => match self.import(&p, span, &mut diags) {
+            let found = match self.resolve(&front.canonical, &text) {
+                Resolved::Path(p) => Ok((p.display().to_string(), p)),
+                Resolved::Fetched(p) => Ok((text.clone(), p)),
+                other => Err(other),
+            };
+            let status = match found {
+                Ok((display, p)) => match self.import(&p, display, span, &mut diags) {
                     Some(m) => {
                         imports.insert(text.clone(), m);
                         ImportStatus::Resolved(self.modules[m].analysis.contract.clone())
                     }
                     None => ImportStatus::Failed,
                 },
-                Resolved::NotFound(tried) => {
+                Err(Resolved::FetchFailed(e)) => {
+                    let mut d =
+                        e.diagnostic(PENDING, span, &format!("cannot fetch program `{text}`"));
+                    if e.kind == crate::ship::Failure::NotFound {
+                        d.code = Code::E138;
+                    }
+                    diags.push(d);
+                    ImportStatus::Failed
+                }
+                Err(Resolved::Path(_) | Resolved::Fetched(_)) => unreachable!("taken above"),
+                Err(Resolved::NotFound(tried)) => {
                     diags.push(
                         Diagnostic::new(
                             Code::E138,
@@ -55,7 +74,7 @@ impl Compilation {
                     );
                     ImportStatus::Failed
                 }
-                Resolved::NoLibPath if self.options.require_imports => {
+                Err(Resolved::NoLibPath) if self.options.require_imports => {
                     diags.push(
                         Diagnostic::new(
                             Code::E138,
@@ -67,7 +86,7 @@ impl Compilation {
                     );
                     ImportStatus::Failed
                 }
-                Resolved::NoLibPath => {
+                Err(Resolved::NoLibPath) => {
                     diags.push(
                         Diagnostic::new(
                             Code::W119,
@@ -88,7 +107,14 @@ impl Compilation {
         (statuses, imports, diags)
     }
 
-    fn import(&mut self, path: &Path, span: Span, diags: &mut Vec<Diagnostic>) -> Option<usize> {
+    /// Loads the program at `path`, shown as `display` in diagnostics.
+    fn import(
+        &mut self,
+        path: &Path,
+        display: String,
+        span: Span,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Option<usize> {
         let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         if self.loading.contains(&canonical) {
             diags.push(
@@ -111,7 +137,6 @@ impl Compilation {
         // A file given on the command line too may be read (or checked) already; it is shown
         // as the import names it, as if read here.
         if let Some(mut ready) = self.ready.remove(&canonical) {
-            let display = path.display().to_string();
             match &mut ready {
                 Ready::Parsed(front) => front.display = display,
                 Ready::Finished(f, _) => f.source.path = display,
@@ -120,13 +145,12 @@ impl Compilation {
         }
         if let Some(text) = self.overlay.get(&canonical) {
             let on_disk = path.is_file();
-            let front =
-                Front::from_text(path.display().to_string(), canonical, on_disk, text.clone());
+            let front = Front::from_text(display, canonical, on_disk, text.clone());
             return Some(self.add_front(front));
         }
         match std::fs::read(path) {
             Ok(bytes) => {
-                let front = Front::from_bytes(path.display().to_string(), canonical, true, bytes);
+                let front = Front::from_bytes(display, canonical, true, bytes);
                 Some(self.add_front(front))
             }
             Err(e) => {
@@ -141,18 +165,25 @@ impl Compilation {
         }
     }
 
-    fn resolve(&self, importer: &Path, use_path: &str) -> Resolved {
+    fn resolve(&mut self, importer: &Path, use_path: &str) -> Resolved {
         if use_path.starts_with('@') {
-            if self.options.lib_paths.is_empty() {
-                return Resolved::NoLibPath;
-            }
             let mut tried = Vec::new();
             for dir in &self.options.lib_paths {
                 let p = dir.join(format!("{use_path}.prose"));
-                if p.is_file() {
+                if p.is_file() || self.overlay.contains_key(&p) {
                     return Resolved::Path(p);
                 }
                 tried.push(p.display().to_string());
+            }
+            // Not under a library path: the registry's, through the lock and the cache.
+            if let Some(fetcher) = self.fetcher.as_mut() {
+                return match fetcher.program(use_path) {
+                    Ok(p) => Resolved::Fetched(p),
+                    Err(e) => Resolved::FetchFailed(e),
+                };
+            }
+            if tried.is_empty() {
+                return Resolved::NoLibPath;
             }
             Resolved::NotFound(tried.join(", "))
         } else {

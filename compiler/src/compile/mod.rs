@@ -21,6 +21,16 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+/// The `use` paths a program's text imports: the valid ones, each once, in order (the order
+/// of the programs its artifact module links).
+pub fn use_paths(text: &str) -> Vec<String> {
+    file::Front::from_text(String::new(), PathBuf::new(), false, text.to_string())
+        .uses()
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
+}
+
 /// Options shared by `check` and `build`.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
@@ -74,6 +84,9 @@ pub struct Compilation {
     /// Texts that stand for files when they are imported (an editor's unsaved buffers), by
     /// canonical path.
     overlay: FxHashMap<PathBuf, String>,
+    /// Fetches registry programs not under a library path (none: such imports are
+    /// unresolved, or not found when imports are required).
+    fetcher: Option<crate::ship::Fetcher>,
 }
 
 impl std::fmt::Debug for Compilation {
@@ -125,6 +138,46 @@ impl Compilation {
             overlay,
             ..Compilation::new(options)
         }
+    }
+
+    /// Module `root` and every program it imports (transitively), each once: the root
+    /// first, then imports breadth first, each module's in the order of their indices. This
+    /// is the order of the artifact's modules.
+    pub fn reachable(&self, root: usize) -> Vec<usize> {
+        let mut order = vec![root];
+        let mut seen: FxHashSet<usize> = FxHashSet::default();
+        seen.insert(root);
+        let mut i = 0;
+        while i < order.len() {
+            let mut deps: Vec<usize> = self.modules[order[i]].imports.values().copied().collect();
+            deps.sort_unstable();
+            for d in deps {
+                if seen.insert(d) {
+                    order.push(d);
+                }
+            }
+            i += 1;
+        }
+        order
+    }
+
+    /// A new, empty compilation that fetches registry programs found under no library path
+    /// with `fetcher` (pinned in its `prose.lock`, kept in its cache).
+    pub fn with_fetcher(options: Options, fetcher: crate::ship::Fetcher) -> Compilation {
+        Compilation {
+            fetcher: Some(fetcher),
+            ..Compilation::new(options)
+        }
+    }
+
+    /// The fetcher given to [`Compilation::with_fetcher`], if any.
+    pub fn fetcher_mut(&mut self) -> Option<&mut crate::ship::Fetcher> {
+        self.fetcher.as_mut()
+    }
+
+    /// Gives the fetcher back (to bundle skills, and write the lock).
+    pub fn take_fetcher(&mut self) -> Option<crate::ship::Fetcher> {
+        self.fetcher.take()
     }
 
     /// Number of error diagnostics.

@@ -49,6 +49,8 @@ pub struct Program {
     pub vars: PrimaryMap<VarId, Var>,
     /// Imported programs, in the order of their `use` statements.
     pub imports: PrimaryMap<ImportId, Import>,
+    /// Imported skills, in the order of their `import` statements.
+    pub skills: Vec<SkillImport>,
     /// Inputs: the program's parameters first, then mid-program questions.
     pub inputs: PrimaryMap<InputId, Input>,
     /// Named program outputs (`result` stands for anonymous ones).
@@ -74,6 +76,7 @@ impl Default for Program {
             funcs,
             vars: PrimaryMap::new(),
             imports: PrimaryMap::new(),
+            skills: Vec::new(),
             inputs: PrimaryMap::new(),
             outputs: PrimaryMap::new(),
             agents: PrimaryMap::new(),
@@ -145,6 +148,17 @@ pub struct Import {
     pub path: String,
     /// Its inputs, in its declaration order (invocations pass arguments in this order).
     pub params: Vec<String>,
+}
+
+/// An imported skill: `import "NAME" from "SOURCE"`.
+#[derive(Clone, Debug)]
+pub struct SkillImport {
+    /// The skill's name.
+    pub name: String,
+    /// Where it comes from, as written.
+    pub source: String,
+    /// The source string in the program (where fetching problems are reported).
+    pub span: Span,
 }
 
 /// An `input` declaration.

@@ -331,7 +331,13 @@ impl<'a> Analyzer<'a> {
                 skill.span,
                 format!("skill `{name}` is already imported"),
             );
+            return;
         }
+        self.out.skills.push(r::SkillImport {
+            name,
+            source: src,
+            span: source.span,
+        });
     }
 
     /// The contract of an imported program, when it was loaded.

@@ -241,7 +241,24 @@ impl<'a> Analyzer<'a> {
             }
             _ => match self.expr(criteria).kind {
                 r::ExprKind::Str(t) | r::ExprKind::Discretion(t) => t,
-                _ => r::Template::text(""),
+                // `choice verdict:`: the criteria are the variable's value when the choice
+                // is made.
+                r::ExprKind::Var(var) => r::Template {
+                    parts: vec![r::TplPart::Var {
+                        var,
+                        path: Vec::new(),
+                        name: self.out.vars[var].name.clone().unwrap_or_default(),
+                    }],
+                },
+                _ => {
+                    self.diag(
+                        Code::E144,
+                        criteria.span,
+                        "choice criteria must be text: a string, a `**condition**` or a variable",
+                    )
+                    .help = Some("write `choice **what decides**:`".into());
+                    r::Template::text("")
+                }
             },
         };
         if options.is_empty() {
