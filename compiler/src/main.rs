@@ -403,7 +403,7 @@ fn bundle(
     common: &CommonArgs,
 ) -> Result<(prosec::ship::Bundle, prosec::ship::Fetcher), ExitCode> {
     let mut fetcher = c.take_fetcher().expect("compiled with a fetcher");
-    let (bundle, problems) = prosec::ship::bundle(c, root, &mut fetcher);
+    let (bundle, problems) = c.bundle(root, &mut fetcher);
     if !problems.is_empty() {
         c.diagnostics.extend(problems);
         return Err(report(c, common, 1));
