@@ -15,11 +15,11 @@
 mod pg;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use prosevm::driver::mock::MockOptions;
-use prosevm::driver::settings::DriverSettings;
-use prosevm::runner::Stop;
-use prosevm::store::pg::lease::WorkerId;
-use prosevm::store::pg::PgStore;
+use prose_runtime::driver::mock::MockOptions;
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::runner::Stop;
+use prose_store::pg::lease::WorkerId;
+use prose_store::pg::PgStore;
 use prosevm::worker::{WorkerOptions, WorkerReport};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ const CONCURRENCY: usize = 8;
 fn submit(
     rt: &tokio::runtime::Runtime,
     store: &PgStore,
-    program: &prosevm::run::Program,
+    program: &prose_runtime::program::Program,
     driver: &DriverSettings,
     runs: usize,
 ) {

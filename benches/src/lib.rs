@@ -174,12 +174,12 @@ pub fn fan_out(n: usize) -> String {
 }
 
 /// Compiles `src` (which must be valid) to a verified program.
-pub fn compile(src: &str) -> prosevm::run::Program {
+pub fn compile(src: &str) -> prose_runtime::program::Program {
     let mut c = prosec::compile::Compilation::new(prosec::compile::Options::default());
     let root = c.add_source(std::path::Path::new("bench.prose"), src);
     assert_eq!(c.error_count(), 0, "{:?}", c.diagnostics);
     let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("encodes");
-    prosevm::run::Program::from_bytes(bytes, "bench.prose".into()).expect("verifies")
+    prose_runtime::program::Program::from_bytes(bytes, "bench.prose".into()).expect("verifies")
 }
 
 /// The artifact of every program in `examples/`, compiled as `prosec build` compiles it, by
@@ -208,9 +208,11 @@ pub fn example_artifacts() -> Vec<(String, Vec<u8>)> {
 
 /// Runs a program to completion in memory with the zero-latency mock driver, trace off;
 /// returns the outputs.
-pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prosevm::value::Value)> {
-    use prosevm::driver::mock::{Mock, MockOptions};
-    use prosevm::machine::{Limits, Machine};
+pub fn run_mock(
+    program: &prose_runtime::program::Program,
+) -> Vec<(String, prose_machine::value::Value)> {
+    use prose_machine::{Limits, Machine};
+    use prose_runtime::driver::mock::{Mock, MockOptions};
     let mut machine = Machine::new(
         program.artifact.clone(),
         &Default::default(),
@@ -223,7 +225,7 @@ pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prosevm::value:
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(prosevm::runner::run(
+    rt.block_on(prose_runtime::runner::run(
         machine,
         driver,
         &Default::default(),
@@ -237,30 +239,33 @@ pub fn run_mock(program: &prosevm::run::Program) -> Vec<(String, prosevm::value:
 /// journaled, the binding files and `state.md` kept, the run record written. Returns the
 /// outputs.
 pub fn run_mock_durable(
-    program: &prosevm::run::Program,
+    program: &prose_runtime::program::Program,
     state_dir: &std::path::Path,
-) -> Vec<(String, prosevm::value::Value)> {
-    use prosevm::driver::settings::DriverSettings;
+) -> Vec<(String, prose_machine::value::Value)> {
+    use prose_runtime::driver::settings::DriverSettings;
     use prosevm::run::{Place, Run};
     let place = Place {
         state_dir: Some(state_dir.to_path_buf()),
         ..Place::default()
     };
     let settings = DriverSettings::Mock(Default::default());
-    let run = Run::start(
-        program,
-        Default::default(),
-        settings.clone(),
-        Default::default(),
-        &place,
-    )
-    .expect("starts");
-    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
+    let store = prose_store::file::FileStore::new(place.state_dir.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(run.drive(driver, &mut |_: &prosevm::trace::Event| {}))
+    let run = rt
+        .block_on(Run::start(
+            &store,
+            program,
+            Default::default(),
+            settings.clone(),
+            Default::default(),
+            &place,
+        ))
+        .expect("starts");
+    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
+    rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}))
         .expect("the store works")
         .expect("runs")
 }

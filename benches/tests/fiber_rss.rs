@@ -3,7 +3,7 @@
 //! fiber while 20,000 `pmap` branches wait for their sessions. With the allocator `prosevm`
 //! uses (mimalloc). Alone in its test binary, so nothing else moves the mark.
 
-use prosevm::machine::{Limits, Machine, Step};
+use prose_machine::{Limits, Machine, Step};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -1,7 +1,7 @@
 //! A suspended fiber costs at most 2 KiB: measured with a counting allocator while 20,000
 //! `pmap` branches wait for their sessions.
 
-use prosevm::machine::{Limits, Machine, Step};
+use prose_machine::{Limits, Machine, Step};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 

@@ -403,7 +403,7 @@ fn bundle(
     common: &CommonArgs,
 ) -> Result<(prosec::ship::Bundle, prosec::ship::Fetcher), ExitCode> {
     let mut fetcher = c.take_fetcher().expect("compiled with a fetcher");
-    let (bundle, problems) = prosec::ship::bundle(c, root, &mut fetcher);
+    let (bundle, problems) = c.bundle(root, &mut fetcher);
     if !problems.is_empty() {
         c.diagnostics.extend(problems);
         return Err(report(c, common, 1));
@@ -620,7 +620,7 @@ fn info(args: InfoArgs) -> ExitCode {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let settings = match prosec::cost::PriceSettings::load(args.config.as_deref(), dir) {
+    let settings = match prose_settings::Settings::load(args.config.as_deref(), dir) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("prosec: {e}");
@@ -629,7 +629,8 @@ fn info(args: InfoArgs) -> ExitCode {
     };
     let options = prosec::ship::info::InfoOptions {
         trust,
-        pricing: settings.pricing(
+        pricing: prosec::cost::Pricing::from_settings(
+            &settings,
             prosec::cost::DEFAULT_TOKENS_IN,
             prosec::cost::DEFAULT_TOKENS_OUT,
         ),
@@ -659,7 +660,7 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut settings = match prosec::cost::PriceSettings::load(args.config.as_deref(), dir) {
+    let mut settings = match prose_settings::Settings::load(args.config.as_deref(), dir) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("prosec: {e}");
@@ -668,7 +669,7 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     };
     settings.driver = args.driver.clone().or(settings.driver);
     settings.model = args.model.clone().or(settings.model);
-    let pricing = settings.pricing(args.tokens_in, args.tokens_out);
+    let pricing = prosec::cost::Pricing::from_settings(&settings, args.tokens_in, args.tokens_out);
     let bounds = prosec::cost::bounds(&c, root, &pricing);
     match args.common.format {
         Format::Text => {

@@ -588,7 +588,7 @@ fn every_fetching_code_is_located_at_the_import() {
         );
         let module = comp.add_file(&root).expect("readable");
         let mut fetcher = comp.take_fetcher().expect("given");
-        let (_, diags) = prosec::ship::bundle(&comp, module, &mut fetcher);
+        let (_, diags) = comp.bundle(module, &mut fetcher);
         let all: Vec<&Diagnostic> = comp.diagnostics.iter().chain(&diags).collect();
         let text = describe(&comp, &all.iter().map(|d| (*d).clone()).collect::<Vec<_>>());
         let [d] = all.as_slice() else {

@@ -26,7 +26,7 @@ fn golden(name: &str) {
             ..Default::default()
         },
     );
-    let (bundle, problems) = prosec::ship::bundle(&c, root, &mut fetcher);
+    let (bundle, problems) = c.bundle(root, &mut fetcher);
     assert!(problems.is_empty(), "{name}: {problems:?}");
     let bytes = prosec::codegen::build_bytes_bundled(&c, root, &bundle)
         .expect("writable")

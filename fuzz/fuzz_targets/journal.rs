@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use prosevm::store::journal::{self, Contents, Journal};
+use prose_store::journal::{self, Contents, Journal};
 
 fuzz_target!(|data: &[u8]| {
     let seed = journal::seed("fuzz");

@@ -1,24 +1,11 @@
 //! `prosevm`: runs `.pbc` artifacts produced by `prosec`.
 //!
-//! [`machine::Machine`] is the deterministic interpreter; [`runner`] serves its requests
-//! with a [`driver::Driver`] (the [`driver::mock`] driver is built in) under tokio.
+//! The VM is built in layers, each a crate whose dependencies point one way:
+//! `prose_machine` (the interpreter, without I/O) ← `prose_runtime` (the runner, drivers,
+//! agents and observers) ← `prose_store` (where runs are kept, behind the `Store` trait) ←
+//! this crate: the run lifecycle ([`run`]), written once against the `Store` trait, the run
+//! report ([`report`]), the Postgres store's worker ([`worker`]), and the `prosevm` CLI.
 
-pub mod agent;
-pub mod config;
-pub mod convert;
-pub mod driver;
-pub mod housekeeping;
-pub mod machine;
-pub mod observe;
-pub mod people;
-pub mod protocol;
 pub mod report;
 pub mod run;
-pub mod runner;
-pub mod secrets;
-pub mod snapshot;
-pub mod store;
-pub mod tls;
-pub mod trace;
-pub mod value;
 pub mod worker;

@@ -8,12 +8,13 @@
 //! Any number of workers, on any number of machines, may serve one store: claims skip runs
 //! another worker is claiming, and every write is fenced by the claim's epoch.
 
-use crate::driver::Driver;
-use crate::run::record::{RunFailure, RunStatus};
 use crate::run::{Place, Resuming, Run, RunError};
-use crate::runner::Stop;
-use crate::store::pg::lease::{self, Claim, Epoch, WorkerId};
-use crate::store::pg::{PgError, PgStore, RunId};
+use prose_runtime::driver::Driver;
+use prose_runtime::record::{RunFailure, RunRecord, RunStatus};
+use prose_runtime::runner::Stop;
+use prose_store::pg::lease::{self, Claim, Epoch, WorkerId};
+use prose_store::pg::{PgError, PgStore, RunId};
+use prose_store::HeldRun;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -263,75 +264,69 @@ async fn heartbeat(
     }
 }
 
-/// Keeps the lease of one claim (a run resumed by hand): renews it every third of `lease`
-/// until the claim is lost, then asks `stop` (the run's writes would be refused anyway).
-/// Trouble reaching the store is told to `warn`; the renewal goes on.
-pub async fn keep_lease(claim: Claim, lease: Duration, stop: Stop, warn: impl Fn(&PgError)) {
-    let held = [(claim.run.clone(), claim.epoch)];
-    loop {
-        tokio::time::sleep(lease / 3).await;
-        match lease::heartbeat(&claim.store, &claim.worker, &held, lease).await {
-            Ok(kept) if kept.is_empty() => {
-                stop.ask();
-                return;
-            }
-            Ok(_) => {}
-            Err(e) => warn(&e),
-        }
-    }
-}
-
 /// Drives the run `claim` holds to its end (or until `stop`), in `opts`' working
 /// directory, with the driver its record names.
 pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ended {
     let mut place = opts.place.clone();
     place.config.stop = stop;
-    let run = match Run::take_up_claimed(
-        claim.clone(),
-        opts.workdir.clone(),
-        opts.views,
-        Resuming::default(),
-        &place,
-    )
-    .await
-    {
+    let how = Resuming {
+        workdir: Some(opts.workdir.clone()),
+        ..Resuming::default()
+    };
+    let taken = match claim.store.taken(claim.clone(), opts.views).await {
+        Ok(t) => t,
+        Err(e) => return Ended::Lost(e.to_string()),
+    };
+    let run = match Run::take_up(taken, how, &place).await {
         Ok(run) => run,
-        Err(RunError::Store(e)) => return Ended::Lost(e.to_string()),
-        Err(e) => return give_up(&claim, "E215", e.to_string()).await,
+        Err(not) => {
+            return match not.error {
+                RunError::Store(e) => Ended::Lost(e.to_string()),
+                e => give_up(&*not.held, not.record, e.to_string()).await,
+            }
+        }
     };
     let driver = match run.record().driver.connect() {
         Ok(d) => Arc::new(d),
-        Err(e) => return give_up(&claim, "E215", e).await,
+        Err(e) => return give_up_run(run, e).await,
     };
     if let Err(e) = driver
         .check_models(&crate::run::models_named(run.artifact()))
         .await
     {
-        return give_up(&claim, "E215", e).await;
+        return give_up_run(run, e).await;
     }
-    match run.drive(driver, &mut |_: &crate::trace::Event| {}).await {
+    match run
+        .drive(driver, &mut |_: &prose_machine::trace::Event| {})
+        .await
+    {
         Ok(Ok(_)) => Ended::Finished,
-        Ok(Err(e)) if e.code == prosec::diagnostics::Code::E216 => Ended::Requeued,
-        Ok(Err(e)) if e.code == prosec::diagnostics::Code::E217 => Ended::Paused,
+        Ok(Err(e)) if e.code == bytecode_spec::Code::E216 => Ended::Requeued,
+        Ok(Err(e)) if e.code == bytecode_spec::Code::E217 => Ended::Paused,
         Ok(Err(e)) => Ended::Failed(e.to_string()),
         Err(e) => Ended::Lost(e.to_string()),
     }
 }
 
-/// Records that the run `claim` holds cannot be run here and why (it failed before its
-/// first request), so that no worker claims it again and again.
-async fn give_up(claim: &Claim, code: &str, message: String) -> Ended {
-    let mut record = claim.record.clone();
+/// Records that the run `held` holds, whose record was `record`, cannot be run here and why
+/// (it failed before its first request), so that no worker claims it again and again.
+async fn give_up(held: &dyn HeldRun, mut record: RunRecord, message: String) -> Ended {
     record.status = RunStatus::Failed;
     record.error = Some(RunFailure {
-        code: code.into(),
+        code: "E215".into(),
         message: message.clone(),
         request: None,
     });
-    match claim.write_record(&record).await {
+    match held.write_record(&record).await {
         Ok(()) => Ended::Failed(message),
         Err(e) => Ended::Lost(format!("{message}; and {e}")),
     }
+}
+
+/// [`give_up`] for a run taken up whose driver cannot serve it.
+async fn give_up_run(run: Run, message: String) -> Ended {
+    let (held, record) = run.into_held();
+    give_up(&*held, record, message).await
 }
 
 /// Connects to the store at `url` for a worker running `concurrency` runs at once: a

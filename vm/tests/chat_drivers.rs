@@ -5,7 +5,7 @@
 
 mod support;
 
-use prosevm::agent::workshop::WITH_TOOLS;
+use prose_runtime::agent::workshop::WITH_TOOLS;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,8 +6,9 @@
 mod support;
 use support::{journal_ids, output, run_ids};
 
-use prosevm::protocol::{Answer, Reply, SessionAnswer};
-use prosevm::store::{journal, RunDir};
+use prose_machine::protocol::{Answer, Reply, SessionAnswer};
+use prose_store::file::RunDir;
+use prose_store::journal;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

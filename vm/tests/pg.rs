@@ -5,10 +5,10 @@
 
 mod support;
 
-use prosevm::protocol::{Answer, Reply, RequestId, SessionAnswer};
-use prosevm::store::pg::journal::PgJournal;
-use prosevm::store::pg::lease::{self, WorkerId};
-use prosevm::store::pg::{PgError, PgStore};
+use prose_machine::protocol::{Answer, Reply, RequestId, SessionAnswer};
+use prose_store::pg::journal::PgJournal;
+use prose_store::pg::lease::{self, WorkerId};
+use prose_store::pg::{PgError, PgStore};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -272,7 +272,7 @@ fn a_worker_whose_lease_was_taken_over_can_write_nothing() {
         .expect_err("a stale append is refused");
     assert!(matches!(e, PgError::Fenced(_)), "{e}");
     let mut record = first.record.clone();
-    record.status = prosevm::run::record::RunStatus::Finished;
+    record.status = prose_runtime::record::RunStatus::Finished;
     let e = rt
         .block_on(first.write_record(&record))
         .expect_err("a stale finish is refused");

@@ -1,10 +1,10 @@
 //! `docs/stdio-protocol.md` against the protocol's one definition: the table of request kinds
-//! lists exactly the kinds `prosevm::protocol` defines, and the example exchange, replayed
+//! lists exactly the kinds `prose_machine::protocol` defines, and the example exchange, replayed
 //! against the real VM, is what the VM writes line for line.
 
 mod support;
 
-use prosevm::protocol::Kind;
+use prose_machine::protocol::Kind;
 use std::io::Write;
 use std::process::{Command, Stdio};
 

@@ -220,7 +220,12 @@ fn an_answer_repeating_one_sentence_is_hung_up_on_and_the_run_names_the_repetiti
             "{driver}: {err}"
         );
         // Hung up on each time soon after the loop began (512 bytes of it are enough), not
-        // after the 4,000 sentences the model would have gone on with.
+        // after the 4,000 sentences the model would have gone on with. The server notices a
+        // hang-up at its next write, which may come after prosevm has exited.
+        let noticed = std::time::Instant::now();
+        while sent.lock().expect("sent").len() < 2 && noticed.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let sent = sent.lock().expect("sent");
         assert_eq!(
             sent.len(),

@@ -9,13 +9,14 @@
 //!   appended) of a failed run go through resume: refused cleanly, or accepted and then
 //!   reaching exactly the outputs of an untouched run.
 
-use prosevm::driver::mock::{MockOptions, Rule};
-use prosevm::driver::settings::DriverSettings;
-use prosevm::machine::{Limits, Machine};
-use prosevm::run::record::ExecOptions;
-use prosevm::run::{Place, Program, Resumed, Resuming, Run};
-use prosevm::store::RunDir;
-use prosevm::value::{Bounds, Value};
+use prose_machine::value::{Bounds, Value};
+use prose_machine::{Limits, Machine};
+use prose_runtime::driver::mock::{MockOptions, Rule};
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::program::Program;
+use prose_runtime::record::ExecOptions;
+use prose_store::file::{FileStore, RunDir};
+use prosevm::run::{Place, Resumed, Resuming, Run};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -153,7 +154,7 @@ fn run_in_memory(program: &Program, rt: &tokio::runtime::Runtime) {
         .connect()
         .expect("mock"),
     );
-    let _ = rt.block_on(prosevm::runner::run(
+    let _ = rt.block_on(prose_runtime::runner::run(
         machine,
         driver,
         &Default::default(),
@@ -177,17 +178,19 @@ fn run_durably(program: &Program, state: &Path, rt: &tokio::runtime::Runtime) {
         max_frame_memory: 64 << 20,
         ..ExecOptions::default()
     };
-    let Ok(run) = Run::start(
+    let store = FileStore::new(place.state_dir.clone());
+    let Ok(run) = rt.block_on(Run::start(
+        &store,
         program,
         placeholder_inputs(program),
         settings.clone(),
         options,
         &place,
-    ) else {
+    )) else {
         return;
     };
     let driver = Arc::new(settings.connect().expect("mock"));
-    let _ = rt.block_on(run.drive(driver, &mut |_: &prosevm::trace::Event| {}));
+    let _ = rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}));
 }
 
 /// Everything under `dir`.
@@ -333,21 +336,23 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
     // The reference outputs, then a run that fails at its last session.
     let plain = mock(MockOptions::default());
     let drive = |run: Run, s: &DriverSettings| {
-        rt.block_on(run.drive(connect(s), &mut |_: &prosevm::trace::Event| {}))
+        rt.block_on(run.drive(connect(s), &mut |_: &prose_machine::trace::Event| {}))
             .expect("the store works")
     };
     let reference_place = Place {
         state_dir: Some(root.join("reference")),
         ..Place::default()
     };
-    let run = Run::start(
-        &program,
-        BTreeMap::new(),
-        plain.clone(),
-        ExecOptions::default(),
-        &reference_place,
-    )
-    .expect("starts");
+    let run = rt
+        .block_on(Run::start(
+            &FileStore::new(reference_place.state_dir.clone()),
+            &program,
+            BTreeMap::new(),
+            plain.clone(),
+            ExecOptions::default(),
+            &reference_place,
+        ))
+        .expect("starts");
     let expected = drive(run, &plain).expect("finishes");
     let failing: Vec<Rule> =
         serde_json::from_str(r#"[{"prompt": "Finish", "fail": "down"}]"#).expect("script");
@@ -361,14 +366,17 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
             state_dir: Some(root.join(format!("state-{i}"))),
             ..Place::default()
         };
-        let run = Run::start(
-            &program,
-            BTreeMap::new(),
-            failing.clone(),
-            ExecOptions::default(),
-            &place,
-        )
-        .expect("starts");
+        let store = FileStore::new(place.state_dir.clone());
+        let run = rt
+            .block_on(Run::start(
+                &store,
+                &program,
+                BTreeMap::new(),
+                failing.clone(),
+                ExecOptions::default(),
+                &place,
+            ))
+            .expect("starts");
         let id = run.record().id.clone();
         assert!(drive(run, &failing).is_err(), "the run fails at Finish");
         let dir = RunDir::open(place.state_dir.as_deref(), &id).expect("run");
@@ -379,7 +387,7 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
             driver: Some(plain.clone()),
             ..Resuming::default()
         };
-        match Run::resume_with(dir, &place, how) {
+        match rt.block_on(Run::resume(&store, &id, &place, how)) {
             Err(_) => refused += 1,
             Ok(Resumed::Finished(_)) => panic!("a failed run cannot be finished"),
             Ok(Resumed::Ready(run)) => {

@@ -177,7 +177,7 @@ pub fn build_bytes(c: &Compilation, root: usize) -> Result<(Vec<u8>, BuildStats)
 }
 
 /// [`build_bytes`], with the skills of `bundle` carried in the artifact
-/// ([`crate::ship::bundle`] makes it).
+/// ([`crate::compile::Compilation::bundle`] makes it).
 pub fn build_bytes_bundled(
     c: &Compilation,
     root: usize,

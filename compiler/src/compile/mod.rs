@@ -7,6 +7,7 @@
 //! given (each after the programs it imports), so the diagnostics come out in the same
 //! order as one file at a time.
 
+mod bundle;
 mod file;
 mod imports;
 mod projects;

@@ -25,7 +25,7 @@ impl Compilation {
         let dir = file.and_then(Path::parent)?;
         self.configs
             .entry(dir.to_path_buf())
-            .or_insert_with(|| crate::settings::project_file(dir))
+            .or_insert_with(|| prose_settings::files::project_file(dir))
             .clone()
     }
 

@@ -35,12 +35,12 @@ mod report;
 pub mod settings;
 
 pub use poly::Poly;
-pub use settings::PriceSettings;
 
 use crate::compile::Compilation;
-use crate::prices::{self, Price};
 use crate::resolved::{self as r, BlockId, ExprKind, StmtKind, Strategy, VarId};
 use crate::span::Span;
+use prose_settings::models::{Models, Provider};
+use prose_settings::prices::{self, Price};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Sessions, judgments, cost.
@@ -59,14 +59,9 @@ const MAX_INLINED: usize = 10_000;
 pub struct Pricing {
     /// Prices over the built-in table (`[prices]` of `prose.toml`).
     pub prices: BTreeMap<String, Price>,
-    /// Model id for `model: sonnet`.
-    pub sonnet: String,
-    /// Model id for `model: opus`.
-    pub opus: String,
-    /// Model id for `model: haiku`.
-    pub haiku: String,
-    /// Model id for sessions naming no model, and for judgments.
-    pub default: String,
+    /// The model ids the aliases, and sessions naming no model (and judgments), are sent
+    /// as: resolved as the drivers resolve them.
+    pub models: Models,
     /// Tokens assumed read per request.
     pub tokens_in: u64,
     /// Tokens assumed written per request.
@@ -86,10 +81,7 @@ impl Default for Pricing {
     fn default() -> Pricing {
         Pricing {
             prices: BTreeMap::new(),
-            sonnet: prices::SONNET.into(),
-            opus: prices::OPUS.into(),
-            haiku: prices::HAIKU.into(),
-            default: prices::SONNET.into(),
+            models: Models::defaults(Provider::Anthropic),
             tokens_in: DEFAULT_TOKENS_IN,
             tokens_out: DEFAULT_TOKENS_OUT,
             max_output_tokens: prices::MAX_OUTPUT_TOKENS,
@@ -100,13 +92,7 @@ impl Default for Pricing {
 impl Pricing {
     /// The model id a `model:` (or none) is sent as.
     pub fn resolve(&self, model: Option<&str>) -> String {
-        match model {
-            None => self.default.clone(),
-            Some("sonnet") => self.sonnet.clone(),
-            Some("opus") => self.opus.clone(),
-            Some("haiku") => self.haiku.clone(),
-            Some(m) => m.to_string(),
-        }
+        self.models.resolve(model).to_string()
     }
 
     /// The price of a model id.

@@ -112,7 +112,7 @@ impl Bounds {
             "assumptions": {
                 "tokens_in_per_request": pricing.tokens_in,
                 "tokens_out_per_request": pricing.tokens_out,
-                "default_model": pricing.default,
+                "default_model": pricing.models.default,
                 "max_output_tokens": pricing.max_output_tokens,
             },
         })

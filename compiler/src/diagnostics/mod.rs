@@ -2,15 +2,14 @@
 //! optional help line. Detection builds these values; [`render_text`] and [`render_json`]
 //! turn them into rustc-style text or JSON.
 
-mod codes;
 pub mod explain;
 mod json;
-pub mod suggest;
 mod text;
 
-pub use codes::{Code, CodeKind, Severity};
+pub use bytecode_spec::codes::{Code, CodeKind, Severity};
+pub use bytecode_spec::suggest;
+pub use bytecode_spec::suggest::closest;
 pub use json::{render_json, JsonDiagnostic, JsonLabel};
-pub use suggest::closest;
 pub use termcolor;
 pub use text::render_text;
 

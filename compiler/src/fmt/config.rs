@@ -21,16 +21,11 @@ impl Default for FmtOptions {
     }
 }
 
+/// The `[fmt]` table alone, of a file whose other tables are other commands' business.
 #[derive(Deserialize)]
 struct File {
     #[serde(default)]
-    fmt: Option<Table>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct Table {
-    indent_width: Option<i64>,
+    fmt: Option<prose_settings::FmtSettings>,
 }
 
 impl FmtOptions {
@@ -52,7 +47,7 @@ impl FmtOptions {
     /// The options for files in `dir`: from the nearest `prose.toml` in it or above, else
     /// the defaults.
     pub fn for_dir(dir: &Path) -> Result<FmtOptions, String> {
-        match crate::settings::project_file(dir) {
+        match prose_settings::files::project_file(dir) {
             None => Ok(FmtOptions::default()),
             Some(path) => {
                 let text = std::fs::read_to_string(&path)

@@ -74,9 +74,9 @@ pub fn construct_bounds(doc: &Document) -> Vec<cost::Construct> {
         return Vec::new();
     }
     let dir = doc.path.parent().unwrap_or(std::path::Path::new("."));
-    let pricing = cost::PriceSettings::load(None, dir)
-        .unwrap_or_default()
-        .pricing(cost::DEFAULT_TOKENS_IN, cost::DEFAULT_TOKENS_OUT);
+    let settings = prose_settings::Settings::load(None, dir).unwrap_or_default();
+    let pricing =
+        cost::Pricing::from_settings(&settings, cost::DEFAULT_TOKENS_IN, cost::DEFAULT_TOKENS_OUT);
     cost::bounds(&doc.comp, doc.module, &pricing).constructs
 }
 

@@ -11,8 +11,8 @@
 //! - Everything remote is pinned in `prose.lock` ([`lock`]) and kept in the user's cache,
 //!   keyed by content ([`cache`]). A [`Fetcher`] does one build's worth of this: with
 //!   `locked` it refuses to change the lock, with `offline` it uses only the cache.
-//! - [`bundle`] takes the skills every module imports into a [`Bundle`], which code
-//!   generation puts in the artifact.
+//! - [`Compilation::bundle`](crate::compile::Compilation::bundle) takes the skills every
+//!   module imports into a [`Bundle`], which code generation puts in the artifact.
 //! - Signing keys ([`keys`]) and what a host should know about an artifact ([`info`]).
 //!
 //! Every failure is a [`FetchError`] naming what went wrong; reported as a diagnostic it
@@ -28,7 +28,6 @@ pub mod npm;
 pub mod source;
 pub mod tree;
 
-use crate::compile::Compilation;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::span::Span;
 use bytecode_spec::bundle::BundledSkill;
@@ -554,42 +553,4 @@ pub struct Bundle {
     pub skills: Vec<BundledSkill>,
     /// For each module of the compilation (by index): each imported name and its skill.
     pub imports: FxHashMap<usize, Vec<(String, u32)>>,
-}
-
-/// Fetches (or finds) every skill that module `root` and the programs it imports import,
-/// as [`Bundle`]; each failure is a diagnostic at the import's source.
-pub fn bundle(c: &Compilation, root: usize, fetcher: &mut Fetcher) -> (Bundle, Vec<Diagnostic>) {
-    let mut out = Bundle::default();
-    let mut diags = Vec::new();
-    for mi in c.reachable(root) {
-        let module = &c.modules[mi];
-        let mut imports = Vec::new();
-        for import in &module.analysis.program.skills {
-            match fetcher.skill(&module.path, &import.name, &import.source) {
-                Ok(skill) => {
-                    let digest = skill.digest();
-                    let at = out.skills.iter().position(|s| {
-                        s.name == skill.name && s.source == skill.source && s.digest() == digest
-                    });
-                    let index = at.unwrap_or_else(|| {
-                        out.skills.push(skill);
-                        out.skills.len() - 1
-                    });
-                    imports.push((import.name.clone(), index as u32));
-                }
-                Err(e) => diags.push(e.diagnostic(
-                    module.file,
-                    import.span,
-                    &format!(
-                        "cannot import skill `{}` from \"{}\"",
-                        import.name, import.source
-                    ),
-                )),
-            }
-        }
-        if !imports.is_empty() {
-            out.imports.insert(mi, imports);
-        }
-    }
-    (out, diags)
 }

@@ -3,8 +3,8 @@
 //! All text is escaped; style and script are inline, so the page opens anywhere, offline.
 
 use super::{Entry, Report};
-use crate::observe::{grouped, human_duration};
-use crate::protocol::{Answer, Ask, Labelled, Reply, Step};
+use prose_machine::protocol::{Answer, Ask, Labelled, Reply, Step};
+use prose_runtime::observe::{grouped, human_duration};
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -395,7 +395,10 @@ fn request(h: &mut String, e: &Entry) {
         Ask::Input(x) => pre(h, &format!("input {}", x.name), &x.question),
         Ask::Convert(x) => pre(
             h,
-            &format!("convert to {}", crate::protocol::shape_name::name(x.shape)),
+            &format!(
+                "convert to {}",
+                prose_machine::protocol::shape_name::name(x.shape)
+            ),
             &x.text,
         ),
         Ask::Turn(_) | Ask::Tool(_) | Ask::Permission(_) => {}

@@ -1,22 +1,25 @@
-//! `prosevm report`: one self-contained HTML page about a run. Everything comes from the run
-//! directory: the requests, rebuilt with their replies and agent-loop steps by replaying the
-//! journal ([`crate::run::transcript`]), latency from `usage.jsonl`, tokens from the journal,
-//! and the program's source from the artifact. The page needs no network: its style and
+//! `prosevm report`: one self-contained HTML page about a run. Everything comes from the
+//! store keeping it: the requests, rebuilt with their replies and agent-loop steps by
+//! replaying the journal ([`crate::run::transcript`]), tokens from the journal, and the
+//! program's source from the artifact; latency from the views' `usage.jsonl`, where the run
+//! was driven on this machine. The page needs no network: its style and
 //! script are inline.
 //!
-//! [`Report::load`] gathers a run; [`html::render`] writes the page. The timeline puts each
+//! [`Report::of`] gathers a run; [`html::render`] writes the page. The timeline puts each
 //! fiber in a lane of its own (the program's in the first, each parallel branch beside its
 //! parent), a request per card, in the order the run asked them.
 
 pub mod html;
 mod lanes;
 
-use crate::protocol::{Kind, RequestId, Step, Usage};
-use crate::run::record::RunRecord;
 use crate::run::transcript::{exchanges, Exchange};
-use crate::run::Program;
-use crate::store::RunDir;
+use prose_machine::protocol::{Kind, RequestId, Step, Usage};
+use prose_runtime::program::Program;
+use prose_runtime::record::RunRecord;
+use prose_store::journal::in_order;
+use prose_store::StoredRun;
 use std::collections::HashMap;
+use std::path::Path;
 
 /// A program of the run: the one run (module 0) or one it imports.
 #[derive(Clone, Debug)]
@@ -85,19 +88,19 @@ pub struct Report {
 }
 
 impl Report {
-    /// Gathers the run in `dir`.
-    pub fn load(dir: &RunDir) -> Result<Report, String> {
-        let record = dir.record().map_err(|e| e.to_string())?;
-        let bytes = std::fs::read(dir.path.join("artifact.pbc"))
-            .map_err(|e| format!("{}: {e}", dir.path.join("artifact.pbc").display()))?;
+    /// Gathers `run` as a store keeps it (its record, artifact and journal), with the
+    /// latencies its views in `views` recorded, where it was driven on this machine.
+    pub fn of(run: StoredRun, views: &Path) -> Result<Report, String> {
+        let StoredRun {
+            record,
+            artifact,
+            journal,
+            ..
+        } = run;
         let program =
-            Program::from_bytes(bytes, record.origin.clone()).map_err(|e| e.to_string())?;
-        let replies = dir
-            .read_journal(&record)
-            .map_err(|e| e.to_string())?
-            .in_order();
-        let all = exchanges(&record, &program.artifact, replies)?;
-        let latency = read_usage(&dir.path.join("usage.jsonl"));
+            Program::from_bytes(artifact, record.origin.clone()).map_err(|e| e.to_string())?;
+        let all = exchanges(&record, &program.artifact, in_order(journal))?;
+        let latency = read_usage(&views.join("usage.jsonl"));
         let sources = program
             .artifact
             .modules
@@ -109,32 +112,6 @@ impl Report {
             })
             .collect();
         Ok(Report::assemble(record, sources, all, &latency))
-    }
-
-    /// Gathers a run of the Postgres store from its parts: its record, its artifact and its
-    /// journal's replies as recorded. Latencies are not kept there, so none are shown.
-    pub fn from_parts(
-        record: RunRecord,
-        artifact: Vec<u8>,
-        replies: Vec<crate::protocol::Reply>,
-    ) -> Result<Report, String> {
-        let program =
-            Program::from_bytes(artifact, record.origin.clone()).map_err(|e| e.to_string())?;
-        let mut contents =
-            crate::store::journal::Contents::empty(crate::store::journal::seed(&record.id));
-        contents.records = replies;
-        let all = exchanges(&record, &program.artifact, contents.in_order())?;
-        let sources = program
-            .artifact
-            .modules
-            .iter()
-            .map(|m| Source {
-                name: m.name.clone(),
-                import_path: m.import_path.clone(),
-                text: m.source.clone(),
-            })
-            .collect();
-        Ok(Report::assemble(record, sources, all, &HashMap::new()))
     }
 
     /// A report of `exchanges`, with `usage` (by request, as `usage.jsonl` has it).

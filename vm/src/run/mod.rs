@@ -1,66 +1,42 @@
-//! Runs as a library: start a durable run of a verified program, or resume one, then drive
-//! it to the end with a driver and an observer. The CLI, the benchmarks and the tests all go
-//! through here, so a run's lifecycle (its directory, record, lock, journal, views and
-//! persistent agents) lives in one place.
+//! Runs as a library: start a durable run of a verified program in a store, or resume one,
+//! then drive it to the end with a driver and an observer. The CLI, the worker, the
+//! benchmarks and the tests all go through here, so a run's lifecycle (its record, hold,
+//! journal, views and persistent agents) lives in one place, written once against the
+//! [`Store`] trait.
 //!
 //! ```text
 //! Program::from_bytes ─┐
-//!                      ├─ Run::start(program, inputs, driver settings, options) ─┐
-//! RunDir::open ────────┴─ Run::resume(dir, override, options) ───────────────────┴─ run.drive(driver, observer)
+//!                      ├─ Run::start(store, program, inputs, driver, options) ─┐
+//! run id ──────────────┴─ Run::resume(store, id, place, how) ──────────────────┴─ run.drive(driver, observer)
 //! ```
 
 pub mod rebuild;
-pub mod record;
 pub mod transcript;
 
-use crate::agent::mcp::{McpConfig, McpHub};
-use crate::agent::protected::Protected;
-use crate::agent::skills::{user_skills_dir, SkillSearch};
-use crate::agent::workshop::Workshop;
-use crate::driver::settings::DriverSettings;
-use crate::driver::Driver;
-use crate::machine::{Limits, Machine, RuntimeError};
-use crate::people::People;
-use crate::protocol::{Kind, Reply, Request, RequestId};
-use crate::runner::program_skill::ProgramTool;
-use crate::runner::{run_durable, Durable, Observer, RunConfig};
-use crate::snapshot::Snapshot;
-use crate::store::pg::journal::PgJournal;
-use crate::store::pg::lease::Claim;
-use crate::store::sink::Sink;
-use crate::store::view::RunView;
-use crate::store::{self, agents, journal, sha256_hex, Lock, RunDir, StoreError};
-use crate::trace::Event;
-use crate::value::{Bounds, Value};
-use bytecode_spec::artifact::LoadError;
 use bytecode_spec::verify::Verified;
-use record::{ExecOptions, RunFailure, RunRecord, RunStatus};
-use rustc_hash::FxHashMap;
+use prose_machine::protocol::{Kind, Reply, Request, RequestId};
+use prose_machine::snapshot::Snapshot;
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
+use prose_machine::{Machine, RuntimeError};
+use prose_runtime::agent::mcp::McpHub;
+use prose_runtime::agent::protected::Protected;
+use prose_runtime::agent::skills::{user_skills_dir, SkillSearch};
+use prose_runtime::agent::workshop::Workshop;
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::driver::Driver;
+use prose_runtime::people::People;
+use prose_runtime::program::Program;
+use prose_runtime::record::{new_machine, ExecOptions, RunFailure, RunRecord, RunStatus};
+use prose_runtime::runner::journal::{JournalSink, Replies};
+use prose_runtime::runner::program_skill::ProgramTool;
+use prose_runtime::runner::{run_durable, Durable, Observer, RunConfig};
+use prose_settings::McpConfig;
+use prose_store::view::RunView;
+use prose_store::{agents, journal, HeldRun, JournalCheck, Store, StoreError, Taken, TakenRun};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// A verified program and where it came from.
-pub struct Program {
-    /// The artifact, verified.
-    pub artifact: Arc<Verified>,
-    /// Its bytes (kept in the run directory as `artifact.pbc`).
-    pub bytes: Vec<u8>,
-    /// The `.pbc` or `.prose` file it came from.
-    pub origin: PathBuf,
-}
-
-impl Program {
-    /// Loads and verifies the artifact `bytes`, read or compiled from `origin`.
-    pub fn from_bytes(bytes: Vec<u8>, origin: PathBuf) -> Result<Program, LoadError> {
-        let (_, artifact) = bytecode_spec::artifact::load(&bytes)?;
-        Ok(Program {
-            artifact: Arc::new(artifact),
-            bytes,
-            origin,
-        })
-    }
-}
 
 /// Why a run cannot start or resume.
 #[derive(Debug)]
@@ -92,9 +68,9 @@ impl From<StoreError> for RunError {
     }
 }
 
-impl From<store::pg::PgError> for RunError {
-    fn from(e: store::pg::PgError) -> RunError {
-        RunError::Store(StoreError::Postgres(e))
+impl From<prose_store::pg::PgError> for RunError {
+    fn from(e: prose_store::pg::PgError) -> RunError {
+        RunError::Store(e.into())
     }
 }
 
@@ -255,63 +231,16 @@ fn skill_names(artifact: &Verified) -> Vec<&str> {
     names
 }
 
-/// A run ready to be driven: where it is kept (held), its record, machine and the answers
-/// to replay.
+/// A run ready to be driven: where it is kept (held by this process), its record, machine
+/// and the answers to replay.
 pub struct Run {
-    home: Home,
+    held: Box<dyn HeldRun>,
     record: RunRecord,
     artifact: Arc<Verified>,
     machine: Machine,
-    journal: Sink,
-    replay: journal::Replies,
+    journal: Box<dyn JournalSink>,
+    replay: Replies,
     place: Place,
-}
-
-/// Where a run is kept, and how this process holds it.
-enum Home {
-    /// A run directory of the file store, locked by this process.
-    Files {
-        /// The directory.
-        dir: RunDir,
-        /// Its lock, held until the run is dropped.
-        _lock: Lock,
-    },
-    /// A run in the Postgres store, claimed by this worker; its views are written to a
-    /// local directory.
-    Postgres {
-        /// The claim every write is fenced with.
-        claim: Box<Claim>,
-        /// Where the run's views go on this machine.
-        views: PathBuf,
-        /// Whether they are written at all (persistent agents' memory always is).
-        files: bool,
-    },
-}
-
-impl Home {
-    /// The run's id.
-    fn id(&self) -> &str {
-        match self {
-            Home::Files { dir, .. } => &dir.id,
-            Home::Postgres { claim, .. } => &claim.run.0,
-        }
-    }
-
-    /// The directory the run's views (and its run-scoped agents' memory) are written to.
-    fn path(&self) -> &Path {
-        match self {
-            Home::Files { dir, .. } => &dir.path,
-            Home::Postgres { views, .. } => views,
-        }
-    }
-
-    /// Writes the run's record: `run.json`, or the run's row (fenced by the claim).
-    async fn write_record(&self, record: &RunRecord) -> Result<(), StoreError> {
-        match self {
-            Home::Files { dir, .. } => dir.write_record(record),
-            Home::Postgres { claim, .. } => Ok(claim.write_record(record).await?),
-        }
-    }
 }
 
 /// What a resume changes, besides taking the run up again.
@@ -328,18 +257,19 @@ pub struct Resuming {
     pub max_value_size: Option<u64>,
     /// A new frame memory limit (recorded): a run that failed with E218 can go on.
     pub max_frame_memory: Option<u64>,
+    /// Where its sessions act from now on (a worker's working directory); by default where
+    /// they did, or, for a run that recorded none (submitted to a queue), here.
+    pub workdir: Option<PathBuf>,
 }
 
-/// How a resume treats a journal that does not match the run record.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum JournalCheck {
-    /// Refuse a journal that is missing, lost records it held when last closed, or
-    /// repeats an answer.
-    #[default]
-    Strict,
-    /// Go on with what the journal holds (`--force`): a missing journal is an empty one, and
-    /// a repeating one is rewritten keeping each request's first answer.
-    Force,
+/// A run taken that could not be taken up: still held, as it was, and why.
+pub struct NotTakenUp {
+    /// The hold.
+    pub held: Box<dyn HeldRun>,
+    /// Its record as it was.
+    pub record: RunRecord,
+    /// Why it cannot go on.
+    pub error: RunError,
 }
 
 /// How a resume begins.
@@ -351,9 +281,10 @@ pub enum Resumed {
 }
 
 impl Run {
-    /// Starts a new run of `program` with top-level `inputs`, answered by `driver`: creates
-    /// its directory and record, and takes it.
-    pub fn start(
+    /// Starts a new run of `program` with top-level `inputs`, answered by `driver`, in
+    /// `store`: creates it and its record, and holds it.
+    pub async fn start(
+        store: &dyn Store,
         program: &Program,
         inputs: BTreeMap<String, Value>,
         driver: DriverSettings,
@@ -364,226 +295,180 @@ impl Run {
         let machine = new_machine(&artifact, &inputs, &options).map_err(RunError::Program)?;
         let workdir = std::env::current_dir()
             .map_err(|e| RunError::Setup(format!("the working directory: {e}")))?;
-        let mut record = RunRecord {
-            id: String::new(),
-            program: artifact.modules[0].name.clone(),
-            origin: program.origin.clone(),
-            artifact_sha256: sha256_hex(&program.bytes),
-            workdir,
-            inputs,
-            started: String::new(),
-            status: RunStatus::Running,
-            driver,
-            options,
-            agents: Vec::new(),
-            journal: journal::Seal::default(),
-            outputs: None,
-            error: None,
-            usage: None,
-        };
+        let mut record = RunRecord::new(program, inputs, driver, options, workdir);
         // Skills are resolved before anything is created or asked.
         place
             .workshop(&record, &artifact)
             .map_err(RunError::Setup)?;
-        let dir = RunDir::create(
-            place.state_dir.as_deref(),
-            &mut record,
-            &artifact.modules[0].source,
-            &program.bytes,
-        )?;
-        let lock = dir.lock()?;
+        let mut held = store.create(&mut record, program, &[]).await?;
         // Persistent agents: what their memory is as the run starts, kept with the run so
         // that a resume starts from the same memory.
-        record.agents = agents::discover(&artifact, &dir.path, &place.root())?;
+        record.agents = agents::discover(&artifact, held.views(), &place.root())?;
         if !record.agents.is_empty() {
-            dir.stage_record(&record)?;
+            held.stage_record(&record).await?;
         }
-        let contents = journal::Contents::empty(journal::seed(&record.id));
-        let mut journal = open_journal(&dir, &contents)?;
-        journal.sync_first(dir.start_files());
+        let journal = held.journal()?;
         Ok(Run::assemble(
-            Home::Files { dir, _lock: lock },
+            held,
             record,
             artifact,
             machine,
-            (journal.into(), journal::Replies::default()),
+            (journal, Replies::default()),
             place,
         ))
     }
 
-    /// Takes up the run in `dir` again: its journal's answers are replayed, never asked
-    /// again. A failed run asks the request whose failure ended it again. `driver` replaces
-    /// the recorded driver (and is recorded); `inputs` give values the run still needs
-    /// (a mid-program input it could not get), never a new value for one it has.
-    pub fn resume(
-        dir: RunDir,
-        driver: Option<DriverSettings>,
-        inputs: BTreeMap<String, Value>,
+    /// Takes up run `id` of `store` again: its journal's answers are replayed, never asked
+    /// again. A failed run asks the request whose failure ended it again. What `how` says
+    /// changes (a driver replacing the recorded one, values for inputs the run still needs,
+    /// new limits); the journal is checked as `how.journal` says: one that is missing, lost
+    /// records it held when it was last closed, or answers a request twice is refused unless
+    /// forced.
+    pub async fn resume(
+        store: &dyn Store,
+        id: &str,
         place: &Place,
+        how: Resuming,
     ) -> Result<Resumed, RunError> {
-        let how = Resuming {
-            driver,
-            inputs,
-            ..Resuming::default()
-        };
-        Run::resume_with(dir, place, how)
+        match store.take(id, how.journal).await? {
+            Taken::Finished(record) => Ok(Resumed::Finished(record)),
+            Taken::Held(taken) => match Run::take_up(*taken, how, place).await {
+                Ok(run) => Ok(Resumed::Ready(Box::new(run))),
+                Err(not) => Err(given_back(not.held, not.error).await),
+            },
+        }
     }
 
-    /// [`Run::resume`], changing what `how` says. The journal is checked as `how.journal`
-    /// says: one that is missing, lost records it held when it was last closed (`run.json`
-    /// keeps how many, and their chained checksum), or answers a request twice is refused
-    /// unless forced.
-    pub fn resume_with(dir: RunDir, place: &Place, how: Resuming) -> Result<Resumed, RunError> {
-        let (lock, record, artifact, contents) = match Run::take_up(&dir, how.journal)? {
-            Some(parts) => parts,
-            None => return Ok(Resumed::Finished(Box::new(dir.record()?))),
+    /// Continues the run `taken` holds (see [`Run::resume`]). A run that cannot go on comes
+    /// back still held, with why, for the caller to give back or to record as failed.
+    pub async fn take_up(
+        taken: TakenRun,
+        how: Resuming,
+        place: &Place,
+    ) -> Result<Run, Box<NotTakenUp>> {
+        let TakenRun {
+            held,
+            record,
+            artifact,
+            journal,
+        } = taken;
+        let artifact = match load_artifact(held.id(), &artifact) {
+            Ok(a) => a,
+            Err(error) => {
+                return Err(Box::new(NotTakenUp {
+                    held,
+                    record,
+                    error,
+                }))
+            }
         };
-        let journal = open_journal(&dir, &contents)?;
-        let mut replay = contents.replies();
-        if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
+        let failed = record.error.as_ref().and_then(|e| e.request.clone());
+        let mut replay = journal::replies(journal);
+        if let Some(failed) = &failed {
             replay.retain(|_, r| !is_failure_of(r, failed));
         }
-        Run::continue_with(dir, lock, record, artifact, (journal, replay), how, place)
+        Run::continue_with(held, record, artifact, replay, how, place).await
     }
 
     /// Like [`Run::resume`], but for a program edited since the run started: `program` (the
     /// edited one) replaces the run's, and a journaled answer is kept only where the edited
     /// program asks the same kind of question, under the same id, from a statement whose
     /// text has not changed; the rest is asked again. Returns what will be asked again.
-    pub fn resume_edited(
-        dir: RunDir,
+    pub async fn resume_edited(
+        store: &dyn Store,
+        id: &str,
         program: &Program,
         how: Resuming,
         place: &Place,
     ) -> Result<(Resumed, Vec<String>), RunError> {
-        let (lock, mut record, old, contents) = match Run::take_up(&dir, how.journal)? {
-            Some(parts) => parts,
-            None => return Ok((Resumed::Finished(Box::new(dir.record()?)), Vec::new())),
+        let taken = match store.take(id, how.journal).await? {
+            Taken::Finished(record) => return Ok((Resumed::Finished(record), Vec::new())),
+            Taken::Held(taken) => *taken,
+        };
+        let TakenRun {
+            mut held,
+            mut record,
+            artifact,
+            journal,
+        } = taken;
+        let old = match load_artifact(held.id(), &artifact) {
+            Ok(a) => a,
+            Err(e) => return Err(given_back(held, e).await),
         };
         let failed = record.error.as_ref().and_then(|e| e.request.clone());
-        let replies: Vec<Reply> = contents
-            .in_order()
+        let replies: Vec<Reply> = journal::in_order(journal)
             .into_iter()
             .filter(|r| !failed.as_ref().is_some_and(|f| is_failure_of(r, f)))
             .collect();
-        let statement = |a: &Verified, r: &Request| -> String {
-            a.modules
-                .get(r.site.module as usize)
-                .and_then(|m| m.source.lines().nth((r.site.line as usize).checked_sub(1)?))
-                .unwrap_or_default()
-                .trim()
-                .to_string()
+        let (kept, asked_again) = match still_holding(&record, &old, program, &replies) {
+            Ok(k) => k,
+            Err(e) => return Err(given_back(held, e).await),
         };
-        let before: HashMap<RequestId, (Kind, String)> =
-            transcript::exchanges(&record, &old, replies.clone())
-                .map_err(RunError::Setup)?
-                .into_iter()
-                .map(|x| {
-                    (
-                        x.request.id.clone(),
-                        (x.request.kind(), statement(&old, &x.request)),
-                    )
-                })
-                .collect();
-        let new = program.artifact.clone();
-        let now = transcript::exchanges_where(&record, &new, replies.clone(), |req, _| {
-            before
-                .get(&req.id)
-                .is_some_and(|(kind, text)| *kind == req.kind() && *text == statement(&new, req))
-        })
-        .map_err(RunError::Setup)?;
-        let kept: HashSet<RequestId> = now
-            .iter()
-            .filter(|x| x.reply.is_some())
-            .map(|x| x.request.id.clone())
-            .collect();
-        let asked_again: Vec<String> = now
-            .iter()
-            .filter(|x| x.reply.is_none() && before.contains_key(&x.request.id))
-            .map(|x| {
-                format!(
-                    "{} at {}: {}",
-                    x.request.id,
-                    x.request.site,
-                    statement(&new, &x.request)
-                )
-            })
-            .collect();
         let kept: Vec<&Reply> = replies
             .iter()
             .filter(|r| kept.contains(&r.id.whole()))
             .collect();
         // The journal keeps only what still holds, so no later resume can use the rest.
-        let rewritten = journal::rewrite(&dir.journal_path(), journal::seed(&record.id), &kept)
-            .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))?;
-        record.journal = rewritten.seal();
-        store::fs::write_durable(&dir.path.join("artifact.pbc"), &program.bytes)?;
-        store::fs::write_durable(
-            &dir.path.join("program.prose"),
-            new.modules[0].source.as_bytes(),
-        )?;
-        record.artifact_sha256 = sha256_hex(&program.bytes);
-        let journal = open_journal(&dir, &rewritten)?;
-        let replay = rewritten.replies();
-        let resumed = Run::continue_with(dir, lock, record, new, (journal, replay), how, place)?;
-        Ok((resumed, asked_again))
-    }
-
-    /// Takes the run in `dir` (its lock) and reads what it holds: its record, its artifact
-    /// and its journal, checked as `check` says; none when it has finished.
-    #[allow(clippy::type_complexity)]
-    fn take_up(
-        dir: &RunDir,
-        check: JournalCheck,
-    ) -> Result<Option<(Lock, RunRecord, Arc<Verified>, journal::Contents)>, RunError> {
-        let lock = dir.lock()?;
-        let mut record = dir.record()?;
-        if record.status == RunStatus::Finished {
-            return Ok(None);
-        }
-        let bytes = std::fs::read(dir.path.join("artifact.pbc"))
-            .map_err(|e| StoreError::Io(dir.path.join("artifact.pbc"), e))?;
-        let artifact = match bytecode_spec::artifact::load(&bytes) {
-            Ok((_, a)) => Arc::new(a),
-            Err(e) => {
-                return Err(RunError::Store(StoreError::Invalid(format!(
-                    "run {}: artifact.pbc: {e}",
-                    dir.id
-                ))))
-            }
+        let rewritten = async {
+            record.journal = held.rewrite_journal(&kept).await?;
+            held.replace_program(program).await?;
+            Ok::<_, StoreError>(())
         };
-        let contents = checked_journal(dir, &mut record, check)?;
-        Ok(Some((lock, record, artifact, contents)))
+        if let Err(e) = rewritten.await {
+            return Err(given_back(held, e.into()).await);
+        }
+        record.artifact_sha256 = program.sha256();
+        let replay = journal::replies(kept.into_iter().cloned().collect());
+        match Run::continue_with(held, record, program.artifact.clone(), replay, how, place).await {
+            Ok(run) => Ok((Resumed::Ready(Box::new(run)), asked_again)),
+            Err(not) => Err(given_back(not.held, not.error).await),
+        }
     }
 
     /// The run taken up, continuing with its journal and the answers to replay, changed as
     /// `how` says; budgets given in `place` replace the recorded ones.
-    fn continue_with(
-        dir: RunDir,
-        lock: Lock,
+    async fn continue_with(
+        mut held: Box<dyn HeldRun>,
         record: RunRecord,
         artifact: Arc<Verified>,
-        (journal, replay): (journal::Journal, journal::Replies),
+        replay: Replies,
         how: Resuming,
         place: &Place,
-    ) -> Result<Resumed, RunError> {
-        let (record, machine) = Run::changed(record, &artifact, how, place)?;
-        dir.write_record(&record)?;
-        Ok(Resumed::Ready(Box::new(Run::assemble(
-            Home::Files { dir, _lock: lock },
+    ) -> Result<Run, Box<NotTakenUp>> {
+        let prepared = async {
+            let journal = held.journal()?;
+            let (changed, machine) =
+                Run::changed(record.clone(), &artifact, held.views(), how, place)?;
+            held.write_record(&changed).await?;
+            Ok::<_, RunError>((journal, changed, machine))
+        };
+        let (journal, record, machine) = match prepared.await {
+            Ok(p) => p,
+            Err(error) => {
+                return Err(Box::new(NotTakenUp {
+                    held,
+                    record,
+                    error,
+                }))
+            }
+        };
+        Ok(Run::assemble(
+            held,
             record,
             artifact,
             machine,
-            (journal.into(), replay),
+            (journal, replay),
             place,
-        ))))
+        ))
     }
 
     /// `record` changed as `how` says (budgets given in `place` replacing the recorded
-    /// ones), running again, and a machine for it.
+    /// ones), running again, and a machine for it. A run that never began (submitted to a
+    /// queue) finds its persistent agents' memory now, for views in `views`.
     fn changed(
         mut record: RunRecord,
         artifact: &Arc<Verified>,
+        views: &Path,
         how: Resuming,
         place: &Place,
     ) -> Result<(RunRecord, Machine), RunError> {
@@ -593,9 +478,21 @@ impl Run {
             journal: _,
             max_value_size,
             max_frame_memory,
+            workdir,
         } = how;
         if let Some(d) = driver {
             record.driver = d;
+        }
+        match workdir {
+            Some(w) => record.workdir = w,
+            None if record.workdir.is_relative() => {
+                record.workdir = std::env::current_dir()
+                    .map_err(|e| RunError::Setup(format!("the working directory: {e}")))?
+            }
+            None => {}
+        }
+        if record.journal.records == 0 && record.agents.is_empty() {
+            record.agents = agents::discover(artifact, views, &place.root())?;
         }
         if let Some(n) = max_value_size {
             record.options.max_value_size = n;
@@ -629,69 +526,12 @@ impl Run {
         Ok((record, machine))
     }
 
-    /// Takes up the run `claim` holds in the Postgres store: its journal's answers are
-    /// replayed, never asked again (a failed run asks the request whose failure ended it
-    /// again). Its sessions act in `workdir`; its views are written under the state
-    /// directory's `pg/<run id>/`, unless `views` is false (then only persistent agents'
-    /// memory is written there). The record saying it runs is written under the claim.
-    pub async fn take_up_claimed(
-        claim: Claim,
-        workdir: PathBuf,
-        views: bool,
-        how: Resuming,
-        place: &Place,
-    ) -> Result<Run, RunError> {
-        let store = claim.store.clone();
-        let id = claim.run.0.clone();
-        let mut record = claim.record.clone();
-        let bytes = store.artifact(&record.artifact_sha256).await?;
-        let artifact = match bytecode_spec::artifact::load(&bytes) {
-            Ok((_, a)) => Arc::new(a),
-            Err(e) => {
-                return Err(RunError::Store(StoreError::Invalid(format!(
-                    "run {id}: its artifact: {e}"
-                ))))
-            }
-        };
-        let mut contents = journal::Contents::empty(journal::seed(&id));
-        contents.records = store.journal(&id).await?;
-        let records = contents.records.len();
-        let files = views;
-        let views = place.root().join("pg").join(&id);
-        if files {
-            std::fs::create_dir_all(&views).map_err(|e| StoreError::Io(views.clone(), e))?;
-        }
-        record.workdir = workdir;
-        if records == 0 && record.agents.is_empty() {
-            record.agents = agents::discover(&artifact, &views, &place.root())?;
-        }
-        let mut replay = contents.replies();
-        if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
-            replay.remove(failed);
-        }
-        let (record, machine) = Run::changed(record, &artifact, how, place)?;
-        claim.write_record(&record).await?;
-        let journal = PgJournal::new(claim.clone(), records);
-        Ok(Run::assemble(
-            Home::Postgres {
-                claim: Box::new(claim),
-                views,
-                files,
-            },
-            record,
-            artifact,
-            machine,
-            (journal.into(), replay),
-            place,
-        ))
-    }
-
     fn assemble(
-        home: Home,
+        held: Box<dyn HeldRun>,
         record: RunRecord,
         artifact: Arc<Verified>,
         mut machine: Machine,
-        (journal, replay): (Sink, journal::Replies),
+        (journal, replay): (Box<dyn JournalSink>, Replies),
         place: &Place,
     ) -> Run {
         for h in &record.agents {
@@ -700,7 +540,7 @@ impl Run {
             }
         }
         Run {
-            home,
+            held,
             record,
             artifact,
             machine,
@@ -711,7 +551,7 @@ impl Run {
     }
 
     /// What stops the run when asked (Ctrl-C): it then ends interrupted, resumable.
-    pub fn stop_handle(&self) -> crate::runner::Stop {
+    pub fn stop_handle(&self) -> prose_runtime::runner::Stop {
         self.place.config.stop.clone()
     }
 
@@ -723,7 +563,30 @@ impl Run {
     /// The run's directory (for a run in the Postgres store, where its views are written
     /// on this machine).
     pub fn path(&self) -> &Path {
-        self.home.path()
+        self.held.views()
+    }
+
+    /// The run's id.
+    pub fn id(&self) -> &str {
+        self.held.id()
+    }
+
+    /// Gives the run back as it was, without driving it (its driver cannot be connected).
+    pub async fn give_back(self) -> Result<(), StoreError> {
+        self.held.release().await
+    }
+
+    /// The hold on the run and its record, without driving it (to record that it cannot be
+    /// driven here).
+    pub fn into_held(self) -> (Box<dyn HeldRun>, RunRecord) {
+        (self.held, self.record)
+    }
+
+    /// A task keeping this process's hold on the run while it goes on (a lease's
+    /// heartbeat), stopping the run if the hold is lost; none where the hold needs no
+    /// keeping. Spawn it on the runtime that drives the run.
+    pub fn keeper(&self) -> Option<prose_store::BoxFuture<'static, ()>> {
+        self.held.keep(self.stop_handle())
     }
 
     /// Answers that will be replayed from the journal.
@@ -746,7 +609,7 @@ impl Run {
         observer: &mut impl Observer,
     ) -> Result<Result<Vec<(String, Value)>, RuntimeError>, StoreError> {
         let Run {
-            home,
+            held,
             mut record,
             artifact,
             machine,
@@ -755,7 +618,7 @@ impl Run {
             mut place,
         } = self;
         place.config.budget =
-            crate::runner::Budget::new(record.options.max_tokens, record.options.max_cost);
+            prose_runtime::runner::Budget::new(record.options.max_tokens, record.options.max_cost);
         let mut workshop = place
             .workshop(&record, &artifact)
             .map_err(StoreError::Invalid)?;
@@ -786,7 +649,7 @@ impl Run {
                     weak.clone(),
                     config.clone(),
                 )?;
-                Some(Arc::new(tool) as Arc<dyn crate::agent::tools::Tool>)
+                Some(Arc::new(tool) as Arc<dyn prose_runtime::agent::tools::Tool>)
             });
             workshop
         });
@@ -801,14 +664,14 @@ impl Run {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let mut view = RunView::new(
-            home.path().to_path_buf(),
-            home.id().to_string(),
+            held.views().to_path_buf(),
+            held.id().to_string(),
             record.started.clone(),
             artifact,
             &inputs,
             record.agents.clone(),
         );
-        if let Home::Postgres { files: false, .. } = home {
+        if !held.writes_views() {
             view.without_files();
         }
         let mut watch = Watch { view, observer };
@@ -834,10 +697,10 @@ impl Run {
                         .collect(),
                 );
             }
-            Err(e) if e.code == prosec::diagnostics::Code::E216 => {
+            Err(e) if e.code == bytecode_spec::Code::E216 => {
                 record.status = RunStatus::Interrupted;
             }
-            Err(e) if e.code == prosec::diagnostics::Code::E217 => {
+            Err(e) if e.code == bytecode_spec::Code::E217 => {
                 record.status = RunStatus::Paused;
                 record.error = Some(RunFailure {
                     code: e.code.to_string(),
@@ -855,90 +718,85 @@ impl Run {
             }
         }
         record.usage = Some(place.config.budget.spent()).filter(|u| u.tokens() > 0);
-        record.journal = durable.journal.close().await.map_err(|e| match e {
-            StoreError::Invalid(e) => StoreError::Invalid(format!("run {}: {e}", home.id())),
-            e => e,
-        })?;
+        record.journal = durable
+            .journal
+            .close()
+            .await
+            .map_err(|e| StoreError::Invalid(e.0))?;
         // The views first: the record saying the run ended is the commit point, so a run
         // killed in between is resumed (and its views rebuilt) rather than reported ended.
         watch.view.finish(record.status.as_str())?;
-        home.write_record(&record).await?;
+        held.write_record(&record).await?;
         Ok(result)
     }
 }
 
-/// Opens the run's journal for appending (cutting a torn tail: the caller holds the run).
-fn open_journal(
-    dir: &RunDir,
-    contents: &journal::Contents,
-) -> Result<journal::Journal, StoreError> {
-    journal::Journal::open(&dir.journal_path(), contents)
-        .map_err(|e| StoreError::Invalid(format!("run {}: {e}", dir.id)))
+/// The artifact `bytes` of run `id`, verified.
+fn load_artifact(id: &str, bytes: &[u8]) -> Result<Arc<Verified>, RunError> {
+    bytecode_spec::artifact::load(bytes)
+        .map(|(_, a)| Arc::new(a))
+        .map_err(|e| RunError::Store(StoreError::Invalid(format!("run {id}: its artifact: {e}"))))
 }
 
-/// The run's journal, checked against its record as `check` says. When forced, what is
-/// accepted becomes the record's seal.
-fn checked_journal(
-    dir: &RunDir,
-    record: &mut RunRecord,
-    check: JournalCheck,
-) -> Result<journal::Contents, StoreError> {
-    let path = dir.journal_path();
-    let seed = journal::seed(&record.id);
-    let refused = |e: journal::JournalError| {
-        StoreError::Invalid(format!(
-            "run {}: {e}; refusing to resume (`prosevm resume --force` goes on with what the journal holds)",
-            dir.id
-        ))
-    };
-    let corrupted = |e: journal::JournalError| StoreError::Invalid(format!("run {}: {e}", dir.id));
-    match check {
-        JournalCheck::Strict => {
-            let contents = journal::read(&path, seed).map_err(|e| match e {
-                journal::JournalError::Missing => refused(e),
-                e => corrupted(e),
-            })?;
-            contents.check_seal(&record.journal).map_err(refused)?;
-            contents.check_repeats().map_err(refused)?;
-            Ok(contents)
-        }
-        JournalCheck::Force => {
-            let contents = match journal::read(&path, seed) {
-                Err(journal::JournalError::Missing) => journal::Contents::empty(seed),
-                read => read.map_err(corrupted)?,
-            };
-            let contents = match contents.check_repeats() {
-                Ok(()) => contents,
-                Err(_) => journal::rewrite(&path, seed, &contents.kept()).map_err(corrupted)?,
-            };
-            record.journal = contents.seal();
-            Ok(contents)
-        }
-    }
+/// Gives the run `held` holds back as it was, and returns `e`, why it could not go on.
+async fn given_back(held: Box<dyn HeldRun>, e: RunError) -> RunError {
+    let _ = held.release().await;
+    e
 }
 
-/// A machine for `artifact` with `inputs`, executing as `options` say.
-pub(crate) fn new_machine(
-    artifact: &Arc<Verified>,
-    inputs: &BTreeMap<String, Value>,
-    options: &ExecOptions,
-) -> Result<Machine, RuntimeError> {
-    let inputs: FxHashMap<String, Value> =
-        inputs.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-    let defaults = Limits::default();
-    let limits = Limits {
-        iterations: options.max_iterations,
-        frame_bytes: size(options.max_frame_memory),
-        values: Bounds {
-            bytes: size(options.max_value_size),
-            ..defaults.values
-        },
-        ..defaults
+/// Which of `replies` (the run's journal, in order) still hold for `program`, an edit of the
+/// run's program `old`: the requests whose answers are kept, and a line for each of the
+/// others, asked again.
+fn still_holding(
+    record: &RunRecord,
+    old: &Arc<Verified>,
+    program: &Program,
+    replies: &[Reply],
+) -> Result<(HashSet<RequestId>, Vec<String>), RunError> {
+    let statement = |a: &Verified, r: &Request| -> String {
+        a.modules
+            .get(r.site.module as usize)
+            .and_then(|m| m.source.lines().nth((r.site.line as usize).checked_sub(1)?))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
     };
-    let mut machine = Machine::new(artifact.clone(), &inputs, limits)?;
-    machine.set_strict(options.strict);
-    Ok(machine)
+    let before: HashMap<RequestId, (Kind, String)> =
+        transcript::exchanges(record, old, replies.to_vec())
+            .map_err(RunError::Setup)?
+            .into_iter()
+            .map(|x| {
+                (
+                    x.request.id.clone(),
+                    (x.request.kind(), statement(old, &x.request)),
+                )
+            })
+            .collect();
+    let new = &program.artifact;
+    let now = transcript::exchanges_where(record, new, replies.to_vec(), |req, _| {
+        before
+            .get(&req.id)
+            .is_some_and(|(kind, text)| *kind == req.kind() && *text == statement(new, req))
+    })
+    .map_err(RunError::Setup)?;
+    let kept: HashSet<RequestId> = now
+        .iter()
+        .filter(|x| x.reply.is_some())
+        .map(|x| x.request.id.clone())
+        .collect();
+    let asked_again: Vec<String> = now
+        .iter()
+        .filter(|x| x.reply.is_none() && before.contains_key(&x.request.id))
+        .map(|x| {
+            format!(
+                "{} at {}: {}",
+                x.request.id,
+                x.request.site,
+                statement(new, &x.request)
+            )
+        })
+        .collect();
+    Ok((kept, asked_again))
 }
 
 /// The run directory's views and the caller's observer, watching together.

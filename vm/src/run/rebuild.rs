@@ -4,13 +4,12 @@
 //! journal does not have; nothing is asked of any driver, and persistent agents' memory
 //! files (which may live outside the run, where other runs write) are left alone.
 
-use super::record::RunStatus;
-use super::{new_machine, RunError};
-use crate::machine::Step;
-use crate::runner::Observer;
-use crate::store::view::RunView;
-use crate::store::{RunDir, StoreError};
-use std::sync::Arc;
+use super::{load_artifact, RunError};
+use prose_machine::Step;
+use prose_runtime::record::{new_machine, RunStatus};
+use prose_runtime::runner::Observer;
+use prose_store::view::RunView;
+use prose_store::{journal, JournalCheck, Store, Taken};
 
 /// What a rebuild found.
 #[derive(Debug, PartialEq, Eq)]
@@ -21,34 +20,25 @@ pub enum Rebuilt {
     Views(usize),
 }
 
-/// Takes the run in `dir` (refused while another process holds it) and, if it did not
+/// Takes run `id` of `store` (refused while another process holds it) and, if it did not
 /// end, rewrites its views from its journal. The journal must pass the checks a resume
 /// makes.
-pub fn rebuild_views(dir: &RunDir) -> Result<Rebuilt, RunError> {
+pub async fn rebuild_views(store: &dyn Store, id: &str) -> Result<Rebuilt, RunError> {
     let ended = |status| matches!(status, RunStatus::Finished | RunStatus::Failed);
-    // An ended run is not even locked: nothing is written to it.
-    if ended(dir.record()?.status) {
+    // An ended run is not even taken: nothing is written to it.
+    if ended(store.record(id).await?.1.status) {
         return Ok(Rebuilt::Ended);
     }
-    let _lock = dir.lock()?;
-    let record = dir.record()?;
+    let taken = match store.take(id, JournalCheck::Strict).await? {
+        Taken::Finished(_) => return Ok(Rebuilt::Ended),
+        Taken::Held(t) => t,
+    };
+    let record = &taken.record;
     if ended(record.status) {
         return Ok(Rebuilt::Ended);
     }
-    let invalid = |e: &dyn std::fmt::Display| StoreError::Invalid(format!("run {}: {e}", dir.id));
-    let bytes = crate::store::fs::read(&dir.path.join("artifact.pbc"))
-        .map_err(|e| StoreError::Io(dir.path.join("artifact.pbc"), e))?;
-    let artifact = Arc::new(
-        bytecode_spec::artifact::load(&bytes)
-            .map_err(|e| invalid(&e))?
-            .1,
-    );
-    let contents = dir.read_journal(&record).map_err(|e| invalid(&e))?;
-    contents
-        .check_seal(&record.journal)
-        .map_err(|e| invalid(&e))?;
-    contents.check_repeats().map_err(|e| invalid(&e))?;
-    let mut replay = contents.replies();
+    let artifact = load_artifact(taken.held.id(), &taken.artifact)?;
+    let mut replay = journal::replies(taken.journal.clone());
     if let Some(failed) = record.error.as_ref().and_then(|e| e.request.as_ref()) {
         replay.remove(failed);
     }
@@ -65,8 +55,8 @@ pub fn rebuild_views(dir: &RunDir) -> Result<Rebuilt, RunError> {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut view = RunView::new(
-        dir.path.clone(),
-        dir.id.clone(),
+        taken.held.views().to_path_buf(),
+        taken.held.id().to_string(),
         record.started.clone(),
         artifact,
         &inputs,

@@ -3,11 +3,10 @@
 //! machine asks every question again, exactly as the run asked it (prompt, context, system
 //! prompt), without a driver. Each session comes with the steps of its agent loop.
 
-use super::new_machine;
-use super::record::RunRecord;
-use crate::machine::Step as MachineStep;
-use crate::protocol::{Ask, Reply, Request, RequestId, Step};
 use bytecode_spec::verify::Verified;
+use prose_machine::protocol::{Ask, Reply, Request, RequestId, Step};
+use prose_machine::Step as MachineStep;
+use prose_runtime::record::{new_machine, RunRecord};
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -8,13 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use prosevm::agent::permissions::UserAllow;
+use prose_runtime::agent::permissions::UserAllow;
 use serde_json::json;
 
 use crate::support::scratch;
 use crate::{call, err, ok, sandbox};
 
-fn allowed(name: &str) -> (PathBuf, prosevm::agent::permissions::Sandbox) {
+fn allowed(name: &str) -> (PathBuf, prose_runtime::agent::permissions::Sandbox) {
     let dir = scratch(name);
     let sb = sandbox(&dir, &[("bash", &["allow"])], UserAllow::default());
     (dir, sb)

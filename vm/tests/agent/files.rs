@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use prosevm::agent::permissions::UserAllow;
+use prose_runtime::agent::permissions::UserAllow;
 use serde_json::json;
 
 use crate::support::scratch;

@@ -1,4 +1,4 @@
-//! The agent library (`prosevm::agent`) through its public API: every built-in tool against a
+//! The agent library (`prose_runtime::agent`) through its public API: every built-in tool against a
 //! scratch directory checked on disk, every way out of the sandbox refused, prompts, bash
 //! process groups, web_fetch against a loopback server, skills lookup, and MCP servers (one
 //! written with rmcp in this test, and a published one from npm).
@@ -16,11 +16,10 @@ mod web;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use prosevm::agent::permissions::{
-    PermissionQuestion, Policy, PromptAnswer, Prompter, Sandbox, UserAllow,
-};
-use prosevm::agent::tools::{ToolCall, ToolResult, Toolbox};
-use prosevm::agent::BoxFuture;
+use prose_machine::protocol::{PermissionQuestion, PromptAnswer, ToolCall};
+use prose_runtime::agent::permissions::{Policy, Prompter, Sandbox, UserAllow};
+use prose_runtime::agent::tools::{ToolResult, Toolbox};
+use prose_runtime::agent::BoxFuture;
 use serde_json::Value;
 
 /// A `permissions:` block as the compiler hands it over.

@@ -4,10 +4,9 @@
 use std::fs;
 use std::os::unix::fs::symlink;
 
-use prosevm::agent::permissions::{
-    Action, Capability, NoPrompter, Policy, PromptAnswer, Sandbox, UserAllow,
-};
-use prosevm::agent::protected::Protected;
+use prose_machine::protocol::{Capability, PromptAnswer};
+use prose_runtime::agent::permissions::{Action, NoPrompter, Policy, Sandbox, UserAllow};
+use prose_runtime::agent::protected::Protected;
 use serde_json::json;
 
 use crate::support::scratch;
@@ -605,10 +604,11 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         symlink(outside.join("secret.txt"), skill_dir.join("escape")).unwrap();
-        let skill = prosevm::agent::skills::SkillSearch::new(&outside, outside.join(".prose"))
-            .with_user_dir(None)
-            .find("skill")
-            .unwrap();
+        let skill =
+            prose_runtime::agent::skills::SkillSearch::new(&outside, outside.join(".prose"))
+                .with_user_dir(None)
+                .find("skill")
+                .unwrap();
         let sandbox = Sandbox::builder(&work).skill(&skill).build().unwrap();
         Fixture {
             work: work.canonicalize().unwrap(),

@@ -4,8 +4,8 @@
 use std::fs;
 use std::path::Path;
 
-use prosevm::agent::permissions::{Policy, Sandbox, UserAllow};
-use prosevm::agent::skills::{system_prompt, SkillError, SkillSearch};
+use prose_runtime::agent::permissions::{Policy, Sandbox, UserAllow};
+use prose_runtime::agent::skills::{system_prompt, SkillError, SkillSearch};
 use serde_json::json;
 
 use crate::support::scratch;

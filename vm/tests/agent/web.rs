@@ -3,9 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use prosevm::agent::permissions::{Action, Capability, Policy, PromptAnswer, Sandbox, UserAllow};
-use prosevm::agent::tools::web::{FetchLimits, WebFetch};
-use prosevm::agent::tools::Toolbox;
+use prose_machine::protocol::{Capability, PromptAnswer};
+use prose_runtime::agent::permissions::{Action, Policy, Sandbox, UserAllow};
+use prose_runtime::agent::tools::web::{FetchLimits, WebFetch};
+use prose_runtime::agent::tools::Toolbox;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

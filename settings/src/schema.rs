@@ -1,0 +1,276 @@
+//! The one `prose.toml` schema: every key either tool reads, each defined once. Unknown
+//! keys are an error, with their place in the file.
+
+use crate::models::ModelAliases;
+use crate::prices::Price;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The settings `prose.toml` may hold (every key optional; unknown keys are an error).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// `mock`, `command`, `stdio`, `openai` or `anthropic`.
+    pub driver: Option<String>,
+    /// The command line of the command driver.
+    pub command: Option<String>,
+    /// The provider's base URL.
+    pub base_url: Option<String>,
+    /// The model for sessions naming none.
+    pub model: Option<String>,
+    /// What the aliases map to.
+    #[serde(default)]
+    pub models: ModelAliases,
+    /// Requests in flight at once.
+    pub max_concurrency: Option<usize>,
+    /// Seconds a request may take.
+    pub request_timeout: Option<f64>,
+    /// Seconds a streamed answer may go without a new piece.
+    pub idle_timeout: Option<f64>,
+    /// Attempts after the first when an HTTP provider is busy or failing.
+    pub http_retries: Option<u32>,
+    /// Capabilities allowed to every agent: `bash`, `network`.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Model turns a session may take.
+    pub max_turns: Option<u32>,
+    /// Seconds a session run as an agent loop may take.
+    pub session_timeout: Option<f64>,
+    /// Which tools sessions are offered (`[tools] default = "none"`).
+    #[serde(default)]
+    pub tools: ToolsSettings,
+    /// MCP servers that agents may name in `skills:`.
+    #[serde(default)]
+    pub mcp: McpConfig,
+    /// Sampling temperature for every model turn.
+    pub temperature: Option<f64>,
+    /// Most tokens a model reply may use.
+    pub max_output_tokens: Option<u32>,
+    /// Most tokens the whole run may use (a budget: the run pauses before going over).
+    pub max_tokens: Option<u64>,
+    /// Most the whole run may cost, in US dollars (a budget: the run pauses before going
+    /// over).
+    pub max_cost: Option<f64>,
+    /// Prices per model id, over the built-in table (`[prices."gpt-4o-mini"]`).
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
+    /// Sampling per model id (`[model_options."gpt-4o-mini"]`), over the top level's.
+    #[serde(default)]
+    pub model_options: BTreeMap<String, Sampling>,
+    /// Sampling per agent (`[agents.writer]`), over the model's.
+    #[serde(default)]
+    pub agents: BTreeMap<String, Sampling>,
+    /// Lint levels by code (`[lints]`: `W108 = "deny"`); the compiler reads them with their
+    /// places in the file, to report a bad one where it is.
+    #[serde(default)]
+    pub lints: BTreeMap<String, toml::Value>,
+    /// How `prosec fmt` lays files out (`[fmt]`).
+    #[serde(default)]
+    pub fmt: FmtSettings,
+}
+
+/// `[tools]`: which tools sessions are offered.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSettings {
+    /// `all` or `none`: what a session whose agent's `tools:` says nothing is offered.
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+/// `[fmt]`: the one layout choice users really differ on.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FmtSettings {
+    /// Spaces per indentation level (1 to 8).
+    pub indent_width: Option<i64>,
+}
+
+/// How a model samples: what a `prose.toml` may set globally, per model and per agent, and
+/// what the chat drivers send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Most tokens a reply may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u32>,
+}
+
+impl Sampling {
+    /// These settings with `over`'s where it has them.
+    pub fn and(self, over: Sampling) -> Sampling {
+        Sampling {
+            temperature: over.temperature.or(self.temperature),
+            max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
+        }
+    }
+}
+
+impl Settings {
+    /// Reads `path` if given (it must exist); else the project's `prose.toml`, found upward
+    /// from `start` (the program's directory), over the user's; else nothing.
+    pub fn load(path: Option<&Path>, start: &Path) -> Result<Settings, String> {
+        crate::files::layered(path, start, Settings::read, Settings::under)
+    }
+
+    /// The top level's sampling settings.
+    pub fn sampling(&self) -> Sampling {
+        Sampling {
+            temperature: self.temperature,
+            max_output_tokens: self.max_output_tokens,
+        }
+    }
+
+    /// Reads one `prose.toml`.
+    pub fn read(path: &Path) -> Result<Settings, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// These settings with `over`'s where it has them (tables merged key by key).
+    pub fn under(self, over: Settings) -> Settings {
+        let mut mcp = self.mcp;
+        mcp.servers.extend(over.mcp.servers);
+        let mut model_options = self.model_options;
+        model_options.extend(over.model_options);
+        let mut agents = self.agents;
+        agents.extend(over.agents);
+        let mut lints = self.lints;
+        lints.extend(over.lints);
+        let mut allow = self.allow;
+        allow.extend(over.allow);
+        Settings {
+            driver: over.driver.or(self.driver),
+            command: over.command.or(self.command),
+            base_url: over.base_url.or(self.base_url),
+            model: over.model.or(self.model),
+            models: self.models.under(over.models),
+            max_concurrency: over.max_concurrency.or(self.max_concurrency),
+            request_timeout: over.request_timeout.or(self.request_timeout),
+            idle_timeout: over.idle_timeout.or(self.idle_timeout),
+            http_retries: over.http_retries.or(self.http_retries),
+            allow,
+            max_turns: over.max_turns.or(self.max_turns),
+            session_timeout: over.session_timeout.or(self.session_timeout),
+            tools: ToolsSettings {
+                default: over.tools.default.or(self.tools.default),
+            },
+            mcp,
+            temperature: over.temperature.or(self.temperature),
+            max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
+            max_tokens: over.max_tokens.or(self.max_tokens),
+            max_cost: over.max_cost.or(self.max_cost),
+            prices: {
+                let mut p = self.prices;
+                p.extend(over.prices);
+                p
+            },
+            model_options,
+            agents,
+            lints,
+            fmt: FmtSettings {
+                indent_width: over.fmt.indent_width.or(self.fmt.indent_width),
+            },
+        }
+    }
+
+    /// Parses the text of a `prose.toml`.
+    pub fn parse(text: &str) -> Result<Settings, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+/// The `[mcp]` table of `prose.toml`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// The servers, by name (`[mcp.servers.NAME]`).
+    #[serde(default)]
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// One `[mcp.servers.NAME]` table: `command` (with `args`, `env`) or `url`, and `network`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The program to run (found on `PATH` unless it is a path).
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to its environment.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// A streamable-HTTP endpoint instead of a program.
+    pub url: Option<String>,
+    /// Whether the server reaches out to the network (default: true for `url`, false for
+    /// `command`).
+    pub network: Option<bool>,
+}
+
+impl McpServerConfig {
+    /// Whether calling this server's tools needs the `network` permission.
+    pub fn reaches_network(&self) -> bool {
+        self.network.unwrap_or(self.url.is_some())
+    }
+}
+
+/// Sampling settings from `prose.toml`: the defaults, then per model id, then per agent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SamplingTable {
+    /// For every turn.
+    #[serde(default)]
+    pub default: Sampling,
+    /// Per model id, over the defaults.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub models: BTreeMap<String, Sampling>,
+    /// Per agent, over the model's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agents: BTreeMap<String, Sampling>,
+}
+
+impl SamplingTable {
+    /// The settings for a turn of `agent` on model `model` (a provider id).
+    pub fn for_turn(&self, model: &str, agent: Option<&str>) -> Sampling {
+        let mut s = self.default;
+        if let Some(m) = self.models.get(model) {
+            s = s.and(*m);
+        }
+        if let Some(a) = agent.and_then(|a| self.agents.get(a)) {
+            s = s.and(*a);
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_is_read() {
+        let c = Settings::parse(
+            "driver = \"openai\"\nbase_url = \"http://localhost:11434/v1\"\nmodel = \"llama3\"\nmax_concurrency = 2\nrequest_timeout = 30.5\nhttp_retries = 1\ncommand = \"./ask\"\n[models]\nsonnet = \"s\"\nopus = \"o\"\nhaiku = \"h\"\n",
+        )
+        .expect("valid");
+        assert_eq!(c.driver.as_deref(), Some("openai"));
+        assert_eq!(c.base_url.as_deref(), Some("http://localhost:11434/v1"));
+        assert_eq!(c.model.as_deref(), Some("llama3"));
+        assert_eq!(c.max_concurrency, Some(2));
+        assert_eq!(c.request_timeout, Some(30.5));
+        assert_eq!(c.http_retries, Some(1));
+        assert_eq!(c.command.as_deref(), Some("./ask"));
+        assert_eq!(c.models.opus.as_deref(), Some("o"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors_with_a_position() {
+        let e = Settings::parse("drivr = \"mock\"\n").expect_err("unknown key");
+        assert!(e.contains("drivr"), "{e}");
+        let e = Settings::parse("max_concurrency = \"many\"\n").expect_err("bad value");
+        assert!(e.contains("line 1"), "{e}");
+    }
+}

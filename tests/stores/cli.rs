@@ -1,0 +1,282 @@
+//! The CLI over each store, in real processes: a run is started, listed, inspected and
+//! reported; a run held by a live process is refused, naming it; a run whose process was
+//! killed with SIGKILL part way is resumed to the outputs an uninterrupted run gives,
+//! without asking again what its journal holds.
+
+use super::{expire_leases, kinds, support, Kind};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Five sessions, one after another.
+const PROGRAM: &str = "input topic: \"what to write about\"
+let a = session \"Step one about {topic}\"
+let b = session \"Step two\"
+  context: a
+let c = session \"Step three\"
+  context: b
+let d = session \"Step four\"
+  context: c
+output r = session \"Step five\"
+  context: d
+";
+
+fn prosevm(dir: &Path) -> Command {
+    let mut c = support::command("prosevm");
+    c.current_dir(dir);
+    c
+}
+
+/// `prosevm run` of the program in `kind`'s store, with `extra` flags.
+fn run(dir: &Path, kind: &Kind, extra: &[&str]) -> Command {
+    let mut c = prosevm(dir);
+    c.args([
+        "run",
+        "prog.prose",
+        "--store",
+        &kind.store,
+        "--input",
+        "topic=tides",
+    ])
+    .args(["--trace", "quiet", "--output", "json"])
+    .args(extra);
+    c
+}
+
+/// The runs `kind`'s store lists.
+fn listing(dir: &Path, kind: &Kind) -> Vec<Value> {
+    let (code, out, err) =
+        support::output(prosevm(dir).args(["runs", "--json", "--store", &kind.store]));
+    assert_eq!(code, 0, "{}: {err}", kind.name);
+    serde_json::from_str::<Vec<Value>>(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Waits (up to a minute) for `kind`'s store to list a run for which `ready` holds.
+fn wait_for_run(dir: &Path, kind: &Kind, ready: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        if let Some(r) = listing(dir, kind).into_iter().find(|r| ready(r)) {
+            return r;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{}: no such run: {:?}",
+            kind.name,
+            listing(dir, kind)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A run started in the background, killed with SIGKILL when dropped.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(mut cmd: Command) -> Running {
+    Running(
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starts"),
+    )
+}
+
+fn setup(name: &str) -> std::path::PathBuf {
+    let dir = support::scratch(name);
+    std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
+    dir
+}
+
+#[test]
+fn a_run_is_listed_inspected_and_reported_in_every_store() {
+    let dir = setup("stores-read");
+    for kind in kinds("cli_read", &dir) {
+        let name = kind.name;
+        let (code, out, err) = support::output(&mut run(&dir, &kind, &[]));
+        assert_eq!(code, 0, "{name}: {err}");
+        let outputs: Value = serde_json::from_str(&out).expect("outputs");
+        assert!(
+            outputs["r"]
+                .as_str()
+                .is_some_and(|r| r.contains("Step five")),
+            "{name}: {out}"
+        );
+        let rows = listing(&dir, &kind);
+        assert_eq!(rows.len(), 1, "{name}: {rows:?}");
+        let id = rows[0]["id"].as_str().expect("id").to_string();
+        assert_eq!(
+            (&rows[0]["status"], &rows[0]["answered"], &rows[0]["live"]),
+            (
+                &Value::from("finished"),
+                &Value::from(5),
+                &Value::from(false)
+            ),
+            "{name}"
+        );
+        // Filtered by status, as a table too.
+        let (code, out, _) = support::output(prosevm(&dir).args([
+            "runs",
+            "--store",
+            &kind.store,
+            "--status",
+            "failed",
+        ]));
+        assert_eq!((code, out.lines().count()), (0, 1), "{name}: {out}");
+        let (code, out, err) =
+            support::output(prosevm(&dir).args(["inspect", &id, "--json", "--store", &kind.store]));
+        assert_eq!(code, 0, "{name}: {err}");
+        let view: Value = serde_json::from_str(&out).expect("inspect");
+        assert_eq!(view["id"], id.as_str(), "{name}");
+        assert_eq!(view["answered"], 5, "{name}");
+        assert_eq!(
+            view["bindings"]["r"]
+                .as_str()
+                .map(|r| r.contains("Step five")),
+            Some(true),
+            "{name}: {view}"
+        );
+        let (code, out, err) = support::output(prosevm(&dir).args([
+            "inspect",
+            &id,
+            "--session",
+            "0:4",
+            "--store",
+            &kind.store,
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(
+            out.contains("Step five") && out.contains("\"0:4\""),
+            "{name}: {out}"
+        );
+        let (code, page, err) =
+            support::output(prosevm(&dir).args(["report", &id, "--store", &kind.store]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(
+            page.contains("<html") && page.contains("Step three"),
+            "{name}"
+        );
+        let (code, _, err) =
+            support::output(prosevm(&dir).args(["inspect", "nope", "--store", &kind.store]));
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains("no run `nope`"), "{name}: {err}");
+        // Resumed again, a finished run says so and prints its outputs.
+        let (code, again, err) = support::output(prosevm(&dir).args([
+            "resume",
+            &id,
+            "--store",
+            &kind.store,
+            "--output",
+            "json",
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(err.contains("already finished"), "{name}: {err}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&again).ok(),
+            Some(outputs),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_run_held_by_a_live_process_is_refused_naming_it_in_every_store() {
+    let dir = setup("stores-held");
+    for kind in kinds("cli_held", &dir) {
+        let name = kind.name;
+        let child = spawn(run(&dir, &kind, &["--mock-latency", "3000"]));
+        let pid = child.0.id();
+        let row = wait_for_run(&dir, &kind, |r| r["live"] == true);
+        let id = row["id"].as_str().expect("id");
+        let (code, _, err) =
+            support::output(prosevm(&dir).args(["resume", id, "--store", &kind.store]));
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(
+            err.contains("being run by") && err.contains(&pid.to_string()),
+            "{name}: {err}"
+        );
+        // Pruning keeps it too.
+        let (code, out, err) = support::output(prosevm(&dir).args([
+            "runs",
+            "prune",
+            "--store",
+            &kind.store,
+            "--status",
+            "running",
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(out.contains(&format!("kept {id}")), "{name}: {out}");
+        drop(child);
+    }
+}
+
+#[test]
+fn a_run_killed_part_way_resumes_to_the_same_outputs_in_every_store() {
+    let dir = setup("stores-crash");
+    for kind in kinds("cli_crash", &dir) {
+        let name = kind.name;
+        let reference = {
+            let (code, out, err) = support::output(&mut run(&dir, &kind, &[]));
+            assert_eq!(code, 0, "{name}: {err}");
+            out
+        };
+        let log = dir.join(format!("{name}.log"));
+        let log_arg = log.display().to_string();
+        let child = spawn(run(
+            &dir,
+            &kind,
+            &["--mock-latency", "300", "--mock-log", &log_arg],
+        ));
+        // Killed once its journal holds two answers.
+        let row = wait_for_run(&dir, &kind, |r| {
+            r["answered"].as_u64().is_some_and(|n| n >= 2) && r["status"] == "running"
+        });
+        let id = row["id"].as_str().expect("id").to_string();
+        drop(child);
+        // The holder is gone: the run is listed as not live (a lease has to run out first).
+        expire_leases(&kind);
+        let row = wait_for_run(&dir, &kind, |r| r["id"] == id.as_str());
+        assert_eq!(
+            (&row["status"], &row["live"]),
+            (&Value::from("running"), &Value::from(false)),
+            "{name}: {row}"
+        );
+        let (code, out, err) = support::output(prosevm(&dir).args([
+            "resume",
+            &id,
+            "--store",
+            &kind.store,
+            "--trace",
+            "quiet",
+            "--output",
+            "json",
+            "--mock-latency",
+            "0",
+            "--mock-log",
+            &log_arg,
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert_eq!(out, reference, "{name}");
+        // What the journal held was not asked again: only the request in flight at the kill
+        // was asked twice.
+        let served = std::fs::read_to_string(&log).expect("log");
+        let mut ids: Vec<&str> = served.lines().collect();
+        let asked = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert!(asked - ids.len() <= 1, "{name}: {served}");
+        assert_eq!(ids.len(), 5, "{name}: {served}");
+        let row = wait_for_run(&dir, &kind, |r| r["id"] == id.as_str());
+        assert_eq!(
+            (&row["status"], &row["answered"]),
+            (&Value::from("finished"), &Value::from(5)),
+            "{name}"
+        );
+    }
+}

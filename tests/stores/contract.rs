@@ -1,0 +1,146 @@
+//! The `Store` trait's contract, held against each store in this process: a run created
+//! with a journal already in it reads back as written; one process holds it at a time; a
+//! hold given back can be taken again; its journal can be rewritten and its program
+//! replaced (what an edited program's resume does); a finished run is not taken; pruning
+//! removes it with its journal.
+
+use super::{kinds, support, Kind};
+use prose_machine::protocol::{Answer, Lineage, Reply, RequestId, SessionAnswer};
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::program::Program;
+use prose_runtime::record::{ExecOptions, RunRecord, RunStatus};
+use prose_store::{JournalCheck, Locator, PruneRule, Pruned, Store, StoreError, Taken};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// `src` compiled.
+fn program(src: &str, dir: &Path) -> Program {
+    let file = dir.join("prog.prose");
+    std::fs::write(&file, src).expect("source");
+    let mut c = prosec::compile::Compilation::new(Default::default());
+    let root = c.add_file(&file).expect("reads");
+    assert_eq!(c.error_count(), 0, "{:?}", c.diagnostics);
+    let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("builds");
+    Program::from_bytes(bytes, file).expect("verifies")
+}
+
+fn answer(seq: u32, text: &str) -> Reply {
+    Reply::answer(
+        RequestId::new(Lineage::root(), seq),
+        Answer::Session(SessionAnswer::text(text)),
+    )
+}
+
+fn open(rt: &tokio::runtime::Runtime, kind: &Kind, dir: &Path) -> Box<dyn Store> {
+    let locator = Locator::parse(&kind.store).expect("a store");
+    rt.block_on(locator.open(Some(&dir.join("views")), 2))
+        .unwrap_or_else(|e| panic!("{}: {e}", kind.name))
+}
+
+#[test]
+fn a_run_is_held_once_read_as_written_rewritten_and_pruned_in_every_store() {
+    let dir = support::scratch("store-contract");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for kind in kinds("contract", &dir) {
+        let name = kind.name;
+        let store = open(&rt, &kind, &dir);
+        assert_eq!(store.kind(), name);
+        let p = program("output r = session \"Hi\"\n", &dir);
+        let mut record = RunRecord::new(
+            &p,
+            BTreeMap::new(),
+            DriverSettings::Mock(Default::default()),
+            ExecOptions::default(),
+            dir.clone(),
+        );
+        // Created with another run's prefix in its journal, then appended to.
+        let seeded = vec![answer(0, "seeded")];
+        let mut held = rt
+            .block_on(store.create(&mut record, &p, &seeded))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let id = record.id.clone();
+        assert!(!id.is_empty() && !record.started.is_empty(), "{name}");
+        assert_eq!(held.id(), id);
+        let mut journal = held.journal().expect("journal");
+        journal.append(&answer(1, "appended")).expect("append");
+        assert_eq!(journal.unsynced(), 1);
+        rt.block_on(journal.sync()).expect("sync");
+        record.journal = rt.block_on(journal.close()).expect("close");
+        assert_eq!(record.journal.records, 2, "{name}");
+        rt.block_on(held.write_record(&record)).expect("record");
+        let stored = rt.block_on(store.read(&id)).expect("read");
+        assert_eq!(stored.id, id);
+        assert_eq!(stored.record, record, "{name}");
+        assert_eq!(stored.artifact, p.bytes, "{name}");
+        assert_eq!(
+            stored.journal,
+            vec![answer(0, "seeded"), answer(1, "appended")],
+            "{name}"
+        );
+        // Held by this process: another take is refused, saying who holds it.
+        let refused = match rt.block_on(store.take(&id, JournalCheck::Strict)) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{name}: a held run was taken again"),
+        };
+        assert!(refused.contains("being run by"), "{name}: {refused}");
+        // Given back, it is taken again, as it was.
+        rt.block_on(held.release()).expect("release");
+        drop(held);
+        let Taken::Held(taken) = rt
+            .block_on(store.take(&id, JournalCheck::Strict))
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+        else {
+            panic!("{name}: a running run is not finished");
+        };
+        let mut taken = *taken;
+        assert_eq!(taken.journal.len(), 2, "{name}");
+        assert_eq!(taken.record.id, id);
+        // An edited program's resume: the journal keeps what still holds, and the program
+        // is replaced.
+        let kept = [&seeded[0]];
+        let seal = rt
+            .block_on(taken.held.rewrite_journal(&kept))
+            .expect("rewrite");
+        assert_eq!(seal.records, 1, "{name}");
+        let edited = program("output r = session \"Hello\"\n", &dir);
+        rt.block_on(taken.held.replace_program(&edited))
+            .expect("program");
+        let mut record = taken.record.clone();
+        record.journal = seal;
+        record.artifact_sha256 = edited.sha256();
+        record.status = RunStatus::Finished;
+        rt.block_on(taken.held.write_record(&record))
+            .expect("record");
+        let stored = rt.block_on(store.read(&id)).expect("read");
+        assert_eq!(stored.journal, vec![answer(0, "seeded")], "{name}");
+        assert_eq!(stored.artifact, edited.bytes, "{name}");
+        drop(taken);
+        // Finished: nothing to take.
+        match rt.block_on(store.take(&id, JournalCheck::Strict)) {
+            Ok(Taken::Finished(r)) => assert_eq!(r.status, RunStatus::Finished),
+            Ok(Taken::Held(_)) => panic!("{name}: a finished run was taken"),
+            Err(e) => panic!("{name}: {e}"),
+        }
+        let rows = rt.block_on(store.list()).expect("list");
+        let row = rows.iter().find(|r| r.id == id).expect("listed");
+        assert_eq!(
+            (row.status_text(), row.answered, row.live),
+            ("finished", 1, false),
+            "{name}"
+        );
+        // Pruned with its journal.
+        let rule = PruneRule {
+            statuses: vec![RunStatus::Finished],
+            ..PruneRule::default()
+        };
+        let done = rt.block_on(store.prune(&rule)).expect("prune");
+        assert!(
+            matches!(&done[..], [Pruned::Removed(r)] if r.id == id),
+            "{name}: {done:?}"
+        );
+        assert!(
+            matches!(rt.block_on(store.read(&id)), Err(StoreError::NoRun(_))),
+            "{name}: a pruned run is gone"
+        );
+    }
+}

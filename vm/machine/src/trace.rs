@@ -1,0 +1,404 @@
+//! Trace events: the narration protocol for people following a run, JSON lines for tools.
+
+use crate::protocol::RequestId;
+use bytecode_spec::Code;
+use serde::Serialize;
+
+/// Something that happened during a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The program starts.
+    ProgramStart {
+        /// Its name.
+        name: String,
+    },
+    /// A session starts (a request goes to the driver).
+    Session {
+        /// The request's id.
+        id: RequestId,
+        /// The module it is in (0: the program run).
+        module: u32,
+        /// Its source line.
+        line: u32,
+        /// Its label or prompt.
+        text: String,
+        /// The agent it runs, if it names one.
+        agent: Option<String>,
+        /// The model it asks for, if it names one (`sonnet`, or a provider id).
+        model: Option<String>,
+    },
+    /// A named variable was bound.
+    Binding {
+        /// The variable.
+        name: String,
+        /// What declared it.
+        kind: bytecode_spec::BindingKind,
+        /// Its new value, as text.
+        value: String,
+        /// The module (0: the program run; others: imported programs).
+        module: u32,
+        /// The assigning statement's line.
+        line: u32,
+        /// The execution id of the block invocation it belongs to (0: the top level).
+        scope: u32,
+        /// The execution id of the program invocation it belongs to (0: the program run).
+        instance: u32,
+    },
+    /// A persistent agent's memory changed with a session's answer.
+    Memory {
+        /// The module the agent is declared in.
+        module: u32,
+        /// The agent.
+        agent: String,
+        /// The session's request.
+        id: RequestId,
+        /// The memory after the session.
+        memory: String,
+        /// The session's answer.
+        answer: String,
+    },
+    /// A session answered.
+    Answer {
+        /// The request.
+        id: RequestId,
+        /// The answer.
+        text: String,
+        /// The program keeps it under a name (otherwise it is an anonymous binding).
+        bound: bool,
+    },
+    /// A discretion condition is being judged.
+    Evaluate {
+        /// The condition.
+        condition: String,
+    },
+    /// A judgement came back.
+    Flow {
+        /// The request.
+        id: RequestId,
+        /// The verdict.
+        result: bool,
+    },
+    /// A choice was made.
+    Chose {
+        /// The request.
+        id: RequestId,
+        /// The option taken (0-based).
+        index: usize,
+        /// Its label.
+        option: String,
+    },
+    /// A fork starts.
+    Parallel {
+        /// How many branches.
+        branches: usize,
+        /// Its join strategy.
+        strategy: &'static str,
+    },
+    /// A fork joined.
+    Joined {
+        /// Branches that succeeded.
+        succeeded: usize,
+        /// Branches in all.
+        branches: usize,
+    },
+    /// A loop iteration starts.
+    LoopIteration {
+        /// 1-based.
+        iteration: u64,
+        /// The loop's max, if any.
+        max: Option<i64>,
+    },
+    /// A loop ended.
+    LoopExit {
+        /// Iterations run.
+        iterations: u64,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A protected region starts.
+    TryEnter,
+    /// An error was caught.
+    Catch {
+        /// Its message.
+        message: String,
+    },
+    /// A block call.
+    FramePush {
+        /// The block.
+        block: String,
+        /// Stack depth before the call.
+        depth: usize,
+    },
+    /// A block returned.
+    FramePop {
+        /// Stack depth after the return.
+        depth: usize,
+    },
+    /// An imported program starts.
+    Import {
+        /// Its name.
+        program: String,
+        /// Its module.
+        module: u32,
+        /// The invocation's execution id.
+        exec: u32,
+        /// The execution id of the invocation that invokes it (0: the program run).
+        parent: u32,
+    },
+    /// An imported program finished.
+    ImportDone {
+        /// Its name.
+        program: String,
+    },
+    /// What a request cost: its latency over all attempts and, when the provider reports
+    /// them, the tokens used.
+    Usage {
+        /// The request.
+        id: RequestId,
+        /// Milliseconds from the first attempt to the reply.
+        ms: u64,
+        /// Milliseconds from the first attempt to the answer's first token, when it streamed
+        /// (for a session run as an agent loop, its first turn's first token).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_token_ms: Option<u64>,
+        /// Tokens read.
+        input_tokens: Option<u64>,
+        /// Tokens written.
+        output_tokens: Option<u64>,
+        /// What they cost in US dollars, when the model's price is known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost: Option<f64>,
+    },
+    /// A model turn of a session's agent loop answered.
+    Turn {
+        /// The turn's id (the session's, with `#tN`).
+        id: RequestId,
+        /// How many tools it calls.
+        tool_calls: usize,
+        /// Milliseconds it took.
+        ms: u64,
+        /// Milliseconds to its first token, when it streamed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_token_ms: Option<u64>,
+        /// Tokens read, when reported.
+        input_tokens: Option<u64>,
+        /// Tokens written, when reported.
+        output_tokens: Option<u64>,
+    },
+    /// A tool call of a session's agent loop ran (or was refused).
+    ToolCall {
+        /// The call's id (the session's, with `#tNcM`).
+        id: RequestId,
+        /// The tool.
+        tool: String,
+        /// Its arguments, shortened.
+        arguments: String,
+        /// Why a permission check refused it, if one did.
+        refused: Option<String>,
+        /// Whether the model reads an error.
+        is_error: bool,
+        /// Milliseconds it took.
+        ms: u64,
+        /// Bytes of output.
+        bytes: usize,
+    },
+    /// A piece of a model's answer as it streams (shown live, never journaled: the finished
+    /// answer is).
+    Delta {
+        /// The request (a turn's id for a session run as an agent loop).
+        id: RequestId,
+        /// The new text.
+        text: String,
+        /// What was streamed before under this id is abandoned (the attempt was cut off or
+        /// stalled and is asked again): `text` starts afresh.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        restart: bool,
+    },
+    /// A session's agent loop went nowhere; the model is asked for a plain answer without
+    /// tools.
+    Nudge {
+        /// The session.
+        id: RequestId,
+        /// What the model kept doing.
+        why: String,
+    },
+    /// A failed session is tried again.
+    Retry {
+        /// The request.
+        id: RequestId,
+        /// The attempt about to start (2 for the first retry).
+        attempt: u32,
+        /// Why the previous attempt failed.
+        error: String,
+    },
+    /// A request failed for good.
+    RequestFailed {
+        /// The request.
+        id: RequestId,
+        /// Why.
+        error: String,
+    },
+    /// A relaxed rule was broken, or something deserves a look; the run goes on.
+    Warning {
+        /// Its code.
+        code: Code,
+        /// Where (`program:line`).
+        site: String,
+        /// What.
+        message: String,
+    },
+    /// A program output was bound.
+    Output {
+        /// The output.
+        name: String,
+        /// Its value.
+        value: String,
+    },
+}
+
+fn short(s: &str) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.chars().count() > 70 {
+        format!("{}...", line.chars().take(67).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
+
+impl Event {
+    /// What request `id` cost: `ms` milliseconds over all its attempts, the first token
+    /// after `first_token_ms` when it streamed, and `used`.
+    pub fn usage(
+        id: &RequestId,
+        ms: u64,
+        first_token_ms: Option<u64>,
+        used: Option<crate::protocol::Usage>,
+    ) -> Event {
+        Event::Usage {
+            id: id.clone(),
+            ms,
+            first_token_ms,
+            input_tokens: used.map(|u| u.input_tokens),
+            output_tokens: used.map(|u| u.output_tokens),
+            cost: used.and_then(|u| u.cost),
+        }
+    }
+
+    /// The event as a narration line, if it has one (streamed pieces are for the live
+    /// display and JSON traces, not for narration).
+    pub fn narrate(&self) -> Option<String> {
+        Some(match self {
+            Event::Delta { .. } => return None,
+            Event::ProgramStart { name } => format!("[Program] Program start: {name}"),
+            Event::Session { line, text, .. } => {
+                format!("[Position] line {line}: session \"{}\"", short(text))
+            }
+            Event::Binding { name, value, .. } => {
+                format!("[Binding] {name} = \"{}\"", short(value))
+            }
+            Event::Answer { id, text, .. } => format!("[Success] {id}: \"{}\"", short(text)),
+            Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
+            Event::Chose { index, option, .. } => {
+                format!("[Choice] option {}: \"{}\"", index + 1, short(option))
+            }
+            Event::Flow { result, .. } => {
+                format!(
+                    "[Flow] {}",
+                    if *result {
+                        "Satisfied"
+                    } else {
+                        "Not satisfied"
+                    }
+                )
+            }
+            Event::Parallel { branches, strategy } => {
+                format!("[Parallel] Entering parallel block ({branches} branches, strategy: {strategy})")
+            }
+            Event::Joined {
+                succeeded,
+                branches,
+            } => {
+                format!(
+                    "[Parallel] Parallel complete: {succeeded} of {branches} branches succeeded"
+                )
+            }
+            Event::LoopIteration { iteration, max } => match max {
+                Some(m) => format!("[Loop] Iteration {iteration} of max {m}"),
+                None => format!("[Loop] Iteration {iteration}"),
+            },
+            Event::LoopExit { iterations, reason } => {
+                format!("[Loop] Loop exited after {iterations} iteration(s): {reason}")
+            }
+            Event::TryEnter => "[Try] Entering try block".into(),
+            Event::Catch { message } => format!("[Try] Caught: {}", short(message)),
+            Event::FramePush { block, depth } => {
+                format!("[Frame+] Entering block: {block} (depth {})", depth + 1)
+            }
+            Event::FramePop { depth } => format!("[Frame-] Exiting block (depth {})", depth + 1),
+            Event::Usage {
+                id,
+                ms,
+                input_tokens,
+                output_tokens,
+                cost,
+                ..
+            } => match (input_tokens, output_tokens, cost) {
+                (Some(i), Some(o), Some(c)) => {
+                    format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out, ${c:.4}")
+                }
+                (Some(i), Some(o), None) => {
+                    format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out")
+                }
+                _ => format!("[Usage] {id}: {ms} ms"),
+            },
+            Event::Import { program, .. } => format!("[Import] Invoking: {program}"),
+            Event::Memory { agent, id, .. } => format!("[Memory] {agent}: memory updated by {id}"),
+            Event::ImportDone { program } => format!("[Import] Import complete: {program}"),
+            Event::Turn {
+                id, tool_calls, ms, ..
+            } => match tool_calls {
+                0 => format!("[Turn] {id}: answered ({ms} ms)"),
+                n => format!("[Turn] {id}: {n} tool call(s) ({ms} ms)"),
+            },
+            Event::ToolCall {
+                id,
+                tool,
+                arguments,
+                refused,
+                is_error,
+                ms,
+                bytes,
+            } => match refused {
+                Some(why) => format!(
+                    "[Tool] {id}: {tool} {} REFUSED: {}",
+                    short(arguments),
+                    short(why)
+                ),
+                None => format!(
+                    "[Tool] {id}: {tool} {} -> {}{bytes} bytes ({ms} ms)",
+                    short(arguments),
+                    if *is_error { "error, " } else { "" }
+                ),
+            },
+            Event::Nudge { id, why } => {
+                format!("[Warning] {id}: {why}; asking for an answer without tools")
+            }
+            Event::Retry { id, attempt, error } => format!(
+                "[Warning] {id} failed ({}); attempt {attempt}",
+                short(error)
+            ),
+            Event::RequestFailed { id, error } => {
+                format!("[Warning] {id} failed: {}", short(error))
+            }
+            Event::Warning {
+                code,
+                site,
+                message,
+            } => format!("[Warning] {site}: [{code}] {message}"),
+            Event::Output { name, value } => {
+                format!("[Output] output {name} = \"{}\"", short(value))
+            }
+        })
+    }
+}

@@ -1,0 +1,620 @@
+//! The chat drivers. `openai`: chat completions at `{base_url}/chat/completions`, so the
+//! OpenAI API and local servers speaking it (Ollama, vLLM, llama.cpp) answer, with the key,
+//! when there is one, as a bearer token. `anthropic`: the Messages API at
+//! `{base_url}/v1/messages` with `x-api-key`. Both answer model turns of the VM's agent loop
+//! (the conversation, with the agent's prompt as the system prompt, and the tools on offer:
+//! OpenAI `tools`/`tool_calls`, Anthropic `tool_use`/`tool_result`; `wire` translates).
+//! Conditions, choices and conversions use a constrained prompt whose reply is parsed
+//! strictly, with one corrective re-ask.
+
+mod stream;
+pub mod tape;
+mod wire;
+
+use super::http::{self, retrying, AttemptError, Events, HttpOptions};
+use super::prices::{price, priced, Price};
+use super::runaway;
+use super::{render, unanswerable, Driver, Live, Served};
+use prose_machine::convert;
+use prose_machine::protocol::{
+    Answer, Ask, Failure, Message, Request, Stop, TurnAnswer, TurnAsk, Usage,
+};
+use prose_machine::value::Value;
+pub use prose_settings::models::Models;
+use prose_settings::SamplingTable;
+use std::collections::BTreeMap;
+use stream::Assembly;
+use tape::{Player, Recorder, Sent};
+
+/// Which API a [`ChatDriver`] speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI chat completions.
+    OpenAi,
+    /// Anthropic messages.
+    Anthropic,
+}
+
+/// A request body ready to send, with what bounds its cost.
+struct Prepared<'a> {
+    model: &'a str,
+    body: serde_json::Value,
+    headers: Vec<(&'static str, String)>,
+    /// The most tokens the reply may use.
+    max_out: u32,
+}
+
+/// Where a chat driver's requests go.
+enum Transport {
+    /// To the provider, over HTTP.
+    Http(reqwest::Client),
+    /// To a tape of recorded exchanges.
+    Replay(Player),
+}
+
+/// Talks to a chat API.
+pub struct ChatDriver {
+    api: Api,
+    transport: Transport,
+    /// Where every exchange is also kept, when recording.
+    recorder: Option<Recorder>,
+    url: String,
+    key: Option<String>,
+    models: Models,
+    http: HttpOptions,
+    sampling: SamplingTable,
+    prices: BTreeMap<String, Price>,
+}
+
+impl ChatDriver {
+    /// A driver for `api` at `base_url` (e.g. `https://api.openai.com/v1` or
+    /// `https://api.anthropic.com`), with an API key (optional for local OpenAI-compatible
+    /// servers) and the model ids to use.
+    pub fn new(
+        api: Api,
+        base_url: &str,
+        key: Option<String>,
+        models: Models,
+        http: HttpOptions,
+    ) -> Result<ChatDriver, Failure> {
+        let key = key.filter(|k| !k.is_empty());
+        if api == Api::Anthropic && key.is_none() {
+            return Err(Failure(
+                "the anthropic driver needs ANTHROPIC_API_KEY".into(),
+            ));
+        }
+        crate::tls::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| Failure(format!("cannot set up HTTP: {e}")))?;
+        let base = base_url.trim_end_matches('/');
+        let url = match api {
+            Api::OpenAi => format!("{base}/chat/completions"),
+            Api::Anthropic => format!("{base}/v1/messages"),
+        };
+        Ok(ChatDriver {
+            api,
+            transport: Transport::Http(client),
+            recorder: None,
+            url,
+            key,
+            models,
+            http,
+            sampling: SamplingTable::default(),
+            prices: BTreeMap::new(),
+        })
+    }
+
+    /// A driver answering from the tape `player` holds, as its API would (no provider, no
+    /// key).
+    pub fn replaying(player: Player, models: Models, http: HttpOptions) -> ChatDriver {
+        ChatDriver {
+            api: player.api(),
+            transport: Transport::Replay(player),
+            recorder: None,
+            url: String::new(),
+            key: None,
+            models,
+            http,
+            sampling: SamplingTable::default(),
+            prices: BTreeMap::new(),
+        }
+    }
+
+    /// The driver, also keeping every exchange on the tape of `recorder`.
+    pub fn recording(mut self, recorder: Recorder) -> ChatDriver {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// The driver with these prices (over the built-in table) for counting costs.
+    pub fn with_prices(mut self, prices: BTreeMap<String, Price>) -> ChatDriver {
+        self.prices = prices;
+        self
+    }
+
+    /// The driver with these sampling settings (temperature, max tokens) for its turns.
+    pub fn with_sampling(mut self, sampling: SamplingTable) -> ChatDriver {
+        self.sampling = sampling;
+        self
+    }
+
+    /// The request for `turn`: the API's body and headers, with the model's sampling.
+    fn prepare<'a>(&'a self, turn: &'a TurnAsk) -> Prepared<'a> {
+        let model = self.models.resolve(turn.model.as_deref());
+        let sampling = self.sampling.for_turn(model, turn.agent.as_deref());
+        // Sent with every request, so that a budget can count on it.
+        let max_out = sampling
+            .max_output_tokens
+            .unwrap_or_else(|| prose_settings::prices::max_output_tokens(self.name()));
+        let key = self.key.as_deref();
+        let (mut body, headers) = match self.api {
+            Api::OpenAi => {
+                let headers: Vec<(&str, String)> = key
+                    .map(|k| ("authorization", format!("Bearer {k}")))
+                    .into_iter()
+                    .collect();
+                let mut body = wire::openai_body(model, turn);
+                body["max_tokens"] = max_out.into();
+                body["stream"] = true.into();
+                body["stream_options"] = serde_json::json!({"include_usage": true});
+                (body, headers)
+            }
+            Api::Anthropic => {
+                let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
+                if let Some(k) = key {
+                    headers.push(("x-api-key", k.to_string()));
+                }
+                let mut body = wire::anthropic_body(model, max_out, turn);
+                body["stream"] = true.into();
+                (body, headers)
+            }
+        };
+        if let Some(t) = sampling.temperature {
+            body["temperature"] = t.into();
+        }
+        Prepared {
+            model,
+            body,
+            headers,
+            max_out,
+        }
+    }
+
+    /// The most a request for `turn` can use: its prompt (estimated from the body's size, at
+    /// three bytes a token) and the reply's limit, priced.
+    fn worst_turn(&self, turn: &TurnAsk) -> Usage {
+        let p = self.prepare(turn);
+        let usage = Usage {
+            input_tokens: p.body.to_string().len() as u64 / 3 + 16,
+            output_tokens: u64::from(p.max_out),
+            cost: None,
+        };
+        priced(usage, price(&self.prices, p.model))
+    }
+
+    /// One exchange: the conversation of `turn` with its tools, streamed (and reported to
+    /// `live`) and retried as [`HttpOptions`] say; returns the model's message and adds the
+    /// tokens the provider reports to `spent`.
+    async fn exchange(
+        &self,
+        spent: &mut Option<Usage>,
+        turn: &TurnAsk,
+        live: &Live,
+    ) -> Result<TurnAnswer, Failure> {
+        let p = self.prepare(turn);
+        let (answer, usage) = retrying(&self.http, self.key.as_deref(), |n| {
+            if n > 0 {
+                live.restart();
+            }
+            self.attempt(&p, live)
+        })
+        .await?;
+        if let Some(u) = usage {
+            *spent.get_or_insert_with(Usage::default) += priced(u, price(&self.prices, p.model));
+        }
+        Ok(answer)
+    }
+
+    /// One attempt at `p`, within the time limit, kept on the tape when recording.
+    async fn attempt(
+        &self,
+        p: &Prepared<'_>,
+        live: &Live,
+    ) -> Result<(TurnAnswer, Option<Usage>), AttemptError> {
+        let mut kept = self.recorder.as_ref().map(|_| Kept::default());
+        let result = http::within(
+            self.http.timeout,
+            self.attempt_within(p, live, kept.as_mut()),
+        )
+        .await;
+        if let (Some(recorder), Some(kept)) = (&self.recorder, kept) {
+            let exchange = tape::Exchange {
+                request: p.body.clone(),
+                reply: kept.into_reply(result.as_ref().err()),
+            };
+            recorder.write(&exchange).map_err(AttemptError::fatal)?;
+        }
+        result
+    }
+
+    /// One attempt at `p`: sent (or looked up on the tape), and its reply read whole or as
+    /// a stream; what came is put in `kept` when recording.
+    async fn attempt_within(
+        &self,
+        p: &Prepared<'_>,
+        live: &Live,
+        mut kept: Option<&mut Kept>,
+    ) -> Result<(TurnAnswer, Option<Usage>), AttemptError> {
+        let mut source = match &self.transport {
+            Transport::Http(client) => {
+                let resp = http::send(client, &self.url, &p.headers, &p.body).await?;
+                if http::is_event_stream(&resp) {
+                    if let Some(k) = kept.as_deref_mut() {
+                        k.streamed = true;
+                    }
+                    Source::Http(Events::new(resp, self.http.idle))
+                } else {
+                    let body = http::read_json(resp).await?;
+                    if let Some(k) = kept.as_deref_mut() {
+                        k.body = Some(body.clone());
+                    }
+                    return self.whole(&body, live);
+                }
+            }
+            Transport::Replay(player) => {
+                match player.reply(&p.body).map_err(AttemptError::fatal)? {
+                    tape::Reply::Body { body } => return self.whole(&body, live),
+                    tape::Reply::Stream { events, fault } => {
+                        Source::Tape(events.into_iter(), fault)
+                    }
+                    tape::Reply::Refused(refusal) => return Err(refusal.error()),
+                    tape::Reply::Fault { message } => return Err(AttemptError::retryable(message)),
+                }
+            }
+        };
+        let mut assembly = Assembly::new(self.api);
+        let mut watch = runaway::Watch::default();
+        while let Some((event, data)) = source.next().await? {
+            if let Some(k) = kept.as_deref_mut() {
+                k.events.push(Sent(event.clone(), data.clone()));
+            }
+            let added = assembly
+                .feed(event.as_deref(), &data)
+                .map_err(AttemptError::retryable)?;
+            if added.content {
+                live.started();
+            }
+            live.text(&added.text);
+            if let Some(loop_) = watch.look(assembly.text()) {
+                // Hang up: what was written stays, cut after the loop's first copy.
+                return Ok(self.hung_up(assembly, loop_, p));
+            }
+            if assembly.ended() {
+                source.expect_end().await?;
+                break;
+            }
+        }
+        assembly.finish().map_err(AttemptError::retryable)
+    }
+
+    /// A whole JSON answer, reported to `live` as one piece.
+    fn whole(
+        &self,
+        body: &serde_json::Value,
+        live: &Live,
+    ) -> Result<(TurnAnswer, Option<Usage>), AttemptError> {
+        let (answer, usage) = match self.api {
+            Api::OpenAi => wire::openai_answer(body),
+            Api::Anthropic => wire::anthropic_answer(body),
+        }
+        .map_err(AttemptError::fatal)?;
+        live.started();
+        live.text(&answer.text);
+        Ok((answer, usage))
+    }
+
+    /// The answer of a stream hung up on because it ran away: its text up to the end of the
+    /// loop's first copy, and its tokens as far as they are known (the input as the
+    /// provider said it, else estimated from the request; the output estimated from what
+    /// was written, at three bytes a token, as budgets estimate).
+    fn hung_up(
+        &self,
+        assembly: Assembly,
+        loop_: runaway::Runaway,
+        p: &Prepared<'_>,
+    ) -> (TurnAnswer, Option<Usage>) {
+        let written = assembly.text().len() as u64;
+        let input = assembly
+            .input_tokens()
+            .unwrap_or(p.body.to_string().len() as u64 / 3 + 16);
+        let text = assembly.text()[..loop_.keep].to_string();
+        (
+            TurnAnswer {
+                text,
+                tool_calls: Vec::new(),
+                stop: Stop::Repeating,
+                repeated: Some(loop_.span),
+            },
+            Some(Usage {
+                input_tokens: input,
+                output_tokens: written / 3 + 1,
+                cost: None,
+            }),
+        )
+    }
+
+    /// The ids of the models the provider offers (`GET .../models`), when it says.
+    async fn offered_models(&self) -> Option<Vec<String>> {
+        let url = match self.api {
+            Api::OpenAi => self.url.strip_suffix("/chat/completions")?.to_string() + "/models",
+            Api::Anthropic => self.url.strip_suffix("/messages")?.to_string() + "/models",
+        };
+        let Transport::Http(client) = &self.transport else {
+            return None;
+        };
+        let mut req = client
+            .get(&url)
+            .timeout(self.http.timeout.min(std::time::Duration::from_secs(10)));
+        match (self.api, self.key.as_deref()) {
+            (Api::OpenAi, Some(k)) => req = req.bearer_auth(k),
+            (Api::Anthropic, Some(k)) => {
+                req = req
+                    .header("x-api-key", k)
+                    .header("anthropic-version", "2023-06-01")
+            }
+            _ => {}
+        }
+        let resp = req.send().await.ok()?;
+        if !resp.status().is_success() {
+            return None;
+        }
+        let json: serde_json::Value = resp.json().await.ok()?;
+        let ids: Vec<String> = json["data"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| m["id"].as_str().map(str::to_string))
+            .collect();
+        (!ids.is_empty()).then_some(ids)
+    }
+
+    /// One plain exchange: `user` alone, no tools; returns the reply text.
+    async fn chat(
+        &self,
+        spent: &mut Option<Usage>,
+        user: &str,
+        live: &Live,
+    ) -> Result<String, Failure> {
+        Ok(self.exchange(spent, &plain(user), live).await?.text)
+    }
+
+    /// Asks `question`, parses the reply with `parse`; on failure asks once more with the
+    /// reply quoted and `correction`, then gives up with `what`.
+    async fn constrained<T>(
+        &self,
+        (spent, live): (&mut Option<Usage>, &Live),
+        question: String,
+        correction: &str,
+        what: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Result<T, Failure> {
+        let first = self.chat(spent, &question, live).await?;
+        if let Some(v) = parse(&first) {
+            return Ok(v);
+        }
+        let again = format!(
+            "{question}\nYou replied: {first}\nThat reply cannot be read as {what}. {correction}\n"
+        );
+        live.restart();
+        let second = self.chat(spent, &again, live).await?;
+        parse(&second).ok_or_else(|| {
+            Failure(format!(
+                "the model's reply is not {what}, even when asked again: {:?}",
+                second.chars().take(80).collect::<String>()
+            ))
+        })
+    }
+}
+
+/// Where a streamed reply's events come from.
+enum Source {
+    /// The provider's response.
+    Http(Events),
+    /// A tape: the events recorded, then the fault the stream ended with, if it did.
+    Tape(std::vec::IntoIter<Sent>, Option<String>),
+}
+
+impl Source {
+    /// The next event with data: its name and data, or none at the end.
+    async fn next(&mut self) -> Result<Option<(Option<String>, String)>, AttemptError> {
+        match self {
+            Source::Http(events) => loop {
+                match events.next().await? {
+                    None => return Ok(None),
+                    Some(sse) => {
+                        if let Some(data) = sse.data {
+                            return Ok(Some((sse.event, data)));
+                        }
+                    }
+                }
+            },
+            Source::Tape(events, fault) => match (events.next(), fault.take()) {
+                (Some(Sent(event, data)), fault_later) => {
+                    *fault = fault_later;
+                    Ok(Some((event, data)))
+                }
+                (None, Some(f)) => Err(AttemptError::retryable(f)),
+                (None, None) => Ok(None),
+            },
+        }
+    }
+
+    /// After the provider said the answer is complete: nothing more may come.
+    async fn expect_end(&mut self) -> Result<(), AttemptError> {
+        match self {
+            Source::Http(events) => events.expect_end().await,
+            Source::Tape(..) => match self.next().await? {
+                None => Ok(()),
+                Some((_, data)) => Err(AttemptError::retryable(format!(
+                    "the provider's stream went on after its end: {:?}",
+                    data.chars().take(80).collect::<String>()
+                ))),
+            },
+        }
+    }
+}
+
+/// What came back from one attempt, kept for the tape.
+#[derive(Default)]
+struct Kept {
+    /// The reply was a stream.
+    streamed: bool,
+    /// Its events, as read.
+    events: Vec<Sent>,
+    /// The whole JSON body, when the reply was one.
+    body: Option<serde_json::Value>,
+}
+
+impl Kept {
+    /// The tape's record of the attempt, which ended in `error` if it failed.
+    fn into_reply(self, error: Option<&AttemptError>) -> tape::Reply {
+        if let Some(body) = self.body {
+            return tape::Reply::Body { body };
+        }
+        match error {
+            Some(AttemptError {
+                refusal: Some(r), ..
+            }) => tape::Reply::Refused(r.clone()),
+            Some(e) if !self.streamed => tape::Reply::Fault {
+                message: e.message.clone(),
+            },
+            _ => tape::Reply::Stream {
+                events: self.events,
+                fault: error.map(|e| e.message.clone()),
+            },
+        }
+    }
+}
+
+/// A turn of one user message, no system prompt and no tools.
+fn plain(user: &str) -> TurnAsk {
+    TurnAsk {
+        agent: None,
+        model: None,
+        system: None,
+        messages: vec![Message::User {
+            content: user.to_string(),
+        }],
+        tools: Vec::new(),
+        tools_off: false,
+    }
+}
+
+impl ChatDriver {
+    /// The answer to `req`, adding the tokens spent to `spent` and reporting it to `live` as
+    /// it is written.
+    async fn serve(
+        &self,
+        req: &Request,
+        spent: &mut Option<Usage>,
+        live: &Live,
+    ) -> Result<Answer, Failure> {
+        Ok(match &req.ask {
+            Ask::Turn(t) => Answer::Turn(self.exchange(spent, t, live).await?),
+            Ask::Evaluate(e) => Answer::Evaluate(
+                self.constrained(
+                    (&mut *spent, live),
+                    render::evaluate(e),
+                    "Start your reply with yes or no.",
+                    "a yes or no",
+                    render::verdict,
+                )
+                .await?,
+            ),
+            Ask::Choose(c) => Answer::Choose(
+                self.constrained(
+                    (&mut *spent, live),
+                    render::choose(c),
+                    "Reply with exactly one option's label or number, nothing else.",
+                    "one of the options",
+                    |r| render::choice(r, &c.options),
+                )
+                .await?,
+            ),
+            // Sessions run as agent loops (turns); inputs and permissions are for people;
+            // tool calls are the VM's.
+            Ask::Session(_) | Ask::Input(_) | Ask::Tool(_) | Ask::Permission(_) => {
+                return Err(unanswerable(self.name(), req.kind()))
+            }
+            Ask::Convert(c) => Answer::Convert(
+                self.constrained(
+                    (&mut *spent, live),
+                    render::convert(c),
+                    "Reply with the JSON only.",
+                    "of the shape asked",
+                    |r| convert::local(&Value::text(r), c.shape),
+                )
+                .await?,
+            ),
+        })
+    }
+}
+
+impl Driver for ChatDriver {
+    fn name(&self) -> &str {
+        match self.api {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    async fn answer(&self, req: &Request, live: &Live) -> Served {
+        let mut usage = None;
+        let outcome = self.serve(req, &mut usage, live).await;
+        Served { outcome, usage }
+    }
+
+    fn runs_turns(&self) -> bool {
+        true
+    }
+
+    fn worst_case(&self, req: &Request) -> Option<Usage> {
+        let question = match &req.ask {
+            Ask::Turn(t) => return Some(self.worst_turn(t)),
+            Ask::Evaluate(e) => render::evaluate(e),
+            Ask::Choose(c) => render::choose(c),
+            Ask::Convert(c) => render::convert(c),
+            Ask::Session(_) | Ask::Input(_) | Ask::Tool(_) | Ask::Permission(_) => return None,
+        };
+        // Asked once, and once more with the first reply quoted.
+        let once = self.worst_turn(&plain(&question));
+        let mut worst = once;
+        worst += once;
+        worst.input_tokens += once.output_tokens;
+        Some(worst)
+    }
+
+    async fn check_models(&self, models: &[Option<String>]) -> Result<(), String> {
+        let offered = match self.offered_models().await {
+            Some(list) => list,
+            // The provider does not list its models: nothing to check against.
+            None => return Ok(()),
+        };
+        let mut missing: Vec<&str> = models
+            .iter()
+            .map(|m| self.models.resolve(m.as_deref()))
+            .filter(|id| !offered.iter().any(|o| o == id))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "the provider at {} does not offer the model(s) {} (it offers: {}); choose with --model, --model-map or [models] in prose.toml",
+            self.url,
+            missing.join(", "),
+            offered.join(", ")
+        ))
+    }
+}

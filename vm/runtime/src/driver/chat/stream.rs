@@ -1,0 +1,467 @@
+//! Streamed answers, assembled. Both APIs stream a reply as server-sent events; an
+//! [`Assembly`] takes them one at a time and builds exactly the message and usage the whole
+//! response would have held, so that journals, resumes and replays do not depend on whether
+//! a reply streamed.
+//!
+//! OpenAI chat completions (`"stream": true`, with `stream_options.include_usage`): each
+//! event's data is a chunk whose `choices[0].delta` carries `content` text or `tool_calls`
+//! pieces (by `index`: the `id` and `function.name` once, `function.arguments` in parts);
+//! `finish_reason` comes with the last chunk of the message, the usage in a chunk of its own
+//! after it, and the stream ends with `data: [DONE]`.
+//!
+//! Anthropic messages (`"stream": true`): `message_start` (with the input tokens),
+//! `content_block_start` (a `text` or `tool_use` block), `content_block_delta` (`text_delta`
+//! or `input_json_delta`), `content_block_stop`, `message_delta` (the stop reason and output
+//! tokens), `message_stop`; `ping`s in between, and `error` when the provider fails
+//! mid-answer.
+//!
+//! Every fault (an event that is not JSON, an `error` event, anything after the end, a stream
+//! that stops before the end) is an error the driver treats like a 5xx: the turn is tried
+//! again, and a half answer is never taken for a whole one.
+
+use super::wire::{anthropic_stop, openai_stop, parse_arguments};
+use super::Api;
+use prose_machine::protocol::ToolCall;
+use prose_machine::protocol::{TurnAnswer, Usage};
+use serde_json::Value;
+
+/// What one event added.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Added {
+    /// Text of the answer.
+    pub text: String,
+    /// Whether it carried content of any kind (text or a tool call's piece).
+    pub content: bool,
+}
+
+/// A tool call as its pieces arrive.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+    /// Anthropic: the `input` of `content_block_start`, used when no JSON pieces follow.
+    input: Option<Value>,
+}
+
+/// A streamed answer being put together.
+#[derive(Debug)]
+pub struct Assembly {
+    api: Api,
+    text: String,
+    /// Tool calls by the provider's index (OpenAI's `index`, Anthropic's block index).
+    calls: Vec<(u64, PartialCall)>,
+    /// The provider's stop or finish reason, once given.
+    reason: Option<String>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    ended: bool,
+}
+
+impl Assembly {
+    /// Nothing received yet.
+    pub fn new(api: Api) -> Assembly {
+        Assembly {
+            api,
+            text: String::new(),
+            calls: Vec::new(),
+            reason: None,
+            input_tokens: None,
+            output_tokens: None,
+            ended: false,
+        }
+    }
+
+    /// The answer's text so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the stream said it is complete.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The input tokens, when the provider said them before the end (Anthropic).
+    pub fn input_tokens(&self) -> Option<u64> {
+        self.input_tokens
+    }
+
+    /// Takes one event: its name (`event:`, if any) and its data.
+    pub fn feed(&mut self, event: Option<&str>, data: &str) -> Result<Added, String> {
+        if self.ended {
+            return Err("the provider's stream went on after its end".into());
+        }
+        match self.api {
+            Api::OpenAi => self.openai(data),
+            Api::Anthropic => self.anthropic(event, data),
+        }
+    }
+
+    fn call(&mut self, index: u64) -> &mut PartialCall {
+        let at = match self.calls.iter().position(|(i, _)| *i == index) {
+            Some(at) => at,
+            None => {
+                self.calls.push((index, PartialCall::default()));
+                self.calls.len() - 1
+            }
+        };
+        &mut self.calls[at].1
+    }
+
+    fn openai(&mut self, data: &str) -> Result<Added, String> {
+        if data.trim() == "[DONE]" {
+            self.ended = true;
+            return Ok(Added::default());
+        }
+        let chunk = json(data)?;
+        if !chunk["error"].is_null() {
+            return Err(format!(
+                "the provider failed mid-answer: {}",
+                error_text(&chunk["error"])
+            ));
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+            self.input_tokens = u["prompt_tokens"].as_u64().or(self.input_tokens);
+            self.output_tokens = u["completion_tokens"].as_u64().or(self.output_tokens);
+        }
+        let mut added = Added::default();
+        let Some(choice) = chunk["choices"].get(0) else {
+            return Ok(added);
+        };
+        let delta = &choice["delta"];
+        if let Some(t) = delta["content"].as_str() {
+            self.text.push_str(t);
+            added.text = t.to_string();
+            added.content |= !t.is_empty();
+        }
+        if let Some(pieces) = delta["tool_calls"].as_array() {
+            for (n, piece) in pieces.iter().enumerate() {
+                let index = piece["index"].as_u64().unwrap_or(n as u64);
+                let call = self.call(index);
+                if let Some(id) = piece["id"].as_str() {
+                    call.id = id.to_string();
+                }
+                if let Some(name) = piece["function"]["name"].as_str() {
+                    call.name.push_str(name);
+                }
+                if let Some(args) = piece["function"]["arguments"].as_str() {
+                    call.arguments.push_str(args);
+                }
+                added.content = true;
+            }
+        }
+        if let Some(r) = choice["finish_reason"].as_str() {
+            self.reason = Some(r.to_string());
+        }
+        Ok(added)
+    }
+
+    fn anthropic(&mut self, event: Option<&str>, data: &str) -> Result<Added, String> {
+        let ev = json(data)?;
+        let kind = ev["type"].as_str().or(event).unwrap_or_default();
+        let mut added = Added::default();
+        match kind {
+            "message_start" => {
+                let u = &ev["message"]["usage"];
+                self.input_tokens = u["input_tokens"].as_u64();
+                self.output_tokens = u["output_tokens"].as_u64();
+            }
+            "content_block_start" => {
+                let index = ev["index"].as_u64().unwrap_or_default();
+                let block = &ev["content_block"];
+                match block["type"].as_str() {
+                    Some("text") => {
+                        let t = block["text"].as_str().unwrap_or_default();
+                        self.text.push_str(t);
+                        added.text = t.to_string();
+                        added.content |= !t.is_empty();
+                    }
+                    Some("tool_use") => {
+                        let call = self.call(index);
+                        call.id = block["id"].as_str().unwrap_or_default().to_string();
+                        call.name = block["name"].as_str().unwrap_or_default().to_string();
+                        call.input = Some(block["input"].clone());
+                        added.content = true;
+                    }
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let index = ev["index"].as_u64().unwrap_or_default();
+                let delta = &ev["delta"];
+                match delta["type"].as_str() {
+                    Some("text_delta") => {
+                        let t = delta["text"].as_str().unwrap_or_default();
+                        self.text.push_str(t);
+                        added.text = t.to_string();
+                        added.content |= !t.is_empty();
+                    }
+                    Some("input_json_delta") => {
+                        let piece = delta["partial_json"].as_str().unwrap_or_default();
+                        self.call(index).arguments.push_str(piece);
+                        added.content = true;
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(r) = ev["delta"]["stop_reason"].as_str() {
+                    self.reason = Some(r.to_string());
+                }
+                if let Some(o) = ev["usage"]["output_tokens"].as_u64() {
+                    self.output_tokens = Some(o);
+                }
+                if let Some(i) = ev["usage"]["input_tokens"].as_u64() {
+                    self.input_tokens = Some(i);
+                }
+            }
+            "message_stop" => self.ended = true,
+            "error" => {
+                return Err(format!(
+                    "the provider failed mid-answer: {}",
+                    error_text(&ev["error"])
+                ))
+            }
+            // `ping`, `content_block_stop` and kinds added later carry nothing to keep.
+            _ => {}
+        }
+        Ok(added)
+    }
+
+    /// The whole answer and its usage. A stream that ended before the provider said the
+    /// answer was complete is an error: a half answer is never an answer.
+    pub fn finish(self) -> Result<(TurnAnswer, Option<Usage>), String> {
+        let complete = match self.api {
+            // `[DONE]` may be missing from a server that closes after the finish reason.
+            Api::OpenAi => self.reason.is_some(),
+            Api::Anthropic => self.ended,
+        };
+        if !complete {
+            return Err(format!(
+                "the provider's stream stopped before the answer was complete (after {} bytes of text)",
+                self.text.len()
+            ));
+        }
+        let tool_calls: Vec<ToolCall> = self
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (_, c))| ToolCall {
+                id: if c.id.is_empty() {
+                    format!("call_{i}")
+                } else {
+                    c.id
+                },
+                name: c.name,
+                arguments: match (c.arguments.is_empty(), c.input) {
+                    (true, Some(input)) => input,
+                    _ => parse_arguments(&c.arguments),
+                },
+            })
+            .collect();
+        let has_calls = !tool_calls.is_empty();
+        let reason = self.reason.as_deref();
+        let stop = match self.api {
+            Api::OpenAi => openai_stop(reason, has_calls),
+            Api::Anthropic => anthropic_stop(reason, has_calls),
+        };
+        let usage = match (self.input_tokens, self.output_tokens) {
+            (Some(i), Some(o)) => Some(Usage {
+                input_tokens: i,
+                output_tokens: o,
+                cost: None,
+            }),
+            _ => None,
+        };
+        Ok((
+            TurnAnswer {
+                text: self.text,
+                tool_calls,
+                stop,
+                repeated: None,
+            },
+            usage,
+        ))
+    }
+}
+
+fn json(data: &str) -> Result<Value, String> {
+    serde_json::from_str(data).map_err(|e| {
+        format!(
+            "the provider sent an event that is not JSON ({e}): {:?}",
+            data.chars().take(80).collect::<String>()
+        )
+    })
+}
+
+fn error_text(e: &Value) -> String {
+    e["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| e.to_string().chars().take(200).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prose_machine::protocol::Stop;
+    use serde_json::json;
+
+    fn feed_all(api: Api, events: &[(Option<&str>, Value)]) -> Assembly {
+        let mut a = Assembly::new(api);
+        for (name, data) in events {
+            a.feed(*name, &data.to_string()).expect("event");
+        }
+        a
+    }
+
+    #[test]
+    fn openai_text_and_tool_call_pieces_make_the_whole_message() {
+        let mut a = feed_all(
+            Api::OpenAi,
+            &[
+                (
+                    None,
+                    json!({"choices": [{"delta": {"role": "assistant", "content": null}}]}),
+                ),
+                (
+                    None,
+                    json!({"choices": [{"delta": {"content": "Let me "}}]}),
+                ),
+                (None, json!({"choices": [{"delta": {"content": "look."}}]})),
+                (
+                    None,
+                    json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}}]}),
+                ),
+                (
+                    None,
+                    json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]}}]}),
+                ),
+                (
+                    None,
+                    json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": "th\": \"a.md\"}"}}]}}]}),
+                ),
+                (
+                    None,
+                    json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+                ),
+                (
+                    None,
+                    json!({"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9}}),
+                ),
+            ],
+        );
+        a.feed(None, "[DONE]").expect("done");
+        assert!(a.feed(None, "{}").is_err(), "nothing after [DONE]");
+        let (answer, usage) = a.finish().expect("complete");
+        assert_eq!(answer.text, "Let me look.");
+        assert_eq!(answer.stop, Stop::ToolUse);
+        assert_eq!(answer.tool_calls[0].name, "read_file");
+        assert_eq!(answer.tool_calls[0].arguments, json!({"path": "a.md"}));
+        assert_eq!(
+            usage.map(|u| (u.input_tokens, u.output_tokens)),
+            Some((40, 9))
+        );
+    }
+
+    #[test]
+    fn anthropic_blocks_make_the_whole_message() {
+        let a = feed_all(
+            Api::Anthropic,
+            &[
+                (
+                    Some("message_start"),
+                    json!({"type": "message_start", "message": {"usage": {"input_tokens": 25, "output_tokens": 1}}}),
+                ),
+                (
+                    Some("content_block_start"),
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ),
+                (Some("ping"), json!({"type": "ping"})),
+                (
+                    Some("content_block_delta"),
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Checking"}}),
+                ),
+                (
+                    Some("content_block_start"),
+                    json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "grep", "input": {}}}),
+                ),
+                (
+                    Some("content_block_delta"),
+                    json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"pattern\":"}}),
+                ),
+                (
+                    Some("content_block_delta"),
+                    json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": " \"fn\"}"}}),
+                ),
+                (
+                    Some("message_delta"),
+                    json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 12}}),
+                ),
+                (Some("message_stop"), json!({"type": "message_stop"})),
+            ],
+        );
+        let (answer, usage) = a.finish().expect("complete");
+        assert_eq!(answer.text, "Checking");
+        assert_eq!(answer.stop, Stop::ToolUse);
+        assert_eq!(answer.tool_calls[0].id, "t1");
+        assert_eq!(answer.tool_calls[0].arguments, json!({"pattern": "fn"}));
+        assert_eq!(
+            usage.map(|u| (u.input_tokens, u.output_tokens)),
+            Some((25, 12))
+        );
+    }
+
+    #[test]
+    fn faults_are_errors_never_answers() {
+        let mut a = Assembly::new(Api::OpenAi);
+        assert!(a.feed(None, "{not json").is_err());
+        a.feed(
+            None,
+            &json!({"choices": [{"delta": {"content": "half an ans"}}]}).to_string(),
+        )
+        .expect("piece");
+        let cut = a.finish().expect_err("cut off");
+        assert!(
+            cut.contains("stopped before the answer was complete"),
+            "{cut}"
+        );
+
+        let mut a = Assembly::new(Api::Anthropic);
+        let e = a
+            .feed(
+                Some("error"),
+                &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+                    .to_string(),
+            )
+            .expect_err("an error event");
+        assert!(e.contains("Overloaded"), "{e}");
+        let a = feed_all(
+            Api::Anthropic,
+            &[(
+                Some("content_block_delta"),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "partial"}}),
+            )],
+        );
+        assert!(a.finish().is_err(), "no message_stop: not complete");
+        let mut a = Assembly::new(Api::Anthropic);
+        a.feed(None, &json!({"type": "message_stop"}).to_string())
+            .expect("stop");
+        assert!(a.feed(None, &json!({"type": "ping"}).to_string()).is_err());
+    }
+
+    #[test]
+    fn a_cut_off_answer_says_so() {
+        let a = feed_all(
+            Api::OpenAi,
+            &[(
+                None,
+                json!({"choices": [{"delta": {"content": "and so"}, "finish_reason": "length"}]}),
+            )],
+        );
+        let (answer, usage) = a.finish().expect("complete, if cut by the limit");
+        assert_eq!(answer.stop, Stop::Length);
+        assert_eq!(usage, None);
+    }
+}

@@ -1,0 +1,80 @@
+//! Watching a run from outside the machine: observers fed by trace events. Each one is a
+//! [`crate::runner::Observer`] the CLI picks: live progress on a terminal ([`progress`]), the
+//! end-of-run summary ([`summary`]), stamped JSON lines ([`envelope`]) and OpenTelemetry
+//! spans ([`otel`]). They see events as they happen, so they take times from the clock.
+
+pub mod envelope;
+pub mod otel;
+pub mod progress;
+pub mod summary;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `t` as an RFC 3339 UTC timestamp with milliseconds (`2025-11-22T08:14:56.123Z`).
+pub fn rfc3339(t: SystemTime) -> String {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (_, _, iso) = crate::clock::timestamp(since.as_secs());
+    let millis = since.subsec_millis();
+    format!("{}.{millis:03}Z", iso.trim_end_matches('Z'))
+}
+
+/// A duration for people: `850ms`, `12.3s`, `4m05s`, `2h07m`.
+pub fn human_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    let s = d.as_secs();
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if s < 60 {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    }
+}
+
+/// A count with thousands separated by commas (`12,345`).
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What one session may take, as the progress display and the summary compare it with
+/// what sessions take.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SessionLimits {
+    /// Model turns per session.
+    pub turns: u32,
+    /// Wall-clock time per session, if limited.
+    pub time: Option<Duration>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_carry_milliseconds() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_763_799_296_042);
+        assert_eq!(rfc3339(t), "2025-11-22T08:14:56.042Z");
+    }
+
+    #[test]
+    fn durations_and_counts_read_easily() {
+        assert_eq!(human_duration(Duration::from_millis(850)), "850ms");
+        assert_eq!(human_duration(Duration::from_millis(12_340)), "12.3s");
+        assert_eq!(human_duration(Duration::from_secs(245)), "4m05s");
+        assert_eq!(human_duration(Duration::from_secs(7620)), "2h07m");
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1000), "1,000");
+        assert_eq!(grouped(1_234_567), "1,234,567");
+    }
+}

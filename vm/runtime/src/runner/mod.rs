@@ -1,0 +1,486 @@
+//! The async runner: serves the machine's requests with a driver, concurrently up to a
+//! limit, retries failed sessions with their backoff, withdraws requests of cancelled
+//! fibers, and feeds answers back.
+
+mod budget;
+pub mod journal;
+pub mod program_skill;
+mod session;
+mod stop;
+mod stuck;
+mod text_calls;
+
+pub use budget::Budget;
+pub use stop::Stop;
+
+use crate::agent::workshop::Workshop;
+use crate::driver::{serve, Driver, Live, Served};
+use crate::people::People;
+use bytecode_spec::Backoff;
+use bytecode_spec::Code;
+use journal::{JournalSink, Replies};
+use prose_machine::protocol::{
+    Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage,
+};
+use prose_machine::snapshot::Snapshot;
+use prose_machine::trace::Event;
+use prose_machine::value::Value;
+use prose_machine::{Machine, RuntimeError, Step as MachineStep};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, JoinSet};
+
+/// Requests an instant driver answers before the machine runs again.
+const IMMEDIATE_CHUNK: usize = 256;
+
+/// How the runner serves requests.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Requests in flight at once.
+    pub max_concurrency: usize,
+    /// The unit of backoff delays (linear: n units before attempt n+1; exponential: 2^(n-1)).
+    pub backoff_unit: Duration,
+    /// Asked to stop the run (it ends with [`Code::E216`], interrupted and resumable).
+    pub stop: Stop,
+    /// The run's token and cost budget (it pauses with [`Code::E217`] before going over).
+    pub budget: Budget,
+}
+
+impl Default for RunConfig {
+    fn default() -> RunConfig {
+        RunConfig {
+            max_concurrency: 8,
+            backoff_unit: Duration::from_secs(1),
+            stop: Stop::default(),
+            budget: Budget::default(),
+        }
+    }
+}
+
+/// The delay before attempt `attempt` (2 for the first retry).
+pub fn backoff_delay(policy: Backoff, unit: Duration, attempt: u32) -> Duration {
+    let n = attempt.saturating_sub(1);
+    match policy {
+        Backoff::None => Duration::ZERO,
+        Backoff::Linear => unit * n,
+        Backoff::Exponential => unit * 2u32.saturating_pow(n.saturating_sub(1)),
+    }
+}
+
+fn retries(req: &Request) -> (u32, Backoff) {
+    match &req.ask {
+        Ask::Session(s) => (s.retry, s.backoff),
+        _ => (0, Backoff::None),
+    }
+}
+
+/// Serves one request with its retry policy; returns the reply (with the tokens of every
+/// attempt) and the retry events, then a usage event (latency over all attempts, tokens when
+/// the driver reports them). `failed` is a first attempt already made (by
+/// [`Driver::answer_now`]).
+async fn serve_with_retry<D: Driver>(
+    driver: Arc<D>,
+    req: Request,
+    cfg: RunConfig,
+    mut failed: Option<Reply>,
+    outbox: session::Outbox,
+) -> (Reply, Vec<Event>) {
+    let unit = cfg.backoff_unit;
+    let (retry, policy) = retries(&req);
+    let mut events = Vec::new();
+    let mut attempt = 1;
+    let started = std::time::Instant::now();
+    let mut tokens: Option<Usage> = None;
+    let live = outbox.live(&req.id);
+    loop {
+        let mut reply = match failed.take() {
+            Some(r) => r,
+            None => match serve_within(&*driver, &req, &cfg, &live).await {
+                Some(r) => r,
+                // Over budget: nothing was sent, and the run is pausing.
+                None => return (Reply::failed(req.id.clone(), req.kind(), "paused"), events),
+            },
+        };
+        if let Some(u) = reply.usage {
+            *tokens.get_or_insert_with(Usage::default) += u;
+        }
+        match &reply.outcome {
+            Err(Failure(e)) if attempt <= retry => {
+                attempt += 1;
+                events.push(Event::Retry {
+                    id: req.id.clone(),
+                    attempt,
+                    error: e.clone(),
+                });
+                tokio::time::sleep(backoff_delay(policy, unit, attempt)).await;
+            }
+            _ => {
+                reply.usage = tokens;
+                events.push(Event::usage(
+                    &req.id,
+                    started.elapsed().as_millis() as u64,
+                    live.first_token_ms(),
+                    tokens,
+                ));
+                return (reply, events);
+            }
+        }
+    }
+}
+
+/// Serves `req` once within the run's budget (reporting a streamed answer to `live`): its
+/// worst case is reserved first, and what it used counted after. A request that might not
+/// fit is not sent: the run is stopped (it pauses) and nothing comes back.
+pub(crate) async fn serve_within<D: Driver>(
+    driver: &D,
+    req: &Request,
+    cfg: &RunConfig,
+    live: &Live,
+) -> Option<Reply> {
+    let reservation = match driver.worst_case(req) {
+        Some(worst) => match cfg.budget.reserve(worst) {
+            Ok(r) => Some(r),
+            Err(_) => {
+                cfg.stop.ask();
+                return None;
+            }
+        },
+        None => None,
+    };
+    let reply = serve(driver, req, live).await;
+    if let Some(r) = reservation {
+        r.settle(reply.usage);
+    }
+    Some(reply)
+}
+
+/// What makes a run durable: the journal new answers go to, and the answers of an earlier
+/// attempt, replayed instead of asking the driver again.
+pub struct Durable {
+    /// Where answers are appended: the journal of the store keeping the run.
+    pub journal: Box<dyn JournalSink>,
+    /// Answers already journaled, by request id.
+    pub replay: Replies,
+    /// The driver has no side effects (the mock): answers may be consumed before they are
+    /// synced, with syncs batched. Otherwise every answer is durable before it is consumed.
+    pub batch: bool,
+}
+
+/// Answers journaled between syncs when batching.
+const SYNC_BATCH: usize = 4096;
+
+fn journal_error(e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::unlocated(Code::E214, format!("cannot write the journal: {e}"))
+}
+
+/// Who watches a run: sees every trace event and, when it asks, a [`Snapshot`] of where
+/// the machine is. Any `FnMut(&Event)` closure is an observer that never asks.
+pub trait Observer {
+    /// Sees one trace event.
+    fn event(&mut self, event: &Event);
+    /// Whether a snapshot is wanted now; `idle` is true when the runner is about to wait
+    /// for the driver (so the machine will not move until an answer comes).
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        let _ = idle;
+        false
+    }
+    /// Receives the snapshot asked for.
+    fn snapshot(&mut self, snapshot: &Snapshot) {
+        let _ = snapshot;
+    }
+}
+
+impl<F: FnMut(&Event)> Observer for F {
+    fn event(&mut self, event: &Event) {
+        self(event)
+    }
+}
+
+/// What a session's agent loop, running as a task, asks of the runner.
+pub(crate) enum Note {
+    /// Journal this step and say when it is durable.
+    Record(Reply, oneshot::Sender<Result<(), String>>),
+    /// Show this trace event.
+    Event(Event),
+}
+
+/// Runs `machine` to the end with `driver` (sessions of a driver that answers turns run as
+/// agent loops in the working directory, with the built-in tools and no capabilities
+/// allowed); `on_event` sees every trace event.
+pub async fn run<D: Driver>(
+    machine: Machine,
+    driver: Arc<D>,
+    cfg: &RunConfig,
+    mut on_event: impl FnMut(&Event),
+) -> Result<Vec<(String, Value)>, RuntimeError> {
+    let workshop = Arc::new(Workshop::new(
+        std::path::PathBuf::from("."),
+        Default::default(),
+        People::Nobody,
+    ));
+    run_durable(machine, driver, workshop, cfg, None, &mut on_event).await
+}
+
+/// Runs `machine` to the end like [`run`], with `workshop` equipping agent loops, journaling
+/// answers and replaying journaled ones when `durable` is given; `observer` sees every event
+/// and the snapshots it asks for.
+pub async fn run_durable<D: Driver>(
+    mut machine: Machine,
+    driver: Arc<D>,
+    workshop: Arc<Workshop>,
+    cfg: &RunConfig,
+    mut durable: Option<&mut Durable>,
+    observer: &mut impl Observer,
+) -> Result<Vec<(String, Value)>, RuntimeError> {
+    let mut queue: VecDeque<Request> = VecDeque::new();
+    let mut tasks: JoinSet<(Reply, Vec<Event>)> = JoinSet::new();
+    let (notes, mut noted) = mpsc::unbounded_channel::<Note>();
+    // The journaled steps of agent loops, by session. Maps keyed by request id use a fast
+    // hasher: the ids come from the program's own fibers, not from outside.
+    let mut steps: FxHashMap<RequestId, Vec<Reply>> = FxHashMap::default();
+    if let Some(d) = durable.as_deref_mut() {
+        let keys: Vec<RequestId> = d
+            .replay
+            .keys()
+            .filter(|k| k.step != Step::Whole)
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(r) = d.replay.remove(&k) {
+                steps.entry(k.whole()).or_default().push(r);
+            }
+        }
+    }
+    // What the replies replayed from the journal used counts against the budget.
+    if let Some(d) = durable.as_deref() {
+        for r in d.replay.values().chain(steps.values().flatten()) {
+            if let Some(u) = r.usage {
+                cfg.budget.spend(u);
+            }
+        }
+    }
+    let agentic = driver.runs_turns();
+    let hosted = driver.hosts_people();
+    let mut inflight: FxHashMap<RequestId, AbortHandle> = FxHashMap::default();
+    // Failed first attempts of retrying sessions, answered at once, waiting for their task.
+    let mut first_failures: FxHashMap<RequestId, Reply> = FxHashMap::default();
+    let limit = cfg.max_concurrency.max(1);
+    // Stopped on purpose, or paused by the budget.
+    let interrupted = || match cfg.budget.exceeded() {
+        Some(why) => RuntimeError::unlocated(Code::E217, why),
+        None => RuntimeError::unlocated(Code::E216, "the run was interrupted; it can be resumed"),
+    };
+    loop {
+        if cfg.stop.asked() {
+            if let Some(d) = durable.as_deref_mut() {
+                d.journal.sync().await.map_err(journal_error)?;
+            }
+            return Err(interrupted());
+        }
+        let step = machine.run();
+        for e in machine.take_events() {
+            observer.event(&e);
+        }
+        let finished = matches!(step, MachineStep::Finished(_) | MachineStep::Failed(_));
+        if !finished && observer.wants_snapshot(false) {
+            observer.snapshot(&machine.snapshot());
+        }
+        if finished {
+            if let Some(d) = durable.as_deref_mut() {
+                d.journal.sync().await.map_err(journal_error)?;
+            }
+        }
+        match step {
+            MachineStep::Finished(outputs) => return Ok(outputs),
+            MachineStep::Failed(e) => return Err(e),
+            MachineStep::Waiting {
+                requests,
+                withdrawn,
+            } => {
+                for w in withdrawn {
+                    if let Some(h) = inflight.remove(&w) {
+                        h.abort();
+                    }
+                    queue.retain(|r| r.id != w);
+                    first_failures.remove(&w);
+                }
+                let mut replayed = false;
+                for req in requests {
+                    match durable
+                        .as_deref_mut()
+                        .and_then(|d| d.replay.remove(&req.id))
+                    {
+                        // Answered before the interruption: never ask again.
+                        Some(reply) => {
+                            driver.observe(&req, &reply);
+                            machine.complete(reply);
+                            replayed = true;
+                        }
+                        None if agentic => queue.push_back(req),
+                        None => {
+                            let mut req = req;
+                            if let Ask::Session(s) = &mut req.ask {
+                                workshop.prepare(s);
+                            }
+                            queue.push_back(req);
+                        }
+                    }
+                }
+                if replayed {
+                    continue;
+                }
+            }
+        }
+        // Drivers that never wait answer here, in order, without scheduling a task.
+        // In chunks: the answered fibers resume while their memory is still in cache.
+        let mut answered = Vec::new();
+        let mut budget = IMMEDIATE_CHUNK;
+        while let Some(req) = queue.front() {
+            let agent_loop = agentic && matches!(req.ask, Ask::Session(_));
+            let for_people = !hosted && req.kind().party() == Party::Person;
+            if first_failures.contains_key(&req.id) || budget == 0 || agent_loop || for_people {
+                break;
+            }
+            budget -= 1;
+            let Some(served) = driver.answer_now(req) else {
+                break;
+            };
+            let reply = served.into_reply(req);
+            // A session that may retry goes to a task, which starts from this failed
+            // attempt: asking again there would make an attempt nobody counts (and use up
+            // scripted failures).
+            if reply.outcome.is_err() && retries(req).0 > 0 {
+                first_failures.insert(req.id.clone(), reply);
+                break;
+            }
+            queue.pop_front();
+            if let Err(Failure(e)) = &reply.outcome {
+                observer.event(&Event::RequestFailed {
+                    id: reply.id.clone(),
+                    error: e.clone(),
+                });
+            }
+            answered.push(reply);
+        }
+        if !answered.is_empty() {
+            if let Some(d) = durable.as_deref_mut() {
+                for reply in &answered {
+                    d.journal.append(reply).map_err(journal_error)?;
+                }
+                if !d.batch || d.journal.unsynced() >= SYNC_BATCH {
+                    d.journal.sync().await.map_err(journal_error)?;
+                }
+            }
+            for reply in answered {
+                machine.complete(reply);
+            }
+            continue;
+        }
+        // Before a request reaches a driver, everything answered so far is durable.
+        if let Some(d) = durable.as_deref_mut() {
+            d.journal.sync().await.map_err(journal_error)?;
+        }
+        while inflight.len() < limit {
+            let Some(req) = queue.pop_front() else { break };
+            let id = req.id.clone();
+            let handle = if let (Ask::Input(ask), false) = (&req.ask, hosted) {
+                // Inputs are for people, never the model: the terminal, or no one.
+                let people = workshop.people.clone();
+                let ask = ask.clone();
+                tasks.spawn(async move {
+                    let outcome = people.input(&ask).await.map(Answer::Input);
+                    (Served::from(outcome).into_reply(&req), Vec::new())
+                })
+            } else if agentic && matches!(req.ask, Ask::Session(_)) {
+                let run = session::run(
+                    driver.clone(),
+                    req,
+                    workshop.clone(),
+                    steps.remove(&id).unwrap_or_default(),
+                    session::Outbox::new(notes.clone()),
+                    cfg.clone(),
+                );
+                tasks.spawn(async move { (run.await, Vec::new()) })
+            } else {
+                let failed = first_failures.remove(&id);
+                tasks.spawn(serve_with_retry(
+                    driver.clone(),
+                    req,
+                    cfg.clone(),
+                    failed,
+                    session::Outbox::new(notes.clone()),
+                ))
+            };
+            inflight.insert(id, handle);
+        }
+        if observer.wants_snapshot(true) {
+            observer.snapshot(&machine.snapshot());
+        }
+        // Agent loops' steps are journaled (and their events shown) while tasks run.
+        let joined = loop {
+            tokio::select! {
+                biased;
+                () = cfg.stop.wait() => {
+                    // In-flight requests are withdrawn (their tasks dropped, their processes
+                    // killed); what was answered is durable.
+                    tasks.shutdown().await;
+                    if let Some(d) = durable.as_deref_mut() {
+                        d.journal.sync().await.map_err(journal_error)?;
+                    }
+                    return Err(interrupted());
+                }
+                Some(note) = noted.recv() => match note {
+                    Note::Event(e) => observer.event(&e),
+                    Note::Record(reply, done) => {
+                        let written = match durable.as_deref_mut() {
+                            Some(d) => match d.journal.append(&reply) {
+                                Ok(()) => d.journal.sync().await.map_err(|e| e.to_string()),
+                                Err(e) => Err(e.to_string()),
+                            },
+                            None => Ok(()),
+                        };
+                        let _ = done.send(written);
+                    }
+                },
+                joined = tasks.join_next() => break joined,
+            }
+        };
+        match joined {
+            Some(Ok((reply, events))) => {
+                inflight.remove(&reply.id);
+                for e in &events {
+                    observer.event(e);
+                }
+                if let Err(Failure(e)) = &reply.outcome {
+                    observer.event(&Event::RequestFailed {
+                        id: reply.id.clone(),
+                        error: e.clone(),
+                    });
+                }
+                if let Some(d) = durable.as_deref_mut() {
+                    d.journal.append(&reply).map_err(journal_error)?;
+                    d.journal.sync().await.map_err(journal_error)?;
+                }
+                machine.complete(reply);
+            }
+            Some(Err(e)) if e.is_cancelled() => {}
+            Some(Err(e)) => {
+                return Err(RuntimeError::unlocated(
+                    Code::E215,
+                    format!("a driver task failed: {e}"),
+                ))
+            }
+            None => {
+                if queue.is_empty() {
+                    return Err(RuntimeError::unlocated(
+                        Code::E215,
+                        "the run waits for answers nobody was asked for",
+                    ));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,726 @@
+//! A session as an agent loop, run by the VM: the model is asked for a turn (the conversation
+//! so far and the tools on offer), each tool call it makes is checked against the agent's
+//! permissions and run, its output joins the conversation, and so on until the model answers
+//! without calling a tool, or the turn limit is reached (a failure that `retry` and `catch`
+//! apply to).
+//!
+//! Every turn that calls tools, every tool output and every permission answer is journaled
+//! (through the runner, the journal's one writer) before the loop goes on, under the
+//! session's request id with a step (`#t3`, `#t3c0`, `#t3p0`). A session resumed after a
+//! crash replays them: no completed turn is asked again and no completed tool call runs
+//! again; a call that was in flight at the crash is run again if it only reads, and
+//! otherwise reported to the model as interrupted. Failed turns are journaled too, so the
+//! attempts a session's `retry` makes replay the same way.
+
+use super::stuck::Stuck;
+use super::text_calls;
+use super::Note;
+use crate::agent::permissions::Prompter;
+use crate::agent::workshop::{system_prompt, Kit, Workshop};
+use crate::agent::BoxFuture;
+use crate::driver::live::Piece;
+use crate::driver::{render, serve, Driver, Live};
+use prose_machine::protocol::{
+    Answer, Ask, Failure, Kind, Message, Reply, Request, RequestId, SessionAnswer, SessionAsk,
+    Step, Stop, TurnAnswer, TurnAsk, Usage,
+};
+use prose_machine::protocol::{
+    Capability, PermissionQuestion, PromptAnswer, ToolCall, ToolOutput, ToolSpec,
+};
+use prose_machine::trace::Event;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+
+/// Continuations asked of a reply cut off by the model's output limit before the session
+/// fails.
+const CONTINUATIONS: u32 = 2;
+
+/// What the VM tells the model when its reply was cut off.
+const CONTINUE: &str =
+    "Your reply was cut off by the output limit. Continue exactly where it stopped.";
+
+/// What the VM tells a model whose answer ran away into repeating itself (the answer was
+/// cut after the first copy).
+const REPEATING: &str = "Your reply began repeating itself, so it was stopped. Write your whole answer again, briefly, without repeating yourself.";
+
+/// What the VM tells a model that wrote its tool calls as text, after their results and its
+/// task (small models answer what they read last, and took one call for the whole task).
+const NEXT_STEP: &str = "Which steps of it are done? Do the next one that is not, with a tool call; when all are done, reply with your answer.";
+
+/// Bytes of one tool output a plain answer is given.
+const FOUND_BYTES: usize = 2000;
+
+/// Tool outputs a plain answer is given, at most (the latest).
+const FOUND_OUTPUTS: usize = 8;
+
+/// The request for a plain answer made of a loop stuck calling tools: a fresh conversation
+/// offering no tools, with the task, what the calls that worked returned, and the task again
+/// (small models answer what they read last).
+fn answer_without_tools(s: &SessionAsk, found: &[String]) -> String {
+    let mut out = render::session(s);
+    if !found.is_empty() {
+        out.push_str("\n\n## What your tool calls returned\n\n");
+        for f in &found[found.len().saturating_sub(FOUND_OUTPUTS)..] {
+            out.push_str(f);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!(
+        "\n\nAnswer now, in plain text, without tools.\n\nYour task: {}\n",
+        s.prompt
+    ));
+    out
+}
+
+/// What the VM asks a persistent agent after its answer.
+const UPDATE_MEMORY: &str = "Now update your memory for your next session: rewrite it so it keeps what you know and adds what you learned and decided in this one. Reply with the complete new memory only, as short notes.";
+
+/// The journal and the trace, as a session task reaches them.
+#[derive(Clone)]
+pub(crate) struct Outbox {
+    notes: mpsc::UnboundedSender<Note>,
+}
+
+impl Outbox {
+    pub(crate) fn new(notes: mpsc::UnboundedSender<Note>) -> Outbox {
+        Outbox { notes }
+    }
+
+    /// Journals `reply` and waits until it is durable.
+    async fn record(&self, reply: &Reply) -> Result<(), Failure> {
+        let (tx, rx) = oneshot::channel();
+        self.notes
+            .send(Note::Record(reply.clone(), tx))
+            .map_err(|_| Failure("the run stopped".into()))?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Failure(format!("cannot journal the session's step: {e}"))),
+            Err(_) => Err(Failure("the run stopped".into())),
+        }
+    }
+
+    fn event(&self, e: Event) {
+        let _ = self.notes.send(Note::Event(e));
+    }
+
+    /// Where a driver streams the answer to request `id`: each piece becomes a
+    /// [`Event::Delta`].
+    pub(crate) fn live(&self, id: &RequestId) -> Live {
+        let notes = self.notes.clone();
+        let id = id.clone();
+        Live::to(move |piece| {
+            let (text, restart) = match piece {
+                Piece::Text(t) => (t.to_string(), false),
+                Piece::Restart => (String::new(), true),
+            };
+            let _ = notes.send(Note::Event(Event::Delta {
+                id: id.clone(),
+                text,
+                restart,
+            }));
+        })
+    }
+}
+
+/// The steps of one session replayed from the journal, by step.
+type Replayed = HashMap<Step, Reply>;
+
+/// A session's journaled permission answers, and the asking of new ones: of the driver's host
+/// when it stands for the person, else of the run's people.
+struct Grants<D> {
+    session: RequestId,
+    site: prose_machine::protocol::Site,
+    driver: Arc<D>,
+    inner: Arc<dyn Prompter>,
+    outbox: Outbox,
+    replayed: Mutex<Replayed>,
+    /// The tool call being run: the step a question's answer is journaled under.
+    current: Mutex<Option<(u32, u32)>>,
+}
+
+impl<D: Driver> Prompter for Grants<D> {
+    fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
+        Box::pin(async move {
+            let (turn, call) = (*self.current.lock().ok()?)?;
+            let step = Step::Grant { turn, call };
+            let replayed = self.replayed.lock().ok()?.remove(&step);
+            if let Some(Reply {
+                outcome: Ok(Answer::Permission(a)),
+                ..
+            }) = replayed
+            {
+                return Some(a);
+            }
+            let id = self.session.step(step);
+            let answer = if self.driver.hosts_people() {
+                let req = Request {
+                    id: id.clone(),
+                    site: self.site.clone(),
+                    ask: Ask::Permission(question.clone()),
+                };
+                match serve(&*self.driver, &req, &Live::off()).await.outcome {
+                    Ok(Answer::Permission(a)) => a,
+                    _ => return None,
+                }
+            } else {
+                self.inner.ask(question).await?
+            };
+            let reply = Reply::answer(id, Answer::Permission(answer));
+            self.outbox.record(&reply).await.ok()?;
+            Some(answer)
+        })
+    }
+}
+
+impl<D> Grants<D> {
+    /// Whether the journal says a person answered "always" before tool call `call` of turn
+    /// `turn` ran.
+    fn always_at(&self, turn: u32, call: u32) -> bool {
+        self.replayed.lock().is_ok_and(|r| {
+            matches!(
+                r.get(&Step::Grant { turn, call }).map(|r| &r.outcome),
+                Some(Ok(Answer::Permission(PromptAnswer::Always)))
+            )
+        })
+    }
+}
+
+/// Runs session `req` as an agent loop with `driver`'s turns and `workshop`'s tools;
+/// `replayed` are its journaled steps. Returns the session's reply (with the tokens of every
+/// turn) for the runner to journal.
+pub(crate) async fn run<D: Driver>(
+    driver: Arc<D>,
+    req: Request,
+    workshop: Arc<Workshop>,
+    replayed: Vec<Reply>,
+    outbox: Outbox,
+    cfg: super::RunConfig,
+) -> Reply {
+    let Ask::Session(s) = &req.ask else {
+        return Reply::failed(req.id.clone(), req.kind(), "not a session");
+    };
+    let started = Instant::now();
+    let mut steps: Replayed = replayed.into_iter().map(|r| (r.id.step, r)).collect();
+    let grants: Vec<(Step, Reply)> = steps
+        .iter()
+        .filter(|(st, _)| matches!(st, Step::Grant { .. }))
+        .map(|(st, r)| (*st, r.clone()))
+        .collect();
+    let grants = Arc::new(Grants {
+        session: req.id.clone(),
+        site: req.site.clone(),
+        driver: driver.clone(),
+        inner: workshop.people.prompter(),
+        outbox: outbox.clone(),
+        replayed: Mutex::new(grants.into_iter().collect()),
+        current: Mutex::new(None),
+    });
+    let mut loop_ = Loop {
+        driver: &*driver,
+        req: &req,
+        s,
+        outbox: &outbox,
+        steps: &mut steps,
+        usage: None,
+        turn: 0,
+        cfg: &cfg,
+        started,
+        first_token_ms: None,
+    };
+    let kit = match workshop.equip(s, grants.clone()) {
+        Ok(k) => k,
+        Err(e) => return loop_.finish(Err(Failure(e))),
+    };
+    let limits = Limits {
+        turns: workshop.max_turns,
+        time: workshop.session_timeout,
+    };
+    let mut attempt = 1;
+    loop {
+        let outcome = match limits.time {
+            Some(t) => match tokio::time::timeout_at((started + t).into(), loop_.attempt(&kit, &grants, limits)).await {
+                Ok(o) => o,
+                Err(_) => Err((
+                    Failure(format!(
+                        "the session ran past its time limit of {} (raise it with --session-timeout or `session_timeout` in prose.toml)",
+                        crate::observe::human_duration(t)
+                    )),
+                    false,
+                )),
+            },
+            None => loop_.attempt(&kit, &grants, limits).await,
+        };
+        match outcome {
+            Err((failure, replaying)) if attempt <= s.retry => {
+                attempt += 1;
+                outbox.event(Event::Retry {
+                    id: req.id.clone(),
+                    attempt,
+                    error: failure.0,
+                });
+                if !replaying {
+                    tokio::time::sleep(super::backoff_delay(s.backoff, cfg.backoff_unit, attempt))
+                        .await;
+                }
+            }
+            other => return loop_.finish(other.map_err(|(f, _)| f)),
+        }
+    }
+}
+
+/// What one session may take.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    /// Model turns per attempt.
+    turns: u32,
+    /// Wall-clock time, from the session's start, over all its attempts.
+    time: Option<std::time::Duration>,
+}
+
+/// One session's loop state.
+struct Loop<'a, D> {
+    driver: &'a D,
+    req: &'a Request,
+    s: &'a SessionAsk,
+    outbox: &'a Outbox,
+    steps: &'a mut Replayed,
+    usage: Option<Usage>,
+    /// The next turn's number (counted across attempts, so every turn has its own id).
+    turn: u32,
+    /// The run's budget and stop.
+    cfg: &'a super::RunConfig,
+    /// When the session started.
+    started: Instant,
+    /// Milliseconds from the session's start to its first streamed token.
+    first_token_ms: Option<u64>,
+}
+
+/// How an attempt failed, and whether the failure was replayed from the journal.
+type AttemptError = (Failure, bool);
+
+/// Where an attempt's conversation stands.
+struct Conversation {
+    messages: Vec<Message>,
+    /// The model may no longer call tools: it was asked for a plain answer.
+    plain: bool,
+    /// Continuations asked of answers cut off by the output limit.
+    continuations: u32,
+    /// Text of the cut-off answers so far.
+    cut: String,
+    /// The model's answer ran away into repetition once already.
+    ran_away: bool,
+    /// What the successful calls of read-only tools returned, for a plain answer.
+    found: Vec<String>,
+}
+
+impl<D: Driver> Loop<'_, D> {
+    /// The session's reply from its outcome, with the tokens and time it took.
+    fn finish(self, outcome: Result<SessionAnswer, Failure>) -> Reply {
+        let usage = self.usage;
+        self.outbox.event(Event::usage(
+            &self.req.id,
+            self.started.elapsed().as_millis() as u64,
+            self.first_token_ms,
+            usage,
+        ));
+        Reply {
+            id: self.req.id.clone(),
+            kind: Kind::Session,
+            outcome: outcome.map(Answer::Session),
+            usage,
+        }
+    }
+
+    /// One model turn: replayed, or asked (and journaled unless it ends the session).
+    /// Returns the answer and whether it was replayed. A tool call written as text, of a
+    /// tool on offer, is taken as the call it means (before it is journaled, so that a
+    /// replay reads it the same way).
+    async fn turn(&mut self, ask: TurnAsk) -> Result<(TurnAnswer, bool), AttemptError> {
+        let n = self.turn;
+        self.turn += 1;
+        let id = self.req.id.step(Step::Turn(n));
+        let offered: Vec<ToolSpec> = if ask.tools_off {
+            Vec::new()
+        } else {
+            ask.tools.clone()
+        };
+        let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+        let turn_req = Request {
+            id: id.clone(),
+            site: self.req.site.clone(),
+            ask: Ask::Turn(ask),
+        };
+        let (reply, replayed) = match self.steps.remove(&id.step) {
+            Some(r) => {
+                self.driver.observe(&turn_req, &r);
+                (r, true)
+            }
+            None => {
+                let started = Instant::now();
+                let live = self.outbox.live(&id);
+                let Some(mut r) =
+                    super::serve_within(self.driver, &turn_req, self.cfg, &live).await
+                else {
+                    // Over budget: nothing was sent, and the run is pausing.
+                    return Err((Failure("paused at the budget".into()), false));
+                };
+                if let (Some(t), None) = (live.first_token_ms(), self.first_token_ms) {
+                    let before = started.duration_since(self.started).as_millis() as u64;
+                    self.first_token_ms = Some(before + t);
+                }
+                let mut confused = false;
+                if let Ok(Answer::Turn(a)) = &mut r.outcome {
+                    if a.tool_calls.is_empty() && !offered.is_empty() {
+                        confused = text_calls::confusion(&a.text, &offered).is_some();
+                        if let (false, Some(calls)) =
+                            (confused, text_calls::parse(&a.text, &names, n))
+                        {
+                            a.tool_calls = calls;
+                            a.stop = Stop::ToolUse;
+                        }
+                    }
+                }
+                let (calls, goes_on) = match &r.outcome {
+                    Ok(Answer::Turn(a)) => (
+                        a.tool_calls.len(),
+                        confused
+                            || !a.tool_calls.is_empty()
+                            || matches!(a.stop, Stop::Length | Stop::Repeating),
+                    ),
+                    _ => (0, true),
+                };
+                // A turn that ends the session is the session's answer, journaled with it.
+                if goes_on {
+                    self.outbox.record(&r).await.map_err(|f| (f, false))?;
+                }
+                self.outbox.event(Event::Turn {
+                    id: id.clone(),
+                    tool_calls: calls,
+                    ms: started.elapsed().as_millis() as u64,
+                    first_token_ms: live.first_token_ms(),
+                    input_tokens: r.usage.map(|u| u.input_tokens),
+                    output_tokens: r.usage.map(|u| u.output_tokens),
+                });
+                (r, false)
+            }
+        };
+        if let Some(u) = reply.usage {
+            *self.usage.get_or_insert_with(Usage::default) += u;
+        }
+        match reply.outcome {
+            Ok(Answer::Turn(a)) => Ok((a, replayed)),
+            Ok(other) => Err((
+                Failure(format!(
+                    "a turn was answered with a `{}` answer",
+                    other.kind()
+                )),
+                replayed,
+            )),
+            Err(f) => Err((f, replayed)),
+        }
+    }
+
+    /// One attempt at the session: turns and tool calls until an answer without tool calls
+    /// (then the memory update of a persistent agent), or the turn limit. A loop that gets
+    /// stuck is asked once for a plain answer without tools; an answer that runs away into
+    /// repetition is asked once more, briefly.
+    async fn attempt(
+        &mut self,
+        kit: &Kit,
+        grants: &Grants<D>,
+        limits: Limits,
+    ) -> Result<SessionAnswer, AttemptError> {
+        let system = kit.system.clone();
+        let tools = kit.toolbox.specs();
+        let mut c = Conversation {
+            messages: vec![Message::User {
+                content: render::session(self.s),
+            }],
+            plain: tools.is_empty(),
+            continuations: 0,
+            cut: String::new(),
+            ran_away: false,
+            found: Vec::new(),
+        };
+        let mut stuck = Stuck::default();
+        let mut taken = 0;
+        let mut replaying = true;
+        loop {
+            if taken == limits.turns {
+                return Err((
+                    Failure(format!(
+                        "the session reached its limit of {} turns without a final answer (raise it with --max-turns or `max_turns` in prose.toml)",
+                        limits.turns
+                    )),
+                    replaying,
+                ));
+            }
+            taken += 1;
+            let offered = if c.plain { Vec::new() } else { tools.clone() };
+            let ask = TurnAsk {
+                agent: self.s.agent.clone(),
+                model: self.s.model.clone(),
+                system: system_prompt(system.as_deref(), !offered.is_empty()),
+                messages: c.messages.clone(),
+                tools: offered,
+                tools_off: false,
+            };
+            let turn = self.turn;
+            let declared = ask.tools.clone();
+            let (answer, replayed) = self.turn(ask).await?;
+            replaying = replayed;
+            let confused = match answer.tool_calls.is_empty() && !declared.is_empty() {
+                true => text_calls::confusion(&answer.text, &declared),
+                false => None,
+            };
+            if let Some(why) = confused {
+                self.nudge(&mut c, why);
+                continue;
+            }
+            if answer.stop == Stop::Repeating {
+                let span = answer.repeated.clone().unwrap_or_default();
+                if c.ran_away {
+                    return Err((
+                        Failure(format!(
+                            "the model's answer kept repeating itself, even when asked to answer briefly: {:?}",
+                            span.chars().take(200).collect::<String>()
+                        )),
+                        replaying,
+                    ));
+                }
+                c.ran_away = true;
+                c.messages.push(Message::Assistant {
+                    text: answer.text,
+                    tool_calls: Vec::new(),
+                });
+                c.messages.push(Message::User {
+                    content: REPEATING.into(),
+                });
+                continue;
+            }
+            if answer.tool_calls.is_empty() {
+                if answer.stop == Stop::Length {
+                    if c.continuations == CONTINUATIONS {
+                        return Err((
+                            Failure(format!(
+                                "the model's answer was cut off by its output limit, even after {CONTINUATIONS} continuations"
+                            )),
+                            replaying,
+                        ));
+                    }
+                    c.continuations += 1;
+                    c.cut.push_str(&answer.text);
+                    c.messages.push(Message::Assistant {
+                        text: answer.text,
+                        tool_calls: Vec::new(),
+                    });
+                    c.messages.push(Message::User {
+                        content: CONTINUE.into(),
+                    });
+                    continue;
+                }
+                let text = format!("{}{}", c.cut, answer.text);
+                let memory = if self.s.persistent {
+                    c.messages.push(Message::Assistant {
+                        text: text.clone(),
+                        tool_calls: Vec::new(),
+                    });
+                    c.messages.push(Message::User {
+                        content: UPDATE_MEMORY.into(),
+                    });
+                    let declared = if c.plain { Vec::new() } else { tools.clone() };
+                    let ask = TurnAsk {
+                        agent: self.s.agent.clone(),
+                        model: self.s.model.clone(),
+                        system: system_prompt(system.as_deref(), !declared.is_empty()),
+                        messages: c.messages,
+                        tools_off: !declared.is_empty(),
+                        tools: declared,
+                    };
+                    let (update, _) = self.turn(ask).await?;
+                    Some(update.text)
+                } else {
+                    None
+                };
+                return Ok(SessionAnswer { text, memory });
+            }
+            if c.plain {
+                return Err((
+                    Failure(format!(
+                        "the model kept calling tools (`{}`) after it was asked to answer without them",
+                        answer.tool_calls[0].name
+                    )),
+                    replaying,
+                ));
+            }
+            let outputs = self
+                .calls(kit, grants, turn, &answer, replayed, &mut c.messages)
+                .await?;
+            let pairs: Vec<(&ToolCall, &ToolOutput)> =
+                answer.tool_calls.iter().zip(outputs.iter()).collect();
+            // What the calls that only read found (what a write did is in the files).
+            for (call, out) in &pairs {
+                if !out.is_error && kit.toolbox.read_only(&call.name) {
+                    c.found.push(format!(
+                        "### {} {}\n\n{}\n",
+                        call.name,
+                        short_arguments(&call.arguments),
+                        crate::agent::tools::truncate_at(&out.content, FOUND_BYTES)
+                    ));
+                }
+            }
+            let known =
+                |name: &str| kit.toolbox.get(name).is_some() || kit.withheld.contains_key(name);
+            let changes = |name: &str| !kit.toolbox.read_only(name);
+            if let Some(why) = stuck.turn(&pairs, known, changes) {
+                self.nudge(&mut c, why);
+            }
+        }
+    }
+
+    /// The loop went nowhere (`why` says how): from now on the conversation is a fresh one
+    /// without tools, with the task and what the calls that read something returned.
+    fn nudge(&self, c: &mut Conversation, why: String) {
+        self.outbox.event(Event::Nudge {
+            id: self.req.id.clone(),
+            why,
+        });
+        c.plain = true;
+        c.messages = vec![Message::User {
+            content: answer_without_tools(self.s, &c.found),
+        }];
+    }
+
+    /// Runs the tool calls of `answer` (turn `turn`), adding the model's message and their
+    /// outputs to `messages`: as tool messages when the model called natively, as one user
+    /// message ending with its task when it wrote its calls as text (a model without tool
+    /// calling answers what it read last). Returns the outputs, in order.
+    async fn calls(
+        &mut self,
+        kit: &Kit,
+        grants: &Grants<D>,
+        turn: u32,
+        answer: &TurnAnswer,
+        replayed: bool,
+        messages: &mut Vec<Message>,
+    ) -> Result<Vec<ToolOutput>, AttemptError> {
+        let in_text = answer.tool_calls.iter().all(text_calls::is_text_call);
+        messages.push(Message::Assistant {
+            text: answer.text.clone(),
+            tool_calls: if in_text {
+                Vec::new()
+            } else {
+                answer.tool_calls.clone()
+            },
+        });
+        let mut outputs = Vec::new();
+        let mut results = String::new();
+        for (i, call) in answer.tool_calls.iter().enumerate() {
+            let output = self
+                .call(kit, grants, turn, i as u32, call, replayed)
+                .await
+                .map_err(|f| (f, false))?;
+            if in_text {
+                let what = if output.is_error {
+                    "failed"
+                } else {
+                    "returned"
+                };
+                results.push_str(&format!(
+                    "The tool `{}` {what}:\n{}\n\n",
+                    call.name, output.content
+                ));
+            } else {
+                messages.push(Message::Tool {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: output.content.clone(),
+                    is_error: output.is_error,
+                });
+            }
+            outputs.push(output);
+        }
+        if in_text {
+            results.push_str(&format!("Your task: {}\n\n{NEXT_STEP}", self.s.prompt));
+            messages.push(Message::User { content: results });
+        }
+        Ok(outputs)
+    }
+
+    /// Tool call `call` of turn `turn`: replayed, or run in `sandbox` and journaled. A call
+    /// of a replayed turn with no output journaled may have been running at a crash: it is
+    /// run again only if it changes nothing.
+    async fn call(
+        &mut self,
+        kit: &Kit,
+        grants: &Grants<D>,
+        turn: u32,
+        i: u32,
+        call: &ToolCall,
+        turn_replayed: bool,
+    ) -> Result<ToolOutput, Failure> {
+        let step = Step::Call { turn, call: i };
+        let id = self.req.id.step(step);
+        if let Some(r) = self.steps.remove(&step) {
+            if let Ok(Answer::Tool(out)) = r.outcome {
+                // An "always" given for this call holds for the rest of the session.
+                if grants.always_at(turn, i) {
+                    kit.sandbox.grant_always(if call.name == "bash" {
+                        Capability::Bash
+                    } else {
+                        Capability::Network
+                    });
+                }
+                return Ok(out);
+            }
+        }
+        let started = Instant::now();
+        let (output, refused) = if let Some(why) = kit.withheld.get(&call.name) {
+            (ToolOutput::error(why.clone()), Some(why.clone()))
+        } else if turn_replayed && !kit.toolbox.read_only(&call.name) {
+            (
+                ToolOutput::error(format!(
+                    "this call of `{}` was interrupted: the run stopped while it was running, so it may or may not have taken effect; check before calling it again",
+                    call.name
+                )),
+                None,
+            )
+        } else {
+            if let Ok(mut current) = grants.current.lock() {
+                *current = Some((turn, i));
+            }
+            let result = kit.toolbox.call(call, &kit.sandbox).await;
+            let refused = result
+                .decisions
+                .iter()
+                .find(|d| !d.allowed)
+                .map(|d| d.reason.clone());
+            (result.output, refused)
+        };
+        self.outbox.event(Event::ToolCall {
+            id: id.clone(),
+            tool: call.name.clone(),
+            arguments: short_arguments(&call.arguments),
+            refused,
+            is_error: output.is_error,
+            ms: started.elapsed().as_millis() as u64,
+            bytes: output.content.len(),
+        });
+        self.outbox
+            .record(&Reply::answer(id, Answer::Tool(output.clone())))
+            .await?;
+        Ok(output)
+    }
+}
+
+/// A tool call's arguments in one short line, for the trace.
+fn short_arguments(args: &serde_json::Value) -> String {
+    let text = args.to_string();
+    if text.chars().count() > 120 {
+        format!("{}...", text.chars().take(117).collect::<String>())
+    } else {
+        text
+    }
+}

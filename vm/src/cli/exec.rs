@@ -1,0 +1,545 @@
+//! Running programs: `exec` and `run` start a run in a store, `resume` takes one up again;
+//! both drive it with its driver while the trace goes to stderr and the outputs to stdout.
+
+use super::args::{parse_inputs, Output, RunArgs, Trace};
+use super::{build, fail, open_store, run_error, runtime, store_error};
+use prose_machine::trace::Event;
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::driver::stdio;
+use prose_runtime::observe::envelope::Envelope;
+use prose_runtime::observe::otel::{Export, Otel};
+use prose_runtime::observe::progress::Progress;
+use prose_runtime::observe::summary::{Ending, Summary};
+use prose_runtime::observe::SessionLimits;
+use prose_runtime::program::Program;
+use prose_runtime::record::{RunRecord, RunStatus};
+use prose_store::{JournalCheck, Store};
+use prosevm::run::{Resumed, Resuming, Run};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::runtime::Runtime;
+
+/// How the trace reaches stderr.
+enum Display {
+    /// Narration lines.
+    Narrate,
+    /// Live progress on a terminal.
+    Progress(Progress),
+    /// Stamped JSON lines.
+    Json(Envelope),
+    /// Nothing.
+    Quiet,
+}
+
+/// Everything that watches a run from the CLI: the trace display, the summary and, when the
+/// environment asks for it, the OpenTelemetry exporter.
+struct Watchers {
+    display: Display,
+    summary: Summary,
+    otel: Option<Otel>,
+}
+
+impl Watchers {
+    /// The watchers `args` ask for, for `run`, exporting through `export` if given.
+    fn new(args: &RunArgs, run: &Run, export: Option<Export>) -> Watchers {
+        let id = run.record().id.as_str();
+        let modules: Vec<(String, String)> = run
+            .artifact()
+            .modules
+            .iter()
+            .map(|m| (m.name.clone(), m.import_path.clone()))
+            .collect();
+        let otel = export.map(|e| Otel::start(e, run.record(), &modules));
+        let limits = SessionLimits {
+            turns: run.record().options.max_turns,
+            time: run
+                .record()
+                .options
+                .session_timeout_s
+                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+        };
+        let display = match args.trace {
+            Trace::Narrate if !args.no_progress && std::io::stderr().is_terminal() => {
+                Display::Progress(Progress::stderr(limits))
+            }
+            Trace::Narrate => Display::Narrate,
+            Trace::Json => Display::Json(Envelope::new(id)),
+            Trace::Quiet => Display::Quiet,
+        };
+        Watchers {
+            display,
+            summary: Summary::new().with_limits(limits),
+            otel,
+        }
+    }
+
+    /// The run ended as `ending` says: the progress display goes, then the summary (in
+    /// narration) or the error and end events (in JSON) are written.
+    fn ended(&mut self, ending: &Ending) {
+        let warning = self
+            .otel
+            .take()
+            .and_then(|otel| otel.finish(ending.status, ending.error).err());
+        match &mut self.display {
+            Display::Json(env) => {
+                if let Some(w) = &warning {
+                    eprintln!("{}", env.warning(w));
+                }
+                if let Some(e) = ending.error {
+                    eprintln!("{}", env.error(e));
+                }
+                eprintln!("{}", env.end(ending.status, ending.error));
+                return;
+            }
+            Display::Progress(p) => p.finish(),
+            Display::Narrate | Display::Quiet => {}
+        }
+        if let Some(w) = &warning {
+            eprintln!("prosevm: warning: {w}");
+        }
+        if matches!(self.display, Display::Quiet) {
+            return;
+        }
+        if ending.status == RunStatus::Finished {
+            eprintln!("[Program] Program complete");
+        }
+        for line in self.summary.lines(ending, self.summary.elapsed()) {
+            eprintln!("{line}");
+        }
+    }
+}
+
+impl prose_runtime::runner::Observer for Watchers {
+    fn event(&mut self, e: &Event) {
+        self.summary.event(e);
+        if let Some(otel) = &mut self.otel {
+            otel.event(e);
+        }
+        match &mut self.display {
+            Display::Narrate => {
+                if let Some(line) = e.narrate() {
+                    eprintln!("{line}")
+                }
+            }
+            Display::Progress(p) => p.event(e),
+            Display::Json(env) => eprintln!("{}", env.event(e)),
+            Display::Quiet => {}
+        }
+    }
+}
+
+/// Starts a run of `program` in the store `args` name and drives it.
+pub fn start(program: Program, args: &RunArgs) -> ExitCode {
+    let inputs = match args.inputs_for(&program) {
+        Ok(i) => i,
+        Err(e) => return fail(e, 2),
+    };
+    let (settings, place) = match (args.driver(), args.place()) {
+        (Ok(s), Ok(p)) => (s, p),
+        (Err(e), _) | (_, Err(e)) => return fail(e, 2),
+    };
+    let options = match args.options() {
+        Ok(o) => o,
+        Err(e) => return fail(e, 2),
+    };
+    let export = match Export::from_env() {
+        Ok(e) => e,
+        Err(e) => return fail(e, 2),
+    };
+    let (runtime, store) = match opened(args) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let connected = match connect(runtime, &settings, &program.artifact) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let started = connected.runtime.block_on(Run::start(
+        &*store, &program, inputs, settings, options, &place,
+    ));
+    match started {
+        Ok(run) => drive(run, connected, args, export),
+        Err(e) => run_error(e),
+    }
+}
+
+/// The runtime, and the store `args` name on it.
+fn opened(args: &RunArgs) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
+    let runtime = runtime()?;
+    let store = open_store(
+        &runtime,
+        args.store.as_deref(),
+        args.state_dir.as_deref(),
+        3,
+    )?;
+    Ok((runtime, store))
+}
+
+/// On Ctrl-C or SIGTERM, asks `stop` to stop cleanly, saying `first` after `who`; on a
+/// second one, exits at once with status 130.
+pub fn stop_on_signals(
+    runtime: &tokio::runtime::Runtime,
+    stop: prose_runtime::runner::Stop,
+    who: &'static str,
+    first: &'static str,
+) {
+    runtime.spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if stop.asked() {
+                eprintln!("{who}: stopping at once");
+                std::process::exit(130);
+            }
+            eprintln!("{who}: {first}");
+            stop.ask();
+        }
+    });
+}
+
+/// A driver connected, with the runtime it runs on.
+struct Connected {
+    driver: Arc<prose_runtime::driver::settings::AnyDriver>,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// Connects the driver `settings` describe on `runtime` and checks, before anything runs,
+/// that its provider offers every model `artifact`'s sessions name.
+fn connect(
+    runtime: Runtime,
+    settings: &DriverSettings,
+    artifact: &bytecode_spec::verify::Verified,
+) -> Result<Connected, ExitCode> {
+    use prose_runtime::driver::Driver;
+    // The driver's HTTP client and reader threads belong to this runtime.
+    let driver = {
+        let _in_runtime = runtime.enter();
+        Arc::new(settings.connect().map_err(|e| fail(e, 2))?)
+    };
+    let models = prosevm::run::models_named(artifact);
+    runtime
+        .block_on(driver.check_models(&models))
+        .map_err(|e| fail(e, 2))?;
+    Ok(Connected { driver, runtime })
+}
+
+/// Drives `run` with its driver, connected; prints the trace, then the outputs; sends spans
+/// through `export` if given.
+fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>) -> ExitCode {
+    let settings = run.record().driver.clone();
+    let Connected { driver, runtime } = connected;
+    let stdio = matches!(settings, DriverSettings::Stdio { .. });
+    let id = run.record().id.clone();
+    if args.trace == Trace::Narrate {
+        eprintln!("[Program] run {id} in {}", run.path().display());
+        if run.replayed() > 0 {
+            eprintln!(
+                "[Program] resuming: {} answer(s) replayed from the journal",
+                run.replayed()
+            );
+        }
+        eprintln!("[Program] driver: {}", settings.describe());
+    }
+    // Ctrl-C or SIGTERM stops the run cleanly (interrupted, resumable); a second one forces.
+    stop_on_signals(
+        &runtime,
+        run.stop_handle(),
+        "prosevm",
+        "stopping the run (press Ctrl-C again to force)",
+    );
+    // A hold that must be kept (a lease) is renewed while the run goes on; if another
+    // process takes the run, this one stops (its writes would be refused).
+    if let Some(keep) = run.keeper() {
+        runtime.spawn(keep);
+    }
+    let run_dir = run.path().to_path_buf();
+    let resume_with = resume_flags(args);
+    let mut watchers = Watchers::new(args, &run, export);
+    let result = match runtime.block_on(run.drive(driver, &mut watchers)) {
+        Ok(r) => r,
+        Err(e) => {
+            let message = e.to_string();
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Running,
+                outputs: 0,
+                error: Some(&message),
+                resume_with: resume_with.as_deref(),
+            });
+            return fail(e, 2);
+        }
+    };
+    match result {
+        Ok(outputs) => {
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Finished,
+                outputs: outputs.len(),
+                error: None,
+                resume_with: resume_with.as_deref(),
+            });
+            let outputs: serde_json::Map<String, serde_json::Value> = outputs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect();
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "finished",
+                    "outputs": outputs,
+                }));
+            } else {
+                print_outputs(&outputs, args.output);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.code == bytecode_spec::Code::E217 => {
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Paused,
+                outputs: 0,
+                error: Some(&e.message),
+                resume_with: resume_with.as_deref(),
+            });
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "paused",
+                    "error": e.message,
+                }));
+            }
+            fail(
+                format!(
+                    "run {id} paused at its budget: {}; continue it with a larger one: prosevm resume {id} --max-cost USD (or --max-tokens N)",
+                    e.message
+                ),
+                3,
+            )
+        }
+        Err(e) if e.code == bytecode_spec::Code::E216 => {
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Interrupted,
+                outputs: 0,
+                error: None,
+                resume_with: resume_with.as_deref(),
+            });
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "interrupted",
+                }));
+            }
+            fail(
+                format!("run {id} interrupted; continue it with: prosevm resume {id}"),
+                130,
+            )
+        }
+        Err(e) => {
+            let message = format!("runtime error: {e}");
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Failed,
+                outputs: 0,
+                error: Some(&message),
+                resume_with: resume_with.as_deref(),
+            });
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "failed",
+                    "error": e.to_string(),
+                }));
+            }
+            if args.trace == Trace::Json {
+                // The error and end events said it: stderr stays pure JSON.
+                return ExitCode::from(1);
+            }
+            fail(message, 1)
+        }
+    }
+}
+
+pub fn print_outputs(outputs: &serde_json::Map<String, serde_json::Value>, format: Output) {
+    match format {
+        Output::Json => println!("{}", serde_json::Value::Object(outputs.clone())),
+        Output::Text => {
+            for (k, v) in outputs {
+                match v {
+                    serde_json::Value::String(s) => println!("{k}: {s}"),
+                    other => println!("{k}: {other}"),
+                }
+            }
+        }
+    }
+}
+
+/// `prosevm resume RUN`: takes the run up again in the store `args` name and drives it,
+/// asking nothing twice.
+pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
+    let (runtime, store) = match opened(args) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let (id, record) = match runtime.block_on(store.record(run)) {
+        Ok(r) => r,
+        Err(e) => return store_error(e),
+    };
+    let args = &RunArgs {
+        program_dir: build::dir_of(&record.origin),
+        ..args.clone()
+    };
+    let mut edited = None;
+    if record.status != RunStatus::Finished {
+        match same_program(&record) {
+            Ok(()) => {}
+            Err(Changed::Edited(program)) if force => edited = Some(program),
+            Err(Changed::Edited(_)) => {
+                return fail(
+                    format!(
+                        "run {id}: {} has changed since the run started; refusing to resume a different program (--force resumes it, asking again what the edit changed)",
+                        record.origin.display()
+                    ),
+                    1,
+                )
+            }
+            // A store of its own keeps the program: a run submitted elsewhere resumes
+            // without its source.
+            Err(Changed::Unreadable(_)) if store.kind() != "file" => {}
+            Err(Changed::Unreadable(e)) => return fail(format!("run {id}: {e}"), 1),
+        }
+    }
+    // An explicit driver replaces the one the run started with.
+    let driver = match args.driver {
+        None => None,
+        Some(_) => match args.driver() {
+            Ok(d) => {
+                if d != record.driver {
+                    eprintln!(
+                        "prosevm: warning: run {id} started with the {} driver; continuing with {} as asked (recorded)",
+                        record.driver.name(),
+                        d.name()
+                    );
+                }
+                Some(d)
+            }
+            Err(e) => return fail(e, 2),
+        },
+    };
+    let (place, inputs, export) = match (args.place(), parse_inputs(args), Export::from_env()) {
+        (Ok(p), Ok(i), Ok(x)) => (p, i, x),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, 2),
+    };
+    let how = Resuming {
+        driver,
+        inputs,
+        journal: if force {
+            JournalCheck::Force
+        } else {
+            JournalCheck::Strict
+        },
+        max_value_size: args.max_value_size,
+        max_frame_memory: args.max_frame_memory,
+        workdir: None,
+    };
+    let resumed = match edited {
+        None => runtime.block_on(Run::resume(&*store, run, &place, how)),
+        Some(program) => runtime
+            .block_on(Run::resume_edited(&*store, run, &program, how, &place))
+            .map(|(r, again)| {
+                eprintln!(
+                    "prosevm: the program changed; {} answer(s) will be asked again{}",
+                    again.len(),
+                    if again.is_empty() { "" } else { ":" }
+                );
+                for a in &again {
+                    eprintln!("  {a}");
+                }
+                r
+            }),
+    };
+    match resumed {
+        Ok(Resumed::Finished(record)) => {
+            eprintln!("run {} already finished", record.id);
+            print_outputs(&record.outputs.unwrap_or_default(), args.output);
+            ExitCode::SUCCESS
+        }
+        Ok(Resumed::Ready(run)) => {
+            let (settings, artifact) = (run.record().driver.clone(), run.artifact().clone());
+            // Connected on a runtime of its own would leave the store's behind: the driver
+            // joins the store's runtime.
+            let handle = runtime.handle().clone();
+            match connect(runtime, &settings, &artifact) {
+                Ok(c) => drive(*run, c, args, export),
+                Err(code) => {
+                    // Given back as it was, for another resume or a worker.
+                    let _ = handle.block_on(run.give_back());
+                    code
+                }
+            }
+        }
+        Err(e) => run_error(e),
+    }
+}
+
+/// The flags a resume needs to find a run kept where `args` say, when not in the default
+/// place: `--state-dir DIR`, or `--store STORE` (a database's URL, which may carry a
+/// password, is not repeated).
+fn resume_flags(args: &RunArgs) -> Option<String> {
+    match args.store.as_deref() {
+        Some(s) if prose_store::pg::is_url(s) => Some("--store <the postgres:// URL>".into()),
+        Some(s) => Some(format!("--store {s}")),
+        None => args
+            .state_dir
+            .as_ref()
+            .map(|d| format!("--state-dir {}", d.display())),
+    }
+}
+
+/// How the program at a run's origin differs from the one it started with.
+enum Changed {
+    /// It was edited: here it is, compiled.
+    Edited(Program),
+    /// It cannot be read or compiled.
+    Unreadable(String),
+}
+
+/// Checks that the program a run started with is still what its origin holds.
+fn same_program(record: &RunRecord) -> Result<(), Changed> {
+    let origin = &record.origin;
+    let current = if origin.extension().is_some_and(|x| x == "prose") {
+        build::compile(origin, &[]).ok()
+    } else {
+        std::fs::read(origin)
+            .ok()
+            .and_then(|b| Program::from_bytes(b, origin.clone()).ok())
+    };
+    match current {
+        Some(p) if p.sha256() == record.artifact_sha256 => Ok(()),
+        Some(p) => Err(Changed::Edited(p)),
+        None => Err(Changed::Unreadable(format!(
+            "cannot read its program {}",
+            origin.display()
+        ))),
+    }
+}

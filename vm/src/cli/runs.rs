@@ -1,0 +1,346 @@
+//! The commands that read runs, or remove them: `runs`, `runs prune`, `inspect` and
+//! `report`, each written once against the [`Store`] trait.
+
+use super::{fail, open_store, runtime, store_error};
+use prose_machine::protocol::{Answer, Ask, RequestId};
+use prose_runtime::program::Program;
+use prose_store::journal::in_order;
+use prose_store::{PruneRule, Pruned, RunRow, Store, StoreError, StoredRun};
+use prosevm::run::rebuild::rebuild_views;
+use prosevm::run::RunError;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use tokio::runtime::Runtime;
+
+/// Where the runs a command reads are kept: `--store`, else the file store under
+/// `--state-dir`.
+#[derive(clap::Args)]
+pub struct At {
+    /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a postgres://
+    /// URL (default: the file store under --state-dir).
+    #[arg(
+        long,
+        env = "PROSE_STORE",
+        hide_env_values = true,
+        value_name = "STORE"
+    )]
+    store: Option<String>,
+    /// Where runs live (default: `.prose` in the working directory).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
+
+impl At {
+    /// The store `store` names, else the file store under `state_dir`.
+    pub fn new(store: Option<String>, state_dir: Option<PathBuf>) -> At {
+        At { store, state_dir }
+    }
+
+    /// A runtime, and the store open on it.
+    fn open(&self) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
+        let rt = runtime()?;
+        let store = open_store(&rt, self.store.as_deref(), self.state_dir.as_deref(), 1)?;
+        Ok((rt, store))
+    }
+
+    /// A runtime, the store open on it, and run `run` as the store keeps it.
+    fn read(&self, run: &str) -> Result<(Runtime, Box<dyn Store>, StoredRun), ExitCode> {
+        let (rt, store) = self.open()?;
+        let stored = rt.block_on(store.read(run)).map_err(store_error)?;
+        Ok((rt, store, stored))
+    }
+}
+
+/// `prosevm runs`: every run with its program, status, start time, answers journaled, and
+/// tokens and cost; with `--json`, one array for tools.
+pub fn runs(at: &At, json: bool, statuses: &[String]) -> ExitCode {
+    let (rt, store) = match at.open() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let rows: Vec<RunRow> = match rt.block_on(store.list()) {
+        Ok(rows) => rows
+            .into_iter()
+            .filter(|r| {
+                statuses.is_empty() || statuses.iter().any(|s| Some(s) == r.status.as_ref())
+            })
+            .collect(),
+        Err(e) => return fail(e, 1),
+    };
+    if json {
+        match serde_json::to_string(&rows) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(e, 2),
+        }
+        return ExitCode::SUCCESS;
+    }
+    // Stores whose holds are leases or processes say who holds each run.
+    let holders = rows.iter().any(|r| r.holder.is_some() || r.epoch.is_some());
+    println!(
+        "{:24} {:20} {:11} {:20} {:>8} {:>9} {:>9}{}",
+        "id",
+        "program",
+        "status",
+        "started",
+        "answered",
+        "tokens",
+        "cost",
+        if holders { "  holder" } else { "" }
+    );
+    for r in rows {
+        let status = if r.live {
+            format!("{} (live)", r.status_text())
+        } else {
+            r.status_text().to_string()
+        };
+        let tokens = r.usage.map_or(String::new(), |u| u.tokens().to_string());
+        let cost = r
+            .usage
+            .and_then(|u| u.cost)
+            .map_or(String::new(), |c| format!("${c:.4}"));
+        let holder = match (&r.holder, r.lease_left) {
+            (Some(h), Some(left)) if left >= 0.0 => format!("  {h} ({left:.0} s left)"),
+            (Some(h), Some(_)) => format!("  {h} (lease expired)"),
+            (Some(h), None) => format!("  {h}"),
+            (None, _) => String::new(),
+        };
+        println!(
+            "{:24} {:20} {:11} {:20} {:>8} {tokens:>9} {cost:>9}{holder}",
+            r.id,
+            r.program,
+            status,
+            r.started.as_deref().unwrap_or("?"),
+            r.answered
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// `prosevm runs prune`: removes the runs `rule` selects, each with its journal, keeping any
+/// a process holds.
+pub fn prune(at: &At, rule: PruneRule) -> ExitCode {
+    if rule.older_than.is_none() && rule.statuses.is_empty() {
+        return fail(
+            "say which runs to prune: --older-than AGE, --status STATUS, or both",
+            2,
+        );
+    }
+    let (rt, store) = match at.open() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let done = match rt.block_on(store.prune(&rule)) {
+        Ok(d) => d,
+        Err(e) => return fail(e, 1),
+    };
+    let (mut removed, mut kept) = (0, 0);
+    for p in &done {
+        match p {
+            Pruned::Removed(r) | Pruned::WouldRemove(r) => {
+                removed += 1;
+                let verb = if rule.dry_run {
+                    "would remove"
+                } else {
+                    "removed"
+                };
+                println!(
+                    "{verb} {} ({}, {}, started {})",
+                    r.id,
+                    r.program,
+                    r.status_text(),
+                    r.started.as_deref().unwrap_or("?")
+                );
+            }
+            Pruned::Kept(r, why) => {
+                kept += 1;
+                println!("kept {}: {why}", r.id);
+            }
+        }
+    }
+    let verb = if rule.dry_run {
+        "would be removed"
+    } else {
+        "removed"
+    };
+    println!("{removed} run(s) {verb}, {kept} kept");
+    ExitCode::SUCCESS
+}
+
+/// `prosevm report RUN [-o FILE]`: the run's HTML report, from its record, artifact and
+/// journal.
+pub fn report(at: &At, run: &str, output: Option<&Path>) -> ExitCode {
+    let (_rt, store, stored) = match at.read(run) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let id = stored.id.clone();
+    let views = store.views(run);
+    let report = match prosevm::report::Report::of(stored, &views) {
+        Ok(r) => r,
+        Err(e) => return fail(format!("run {id}: {e}"), 1),
+    };
+    let page = prosevm::report::html::render(&report);
+    match output {
+        None => print!("{page}"),
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, page) {
+                return fail(format!("cannot write {}: {e}", path.display()), 2);
+            }
+            eprintln!(
+                "prosevm: report of run {id} ({} requests) written to {}",
+                report.entries.len(),
+                path.display()
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `prosevm inspect RUN`: the run's record, where it is and who holds it, its journal's
+/// length, its bindings and its `state.md`.
+pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
+    let (rt, store, stored) = match at.read(run) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    // A run nobody holds that did not end was interrupted: views kept with it may lag its
+    // journal. A run another process holds is left alone (that process keeps its views).
+    if store.views_in_run() {
+        match rt.block_on(rebuild_views(&*store, run)) {
+            Ok(_) | Err(RunError::Store(StoreError::Held(_))) => {}
+            Err(e) => eprintln!("prosevm: note: the views were not rebuilt: {e}"),
+        }
+    }
+    let details = match rt.block_on(store.details(run)) {
+        Ok(d) => d,
+        Err(e) => return store_error(e),
+    };
+    let mut view = match serde_json::to_value(&stored.record) {
+        Ok(v) => v,
+        Err(e) => return fail(e, 2),
+    };
+    view["answered"] = stored.journal.len().into();
+    for (k, v) in details {
+        view[k] = v;
+    }
+    let views = store.views(run);
+    view["bindings"] = serde_json::json!(prose_store::view::read_bindings(&views));
+    let state = std::fs::read_to_string(views.join("state.md")).ok();
+    if json {
+        view["state"] = state.into();
+        println!("{view}");
+    } else {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&view).unwrap_or_default()
+        );
+        if let Some(state) = state {
+            println!("\n{state}");
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `prosevm inspect RUN --session ID`: session `id` of a run: its task and system prompt,
+/// its agent loop's turns and tool calls with their outputs, and its answer, rebuilt from the
+/// journal, then the journal's record of its reply.
+pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
+    let id: RequestId = match id.parse() {
+        Ok(id) => id,
+        Err(e) => return fail(e, 2),
+    };
+    let (_rt, _store, stored) = match at.read(run) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let run_id = stored.id.clone();
+    let loaded = Program::from_bytes(stored.artifact, stored.record.origin.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|program| {
+            prosevm::run::transcript::exchanges(
+                &stored.record,
+                &program.artifact,
+                in_order(stored.journal),
+            )
+        });
+    let exchanges = match loaded {
+        Ok(x) => x,
+        Err(e) => return fail(format!("run {run_id}: {e}"), 1),
+    };
+    let Some(x) = exchanges.into_iter().find(|x| x.request.id == id) else {
+        return fail(format!("run {run_id} asked nothing under the id {id}"), 1);
+    };
+    let Ask::Session(s) = &x.request.ask else {
+        return fail(
+            format!("{id} is a `{}` request, not a session", x.request.kind()),
+            1,
+        );
+    };
+    if json {
+        let view = serde_json::json!({
+            "request": x.request,
+            "steps": x.steps,
+            "reply": x.reply,
+        });
+        println!("{view}");
+        return ExitCode::SUCCESS;
+    }
+    let indent = |t: &str| t.lines().map(|l| format!("  {l}\n")).collect::<String>();
+    print!("session {id} at {}", x.request.site);
+    if let Some(a) = &s.agent {
+        print!(" (agent {a})");
+    }
+    println!();
+    if let Some(m) = &s.model {
+        println!("model: {m}");
+    }
+    if let Some(sys) = &s.system {
+        print!("system:\n{}", indent(sys));
+    }
+    print!(
+        "task:\n{}",
+        indent(&prose_runtime::driver::render::session(s))
+    );
+    for step in &x.steps {
+        match &step.outcome {
+            Ok(Answer::Turn(t)) => {
+                println!("{}: {}", step.id, t.text);
+                for c in &t.tool_calls {
+                    println!("  -> {} {}", c.name, c.arguments);
+                }
+            }
+            Ok(Answer::Tool(out)) => {
+                let mark = if out.is_error { " (error)" } else { "" };
+                print!("{}{mark}:\n{}", step.id, indent(&out.content));
+            }
+            Ok(Answer::Permission(p)) => println!(
+                "{}: permission answered {}",
+                step.id,
+                serde_json::to_string(p).unwrap_or_default()
+            ),
+            Ok(_) => println!(
+                "{}: {}",
+                step.id,
+                serde_json::to_string(step).unwrap_or_default()
+            ),
+            Err(e) => println!("{} failed: {e}", step.id),
+        }
+    }
+    match x.reply.as_ref().map(|r| (&r.outcome, r.usage)) {
+        Some((Ok(Answer::Session(a)), usage)) => {
+            print!("answer:\n{}", indent(&a.text));
+            if let Some(m) = &a.memory {
+                print!("memory:\n{}", indent(m));
+            }
+            if let Some(u) = usage {
+                println!("tokens: {} in, {} out", u.input_tokens, u.output_tokens);
+            }
+        }
+        Some((Err(e), _)) => println!("failed: {e}"),
+        _ => println!("(no answer yet)"),
+    }
+    if let Some(r) = &x.reply {
+        println!("journal: {}", serde_json::to_string(r).unwrap_or_default());
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,148 @@
+//! The commands of the Postgres store's queue: `submit` enqueues a run, `worker` runs the
+//! queue. (Every other command takes the Postgres store through `--store`, like the others.)
+
+use super::args::RunArgs;
+use super::{fail, runtime};
+use prose_runtime::runner::{RunConfig, Stop};
+use prose_store::pg::lease::WorkerId;
+use prose_store::pg::PgStore;
+use prosevm::run::Place;
+use prosevm::worker::{self, Ended, WorkerEvent, WorkerOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Connects to the store at `url` with up to `connections` connections.
+fn open(rt: &tokio::runtime::Runtime, url: &str, connections: usize) -> Result<PgStore, ExitCode> {
+    rt.block_on(PgStore::connect(url, connections))
+        .map_err(|e| fail(e, 2))
+}
+
+/// A runtime and the store at `url` on it, with a pool of up to `connections`; a failure
+/// is reported and becomes the exit code.
+fn connected(
+    url: &str,
+    connections: usize,
+) -> Result<(tokio::runtime::Runtime, PgStore), ExitCode> {
+    let rt = runtime()?;
+    let store = open(&rt, url, connections)?;
+    Ok((rt, store))
+}
+
+/// `prosevm submit FILE --store URL`: enqueues a run, prints its id.
+pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArgs) -> ExitCode {
+    let inputs = match args.inputs_for(&program) {
+        Ok(i) => i,
+        Err(e) => return fail(e, 2),
+    };
+    let (settings, options) = match (args.driver(), args.options()) {
+        (Ok(s), Ok(o)) => (s, o),
+        (Err(e), _) | (_, Err(e)) => return fail(e, 2),
+    };
+    let (rt, store) = match connected(url, 1) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match rt.block_on(store.submit(&program, inputs, settings, options)) {
+        Ok(id) => {
+            println!("{id}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e, 1),
+    }
+}
+
+/// The flags of `prosevm worker` (see its help).
+pub struct WorkerArgs {
+    /// Runs driven at once.
+    pub concurrency: usize,
+    /// Seconds a claim holds without a heartbeat.
+    pub lease: f64,
+    /// Milliseconds between looks for work when there was none.
+    pub poll_ms: u64,
+    /// Where the runs' sessions act.
+    pub workdir: Option<PathBuf>,
+    /// Where the runs' views go (under `pg/`).
+    pub state_dir: Option<PathBuf>,
+    /// Requests in flight at once within one run.
+    pub max_concurrency: Option<usize>,
+    /// Return once idle.
+    pub exit_when_idle: bool,
+    /// No line per run claimed and ended.
+    pub quiet: bool,
+    /// Keep no views of the runs.
+    pub no_views: bool,
+}
+
+/// `prosevm worker --store URL`: works until SIGTERM or Ctrl-C (a second one exits at
+/// once), or until idle with `--exit-when-idle`.
+pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
+    if !(args.lease.is_finite() && args.lease >= 0.3) {
+        return fail("--lease must be at least 0.3 seconds", 2);
+    }
+    let workdir = match args.workdir.map_or_else(std::env::current_dir, Ok) {
+        Ok(d) => std::fs::canonicalize(&d).unwrap_or(d),
+        Err(e) => return fail(format!("the working directory: {e}"), 2),
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let concurrency = args.concurrency.max(1);
+    let store = match rt.block_on(worker::connect(url, concurrency)) {
+        Ok(s) => s,
+        Err(e) => return fail(e, 2),
+    };
+    let opts = WorkerOptions {
+        concurrency,
+        lease: Duration::from_secs_f64(args.lease),
+        poll: Duration::from_millis(args.poll_ms.max(1)),
+        workdir,
+        place: Place {
+            state_dir: args.state_dir,
+            config: RunConfig {
+                max_concurrency: args
+                    .max_concurrency
+                    .unwrap_or(RunConfig::default().max_concurrency),
+                ..RunConfig::default()
+            },
+            ..Place::default()
+        },
+        exit_when_idle: args.exit_when_idle,
+        views: !args.no_views,
+    };
+    let id = WorkerId::new();
+    let shutdown = Stop::default();
+    super::exec::stop_on_signals(
+        &rt,
+        shutdown.clone(),
+        "prosevm worker",
+        "stopping: interrupting and releasing the runs held",
+    );
+    let quiet = args.quiet;
+    if !quiet {
+        eprintln!("prosevm worker {id}: working ({concurrency} runs at once)");
+    }
+    let log = move |e: &WorkerEvent| match e {
+        WorkerEvent::Trouble(t) => eprintln!("prosevm worker: {t}"),
+        _ if quiet => {}
+        WorkerEvent::Claimed { run, epoch } => {
+            eprintln!("[worker] claimed run {run} (epoch {})", epoch.0)
+        }
+        WorkerEvent::Ended { run, how } => match how {
+            Ended::Finished => eprintln!("[worker] run {run} finished"),
+            Ended::Failed(e) => eprintln!("[worker] run {run} failed: {e}"),
+            Ended::Paused => eprintln!("[worker] run {run} paused at its budget"),
+            Ended::Requeued => eprintln!("[worker] run {run} interrupted and queued again"),
+            Ended::Lost(e) => eprintln!("[worker] run {run} let go: {e}"),
+        },
+    };
+    let report = rt.block_on(worker::work(&store, &id, &opts, &shutdown, &log));
+    if !quiet {
+        eprintln!(
+            "prosevm worker {id}: stopped; {} finished, {} failed or paused, {} queued again, {} let go",
+            report.finished, report.failed, report.requeued, report.lost
+        );
+    }
+    ExitCode::SUCCESS
+}
