@@ -105,7 +105,8 @@ struct KeygenArgs {
 struct InfoArgs {
     /// The artifact.
     file: PathBuf,
-    /// A public key to check the signature against (repeatable).
+    /// A public key to check the signature against (repeatable; also `PROSE_TRUST` and
+    /// `[trust] keys` in prose.toml).
     #[arg(long, value_name = "KEY.pub")]
     trust: Vec<PathBuf>,
     /// Output format.
@@ -599,55 +600,19 @@ fn keygen(args: KeygenArgs) -> ExitCode {
 }
 
 fn info(args: InfoArgs) -> ExitCode {
-    let bytes = match std::fs::read(&args.file) {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("prosec: cannot read {}: {e}", args.file.display());
-            return ExitCode::from(2);
-        }
-    };
-    let mut trust = Vec::new();
-    for k in &args.trust {
-        match bytecode_spec::signature::TrustKey::read(k) {
-            Ok(key) => trust.push(key),
-            Err(e) => {
-                eprintln!("prosec: {e}");
-                return ExitCode::from(2);
+    match prosec::ship::info::of_file(&args.file, &args.trust, args.config.as_deref()) {
+        Ok(info) => {
+            match args.format {
+                Format::Text => print!("{}", info.render_text()),
+                Format::Json => println!("{}", info.to_json()),
             }
+            ExitCode::SUCCESS
         }
-    }
-    let dir = match args.file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let settings = match prose_settings::Settings::load(args.config.as_deref(), dir) {
-        Ok(s) => s,
-        Err(e) => {
+        Err((e, status)) => {
             eprintln!("prosec: {e}");
-            return ExitCode::from(2);
+            ExitCode::from(status)
         }
-    };
-    let options = prosec::ship::info::InfoOptions {
-        trust,
-        pricing: prosec::cost::Pricing::from_settings(
-            &settings,
-            prosec::cost::DEFAULT_TOKENS_IN,
-            prosec::cost::DEFAULT_TOKENS_OUT,
-        ),
-        mcp_servers: Vec::new(),
-    };
-    let info = match prosec::ship::info::describe(&bytes, &options) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("prosec: {}: {e}", args.file.display());
-            return ExitCode::from(1);
-        }
-    };
-    match args.format {
-        Format::Text => print!("{}", info.render_text()),
-        Format::Json => println!("{}", info.to_json()),
     }
-    ExitCode::SUCCESS
 }
 
 fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {

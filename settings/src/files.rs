@@ -25,6 +25,22 @@ pub fn user_file() -> Option<PathBuf> {
     Some(base.join("prose").join(FILE_NAME))
 }
 
+/// The user's cache directory for prose: `$XDG_CACHE_HOME/prose` (an absolute path), else
+/// `$HOME/.cache/prose`; `None` without either. Fetched sources and the skills artifacts
+/// carry are kept there.
+pub fn user_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(base.join("prose"))
+}
+
 /// The settings for a program in `start` (its directory): those `path` gives if given (it
 /// must exist); else the project's `prose.toml`, found upward from `start`, over the user's;
 /// else the defaults. `read` reads one file; `under` puts one file's settings under

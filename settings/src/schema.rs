@@ -68,6 +68,19 @@ pub struct Settings {
     /// How `prosec fmt` lays files out (`[fmt]`).
     #[serde(default)]
     pub fmt: FmtSettings,
+    /// Whose signed artifacts `prosevm` runs (`[trust]`).
+    #[serde(default)]
+    pub trust: TrustSettings,
+}
+
+/// `[trust]`: the public keys an artifact must be signed by before `prosevm` runs it.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrustSettings {
+    /// Minisign public key files (`prosec keygen`'s `NAME.pub`); a relative path is relative
+    /// to the `prose.toml` that names it.
+    #[serde(default)]
+    pub keys: Vec<std::path::PathBuf>,
 }
 
 /// `[tools]`: which tools sessions are offered.
@@ -127,7 +140,15 @@ impl Settings {
     /// Reads one `prose.toml`.
     pub fn read(path: &Path) -> Result<Settings, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let mut settings =
+            Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for key in &mut settings.trust.keys {
+            if key.is_relative() {
+                *key = dir.join(&*key);
+            }
+        }
+        Ok(settings)
     }
 
     /// These settings with `over`'s where it has them (tables merged key by key).
@@ -142,6 +163,8 @@ impl Settings {
         lints.extend(over.lints);
         let mut allow = self.allow;
         allow.extend(over.allow);
+        let mut trust = self.trust;
+        trust.keys.extend(over.trust.keys);
         Settings {
             driver: over.driver.or(self.driver),
             command: over.command.or(self.command),
@@ -174,6 +197,7 @@ impl Settings {
             fmt: FmtSettings {
                 indent_width: over.fmt.indent_width.or(self.fmt.indent_width),
             },
+            trust,
         }
     }
 
@@ -272,5 +296,25 @@ mod tests {
         assert!(e.contains("drivr"), "{e}");
         let e = Settings::parse("max_concurrency = \"many\"\n").expect_err("bad value");
         assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn trust_keys_are_relative_to_the_file_naming_them_and_add_up() {
+        let dir = std::env::temp_dir().join(format!("prose-trust-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("sub")).expect("dirs");
+        let file = dir.join("sub").join("prose.toml");
+        std::fs::write(
+            &file,
+            "[trust]\nkeys = [\"team.pub\", \"/etc/prose/ci.pub\"]\n",
+        )
+        .expect("write");
+        let read = Settings::read(&file).expect("valid");
+        assert_eq!(
+            read.trust.keys,
+            vec![dir.join("sub").join("team.pub"), "/etc/prose/ci.pub".into()]
+        );
+        let user = Settings::parse("[trust]\nkeys = [\"/home/me/mine.pub\"]\n").expect("valid");
+        assert_eq!(user.under(read).trust.keys.len(), 3);
+        std::fs::remove_dir_all(&dir).expect("clean up");
     }
 }

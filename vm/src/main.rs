@@ -132,6 +132,29 @@ enum Command {
         /// either way.
         #[arg(long)]
         no_views: bool,
+        /// Run only artifacts signed by this public key (repeatable; also `PROSE_TRUST` and
+        /// `[trust] keys` in the working directory's prose.toml): a claimed run whose
+        /// artifact is unsigned, foreign-signed or altered fails without running.
+        #[arg(long, value_name = "KEY.pub")]
+        trust: Vec<PathBuf>,
+    },
+    /// Describe a `.pbc` artifact before running it: its program, inputs and outputs,
+    /// agents (models, permissions, skills), MCP servers, bundled skills and programs with
+    /// their hashes, cost bounds, and its signature.
+    Info {
+        /// The artifact.
+        file: PathBuf,
+        /// A public key to check the signature against (repeatable; also `PROSE_TRUST` and
+        /// `[trust] keys` in prose.toml).
+        #[arg(long, value_name = "KEY.pub")]
+        trust: Vec<PathBuf>,
+        /// Output format: text or json.
+        #[arg(long, value_enum, default_value = "text")]
+        format: cli::args::Output,
+        /// The `prose.toml` to price the cost bounds and name MCP servers with (default: the
+        /// project's, found upward from the artifact's directory, over the user's).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Continue an interrupted run (by id or path) without asking anything twice.
     Resume {
@@ -249,7 +272,7 @@ fn main() -> ExitCode {
         } => {
             opts.program_dir = build::dir_of(&file);
             opts.store = store;
-            match build::load(&file) {
+            match build::load(&file, &opts) {
                 Ok(program) => exec::start(program, &opts),
                 Err(code) => code,
             }
@@ -263,11 +286,16 @@ fn main() -> ExitCode {
             let file = std::fs::canonicalize(&file).unwrap_or(file);
             opts.program_dir = build::dir_of(&file);
             opts.store = store;
-            let program = if build::is_artifact(&file) {
-                build::load(&file)
-            } else {
-                build::compile(&file, &lib_paths)
-            };
+            let program =
+                if build::is_artifact(&file) || opts.trusted_keys().is_ok_and(|k| !k.is_empty()) {
+                    build::load(&file, &opts)
+                } else {
+                    let dry = matches!(
+                        opts.driver(),
+                        Ok(prose_runtime::driver::settings::DriverSettings::Mock(_))
+                    );
+                    build::compile(&file, &lib_paths, dry)
+                };
             match program {
                 Ok(program) => exec::start(program, &opts),
                 Err(code) => code,
@@ -279,7 +307,7 @@ fn main() -> ExitCode {
             mut opts,
         } => {
             opts.program_dir = build::dir_of(&file);
-            match build::load(&file) {
+            match build::load(&file, &opts) {
                 Ok(program) => worker::submit(&store, program, &opts),
                 Err(code) => code,
             }
@@ -295,6 +323,7 @@ fn main() -> ExitCode {
             exit_when_idle,
             quiet,
             no_views,
+            trust,
         } => worker::worker(
             &store,
             worker::WorkerArgs {
@@ -307,8 +336,24 @@ fn main() -> ExitCode {
                 exit_when_idle,
                 quiet,
                 no_views,
+                trust,
             },
         ),
+        Command::Info {
+            file,
+            trust,
+            format,
+            config,
+        } => match prosec::ship::info::of_file(&file, &trust, config.as_deref()) {
+            Ok(info) => {
+                match format {
+                    cli::args::Output::Text => print!("{}", info.render_text()),
+                    cli::args::Output::Json => println!("{}", info.to_json()),
+                }
+                ExitCode::SUCCESS
+            }
+            Err((e, status)) => cli::fail(e, status),
+        },
         Command::Resume {
             run,
             store,

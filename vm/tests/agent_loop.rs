@@ -454,19 +454,34 @@ fn a_skill_directory_joins_the_system_prompt_and_its_files_are_readable() {
 }
 
 #[test]
-fn an_unresolvable_skill_stops_the_run_before_it_starts_naming_every_place() {
+fn an_unresolvable_skill_stops_the_run_before_it_starts_naming_every_place_but_not_the_mock() {
     let dir = scratch("no-skill");
     std::fs::write(
         dir.join("prog.prose"),
         "agent a:\n  skills: [\"nowhere\"]\nsession: a\n  prompt: \"x\"\n",
     )
     .expect("program");
-    let (code, _, err) = support::output(vm().current_dir(&dir).args(["run", "prog.prose"]));
+    let (code, _, err) = support::output(vm().current_dir(&dir).args([
+        "run",
+        "prog.prose",
+        "--driver",
+        "command",
+        "--command",
+        "echo done",
+    ]));
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("nowhere"), "{err}");
+    assert!(
+        err.contains("prog.prose:3: [E219] skill `nowhere` not found"),
+        "{err}"
+    );
     assert!(err.contains("skills/nowhere"), "{err}");
     assert!(err.contains(".prose"), "{err}");
+    assert!(err.contains("help: import it"), "{err}");
     assert!(!dir.join(".prose/runs").exists(), "no run was started");
+    // The mock never reads a skill: a dry run warns and goes on.
+    let (code, _, err) = support::output(vm().current_dir(&dir).args(["run", "prog.prose"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("warning: skill `nowhere` not found"), "{err}");
 }
 
 #[test]

@@ -27,16 +27,7 @@ impl Cache {
 
     /// The user's cache: `$XDG_CACHE_HOME/prose`, else `$HOME/.cache/prose`.
     pub fn user() -> Option<Cache> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|h| PathBuf::from(h).join(".cache"))
-            })?;
-        Some(Cache::at(base.join("prose")))
+        prose_settings::files::user_cache_dir().map(Cache::at)
     }
 
     /// The directory.

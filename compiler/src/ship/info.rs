@@ -135,6 +135,36 @@ pub struct SignatureInfo {
     pub detail: Option<String>,
 }
 
+/// What a host should know about the artifact in `file`: read, verified and described,
+/// with its signature checked against the keys `trust` names (and [`super::keys::TRUST_ENV`]
+/// and `[trust]`), the cost bounds priced and the MCP servers named as the `prose.toml`
+/// for it says (`config`, else the project's found from the artifact's directory over the
+/// user's). The one entry point of `prosec info` and `prosevm info`; an error is the
+/// message and the exit status to end with.
+pub fn of_file(
+    file: &std::path::Path,
+    trust: &[std::path::PathBuf],
+    config: Option<&std::path::Path>,
+) -> Result<Info, (String, u8)> {
+    let bytes =
+        std::fs::read(file).map_err(|e| (format!("cannot read {}: {e}", file.display()), 2))?;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let settings = prose_settings::Settings::load(config, dir).map_err(|e| (e, 2))?;
+    let options = InfoOptions {
+        trust: super::keys::trusted(trust, &settings).map_err(|e| (e, 2))?,
+        pricing: Pricing::from_settings(
+            &settings,
+            crate::cost::DEFAULT_TOKENS_IN,
+            crate::cost::DEFAULT_TOKENS_OUT,
+        ),
+        mcp_servers: settings.mcp.servers.keys().cloned().collect(),
+    };
+    describe(&bytes, &options).map_err(|e| (format!("{}: {e}", file.display()), 1))
+}
+
 /// Describes the artifact file `bytes`. Fails when it does not load (the framing, the
 /// decoding or the verifier refuses it).
 pub fn describe(bytes: &[u8], options: &InfoOptions) -> Result<Info, LoadError> {

@@ -7,7 +7,7 @@
 //! secret key file that other users can read is refused when it has no password, and warned
 //! about when it has one.
 
-use bytecode_spec::signature::KeyId;
+use bytecode_spec::signature::{KeyId, TrustKey};
 use minisign::{KeyPair, SecretKey, SecretKeyBox};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -160,6 +160,31 @@ pub fn signature_comment(file_name: &str) -> String {
         "timestamp:{now}\tfile:{file_name}\t{}",
         crate::codegen::COMPILER_VERSION
     )
+}
+
+/// The environment variable naming trusted public key files, separated as `PATH` is.
+pub const TRUST_ENV: &str = "PROSE_TRUST";
+
+/// The keys a host trusts: the files `flags` name (`--trust`), then those of
+/// [`TRUST_ENV`], then `[trust] keys` of `settings`. A file that cannot be read or is not a
+/// minisign public key is an error naming it.
+pub fn trusted(
+    flags: &[PathBuf],
+    settings: &prose_settings::Settings,
+) -> Result<Vec<TrustKey>, String> {
+    let from_env: Vec<PathBuf> = std::env::var_os(TRUST_ENV)
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    flags
+        .iter()
+        .chain(&from_env)
+        .chain(&settings.trust.keys)
+        .map(|p| TrustKey::read(p))
+        .collect()
 }
 
 #[cfg(test)]

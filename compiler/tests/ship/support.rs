@@ -69,9 +69,19 @@ impl World {
 
     /// Runs `prosec` in directory `cwd`.
     pub fn prosec(&self, cwd: &Path, args: &[&str]) -> Run {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosec"));
-        cmd.current_dir(cwd)
+        Run(self
+            .command("prosec", cwd)
             .args(args)
+            .output()
+            .expect("run prosec"))
+    }
+
+    /// A command running the toolchain's binary `name` (`prosec`, `prosevm`) in directory
+    /// `cwd`, in this world: its home, cache and git configuration, no npm settings but
+    /// the world's.
+    pub fn command(&self, name: &str, cwd: &Path) -> Command {
+        let mut cmd = Command::new(binary(name));
+        cmd.current_dir(cwd)
             .env("HOME", &self.home)
             .env("XDG_CACHE_HOME", &self.cache)
             .env("GIT_CONFIG_GLOBAL", &self.gitconfig)
@@ -85,7 +95,7 @@ impl World {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        Run(cmd.output().expect("run prosec"))
+        cmd
     }
 
     /// Makes (or adds a commit to) repository `owner/repo`, served as
@@ -129,6 +139,19 @@ impl World {
         );
         git_out(&work, &["rev-parse", "HEAD"])
     }
+}
+
+/// The binary `name` of this build: the one cargo names for the compiler's own tests, else
+/// (in the top-level tests crate) the one beside the directory holding the test.
+fn binary(name: &str) -> PathBuf {
+    if let Some(p) = option_env!("CARGO_BIN_EXE_prosec").filter(|_| name == "prosec") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("the test's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test is in target/<profile>/deps")
+        .join(name)
 }
 
 /// Runs git in `dir` with a fixed identity and no user configuration.

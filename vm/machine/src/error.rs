@@ -41,6 +41,31 @@ impl RuntimeError {
     }
 }
 
+impl RuntimeError {
+    /// An error located at line `line` of module `module` of `artifact` (quoting that
+    /// line), found before the run starts (a skill no place has, say).
+    pub fn at(
+        artifact: &bytecode_spec::Artifact,
+        module: u32,
+        line: u32,
+        code: Code,
+        message: impl Into<String>,
+    ) -> RuntimeError {
+        let Some(m) = artifact.modules.get(module as usize) else {
+            return RuntimeError::unlocated(code, message);
+        };
+        RuntimeError {
+            code,
+            message: message.into(),
+            module,
+            program: file_label(m),
+            line,
+            statement: source_line(&m.source, line),
+            request: None,
+        }
+    }
+}
+
 impl std::fmt::Display for RuntimeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.program.is_empty() {

@@ -130,6 +130,19 @@ impl Default for ExecOptions {
     }
 }
 
+/// A skill a run's agents use.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsedSkill {
+    /// The name in `skills:`.
+    pub name: String,
+    /// Where it came from: the import's source and what was bundled for a skill the
+    /// artifact carries, or the directory it was found in.
+    pub origin: String,
+    /// SHA-256 of a carried skill's files (none for one found on disk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
 /// Everything `run.json` records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -172,6 +185,9 @@ pub struct RunRecord {
     /// Tokens and cost the run has used, as of when it last stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<prose_machine::protocol::Usage>,
+    /// The skill directories its agents use, as resolved when it started.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<UsedSkill>,
 }
 
 impl RunRecord {
@@ -201,6 +217,7 @@ impl RunRecord {
             outputs: None,
             error: None,
             usage: None,
+            skills: Vec::new(),
         }
     }
 }

@@ -170,6 +170,11 @@ pub struct RunArgs {
     /// Where runs live (default: `.prose` in the working directory).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Run only artifacts signed by this public key (`prosec keygen`'s NAME.pub;
+    /// repeatable; also `PROSE_TRUST` and `[trust] keys` in prose.toml): an unsigned,
+    /// foreign-signed or altered artifact is refused before anything runs.
+    #[arg(long, value_name = "KEY.pub")]
+    pub trust: Vec<PathBuf>,
     /// The program's directory, where the search for `prose.toml` starts (set by the
     /// command, not a flag).
     #[arg(skip)]
@@ -299,6 +304,11 @@ impl RunArgs {
         Settings::load(self.config.as_deref(), &self.program_dir)
     }
 
+    /// The keys an artifact must be signed by: `--trust`, `PROSE_TRUST`, `[trust] keys`.
+    pub fn trusted_keys(&self) -> Result<Vec<bytecode_spec::signature::TrustKey>, String> {
+        prosec::ship::keys::trusted(&self.trust, &self.config()?)
+    }
+
     /// Where runs live and how requests are served.
     pub fn place(&self) -> Result<Place, String> {
         let file = self.config()?;
@@ -314,6 +324,7 @@ impl RunArgs {
                 budget: Default::default(),
             },
             people: People::detect(self.no_input),
+            trust: prosec::ship::keys::trusted(&self.trust, &file)?,
             mcp: file.mcp,
             budget: (self.max_tokens, self.max_cost),
         })

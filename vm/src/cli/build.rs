@@ -1,41 +1,92 @@
 //! Programs as the commands take them: an artifact read and verified, or a `.prose` file
 //! compiled in memory.
 
+use super::args::RunArgs;
 use super::fail;
 use prose_runtime::program::Program;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Compiles `file` in memory (with its imports found through `lib_paths`).
-pub fn compile(file: &Path, lib_paths: &[PathBuf]) -> Result<Program, ExitCode> {
-    use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
-    let mut c = prosec::compile::Compilation::new(prosec::compile::Options {
-        lib_paths: lib_paths.to_vec(),
-        require_imports: true,
-        ..Default::default()
-    });
+/// Compiles `file` in memory (with its imports found through `lib_paths`) as `prosec build`
+/// would: registry programs and skills fetched (or found in the cache) and pinned in
+/// `prose.lock`, the skills carried in the artifact. For a `dry` run (the mock driver, which
+/// never reads a skill) skills are only taken from where they are without the network, and
+/// one that cannot be is left for the run to warn about.
+pub fn compile(file: &Path, lib_paths: &[PathBuf], dry: bool) -> Result<Program, ExitCode> {
+    let fetcher = prosec::ship::Fetcher::new(
+        file,
+        prosec::ship::FetchOptions {
+            offline: dry,
+            ..Default::default()
+        },
+    );
+    let mut c = prosec::compile::Compilation::with_fetcher(
+        prosec::compile::Options {
+            lib_paths: lib_paths.to_vec(),
+            require_imports: true,
+            ..Default::default()
+        },
+        fetcher,
+    );
     let root = c.add_file(file).map_err(|e| fail(e, 2))?;
-    if c.error_count() > 0 {
-        let choice = if crate::COLOR.get().copied().unwrap_or(false) {
-            ColorChoice::Always
-        } else {
-            ColorChoice::Never
-        };
-        let mut err = StandardStream::stderr(choice);
-        let _ = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics);
-        return Err(fail(
-            format!("{}: {} error(s)", file.display(), c.error_count()),
-            1,
-        ));
+    let mut fetcher = c.take_fetcher().expect("compiled with a fetcher");
+    if c.error_count() == 0 {
+        let (bundle, problems) = c.bundle(root, &mut fetcher);
+        if !dry {
+            c.diagnostics.extend(problems);
+        }
+        if c.error_count() == 0 {
+            let (bytes, _) =
+                prosec::codegen::build_bytes_bundled(&c, root, &bundle).map_err(|e| fail(e, 1))?;
+            match fetcher.save_lock() {
+                Ok(true) => eprintln!("updated {}", fetcher.lock_path().display()),
+                Ok(false) => {}
+                Err(e) => {
+                    return Err(fail(
+                        format!("cannot write {}: {e}", fetcher.lock_path().display()),
+                        2,
+                    ))
+                }
+            }
+            return Program::from_bytes(bytes, file.to_path_buf()).map_err(|e| fail(e, 1));
+        }
     }
-    let (bytes, _) = prosec::codegen::build_bytes(&c, root).map_err(|e| fail(e, 1))?;
-    Program::from_bytes(bytes, file.to_path_buf()).map_err(|e| fail(e, 1))
+    use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+    let choice = if crate::COLOR.get().copied().unwrap_or(false) {
+        ColorChoice::Always
+    } else {
+        ColorChoice::Never
+    };
+    let mut err = StandardStream::stderr(choice);
+    let _ = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics);
+    Err(fail(
+        format!("{}: {} error(s)", file.display(), c.error_count()),
+        1,
+    ))
 }
 
-/// Reads the artifact `file`.
-pub fn load(file: &Path) -> Result<Program, ExitCode> {
+/// Reads the artifact `file`, for flags `args`: when they trust keys, its signature is
+/// checked before anything else (an altered artifact is called that, not corrupt), and a
+/// `.prose` file, which compiles to an unsigned artifact, is refused uncompiled.
+pub fn load(file: &Path, args: &RunArgs) -> Result<Program, ExitCode> {
+    let keys = args.trusted_keys().map_err(|e| fail(e, 2))?;
+    let untrusted = |why: String| super::run_error(prosevm::run::RunError::Untrusted(why));
+    if !keys.is_empty() && !is_artifact(file) && file.is_file() {
+        return Err(untrusted(format!(
+            "{} is source, and a program compiled here is not signed; run the signed .pbc \
+             built from it",
+            file.display()
+        )));
+    }
     let bytes =
         std::fs::read(file).map_err(|e| fail(format!("cannot read {}: {e}", file.display()), 2))?;
+    if !keys.is_empty() {
+        match bytecode_spec::signature::check(&bytes, &keys) {
+            Ok(t) if t.is_trusted() => {}
+            Ok(t) => return Err(untrusted(t.to_string())),
+            Err(e) => return Err(untrusted(format!("{}: {e}", file.display()))),
+        }
+    }
     let origin = std::fs::canonicalize(file).unwrap_or(file.to_path_buf());
     Program::from_bytes(bytes, origin).map_err(|e| fail(format!("{}: {e}", file.display()), 1))
 }

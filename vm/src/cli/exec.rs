@@ -140,6 +140,10 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
         (Ok(s), Ok(p)) => (s, p),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
+    // Before a store is opened or a driver connected: an untrusted artifact writes nothing.
+    if let Err(e) = place.check_trust(&program.bytes) {
+        return run_error(e);
+    }
     let options = match args.options() {
         Ok(o) => o,
         Err(e) => return fail(e, 2),
@@ -160,7 +164,12 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
         &*store, &program, inputs, settings, options, &place,
     ));
     match started {
-        Ok(run) => drive(run, connected, args, export),
+        Ok(run) => {
+            for w in run.warnings() {
+                eprintln!("prosevm: warning: {w}");
+            }
+            drive(run, connected, args, export)
+        }
         Err(e) => run_error(e),
     }
 }
@@ -528,7 +537,8 @@ enum Changed {
 fn same_program(record: &RunRecord) -> Result<(), Changed> {
     let origin = &record.origin;
     let current = if origin.extension().is_some_and(|x| x == "prose") {
-        build::compile(origin, &[]).ok()
+        let dry = matches!(record.driver, DriverSettings::Mock(_));
+        build::compile(origin, &[], dry).ok()
     } else {
         std::fs::read(origin)
             .ok()

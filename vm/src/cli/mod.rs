@@ -34,6 +34,8 @@ pub fn run_error(e: RunError) -> ExitCode {
         RunError::Store(e) => store_error(e),
         RunError::Program(e) => fail(e, 1),
         RunError::Setup(e) => fail(e, 1),
+        e @ RunError::Unequipped(_) => fail(e, 1),
+        e @ RunError::Untrusted(_) => fail(e, 2),
     }
 }
 

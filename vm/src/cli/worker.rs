@@ -31,6 +31,11 @@ fn connected(
 
 /// `prosevm submit FILE --store URL`: enqueues a run, prints its id.
 pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArgs) -> ExitCode {
+    match args.place().map(|place| place.check_trust(&program.bytes)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return super::run_error(e),
+        Err(e) => return fail(e, 2),
+    }
     let inputs = match args.inputs_for(&program) {
         Ok(i) => i,
         Err(e) => return fail(e, 2),
@@ -72,6 +77,8 @@ pub struct WorkerArgs {
     pub quiet: bool,
     /// Keep no views of the runs.
     pub no_views: bool,
+    /// Public keys a run's artifact must be signed by (`--trust`).
+    pub trust: Vec<PathBuf>,
 }
 
 /// `prosevm worker --store URL`: works until SIGTERM or Ctrl-C (a second one exits at
@@ -83,6 +90,12 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
     let workdir = match args.workdir.map_or_else(std::env::current_dir, Ok) {
         Ok(d) => std::fs::canonicalize(&d).unwrap_or(d),
         Err(e) => return fail(format!("the working directory: {e}"), 2),
+    };
+    let trust = match prose_settings::Settings::load(None, &workdir)
+        .and_then(|settings| prosec::ship::keys::trusted(&args.trust, &settings))
+    {
+        Ok(keys) => keys,
+        Err(e) => return fail(e, 2),
     };
     let rt = match runtime() {
         Ok(rt) => rt,
@@ -106,6 +119,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
                     .unwrap_or(RunConfig::default().max_concurrency),
                 ..RunConfig::default()
             },
+            trust,
             ..Place::default()
         },
         exit_when_idle: args.exit_when_idle,

@@ -13,7 +13,10 @@
 pub mod rebuild;
 pub mod transcript;
 
+use bytecode_spec::bundle::BundledSkill;
+use bytecode_spec::signature::{self, TrustKey};
 use bytecode_spec::verify::Verified;
+use bytecode_spec::Code;
 use prose_machine::protocol::{Kind, Reply, Request, RequestId};
 use prose_machine::snapshot::Snapshot;
 use prose_machine::trace::Event;
@@ -21,8 +24,8 @@ use prose_machine::value::Value;
 use prose_machine::{Machine, RuntimeError};
 use prose_runtime::agent::mcp::McpHub;
 use prose_runtime::agent::protected::Protected;
-use prose_runtime::agent::skills::{user_skills_dir, SkillSearch};
-use prose_runtime::agent::workshop::Workshop;
+use prose_runtime::agent::skills::{bundled_skills_dir, user_skills_dir, SkillSearch};
+use prose_runtime::agent::workshop::{SkillPlaces, Workshop};
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::driver::Driver;
 use prose_runtime::people::People;
@@ -45,9 +48,14 @@ pub enum RunError {
     Store(StoreError),
     /// The program refuses these inputs (a missing or unknown input).
     Program(RuntimeError),
-    /// The program's sessions cannot be equipped (an unresolvable skill, an MCP server
-    /// that does not start).
+    /// The program's sessions cannot be equipped (an MCP server that does not start).
     Setup(String),
+    /// A statement's sessions cannot be equipped (a skill no place has): where, and what
+    /// to do about it.
+    Unequipped(Box<Unequipped>),
+    /// Keys are trusted and the artifact is not signed by one of them (or was altered
+    /// since): it is refused before anything runs or is written.
+    Untrusted(String),
 }
 
 impl std::fmt::Display for RunError {
@@ -56,6 +64,12 @@ impl std::fmt::Display for RunError {
             RunError::Store(e) => e.fmt(f),
             RunError::Program(e) => e.fmt(f),
             RunError::Setup(e) => f.write_str(e),
+            RunError::Unequipped(u) => write!(f, "{}\n  help: {}", u.error, u.help),
+            RunError::Untrusted(why) => write!(
+                f,
+                "refused to run: {why}; only artifacts signed by a trusted key run here \
+                 (--trust, PROSE_TRUST, [trust] keys in prose.toml)"
+            ),
         }
     }
 }
@@ -88,6 +102,9 @@ pub struct Place {
     pub mcp: McpConfig,
     /// A token and a cost budget given for a resumed run, replacing the recorded ones.
     pub budget: (Option<u64>, Option<f64>),
+    /// The keys an artifact must be signed by to run here (`--trust`, `PROSE_TRUST`,
+    /// `[trust]`); none: any artifact runs.
+    pub trust: Vec<TrustKey>,
 }
 
 impl Default for Place {
@@ -98,11 +115,28 @@ impl Default for Place {
             people: People::Nobody,
             mcp: McpConfig::default(),
             budget: (None, None),
+            trust: Vec::new(),
         }
     }
 }
 
 impl Place {
+    /// Refuses the artifact `bytes` unless it is signed by a key this place trusts (any
+    /// artifact passes where no key is trusted): unsigned, signed by another key, and
+    /// altered after signing are told apart.
+    pub fn check_trust(&self, bytes: &[u8]) -> Result<(), RunError> {
+        if self.trust.is_empty() {
+            return Ok(());
+        }
+        match signature::check(bytes, &self.trust) {
+            Ok(t) if t.is_trusted() => Ok(()),
+            Ok(t) => Err(RunError::Untrusted(t.to_string())),
+            Err(e) => Err(RunError::Untrusted(format!(
+                "the artifact cannot be read: {e}"
+            ))),
+        }
+    }
+
     /// The state directory.
     pub fn root(&self) -> PathBuf {
         self.state_dir
@@ -111,9 +145,16 @@ impl Place {
     }
 
     /// A workshop for `record`'s sessions: its working directory and allowances, the skills
-    /// the program's agents name resolved (an MCP server's name, else a skill directory
-    /// beside the program, in the state directory or the user's), and this place's people.
-    fn workshop(&self, record: &RunRecord, artifact: &Verified) -> Result<Workshop, String> {
+    /// the program's agents name resolved (an MCP server's name, an imported program, a
+    /// skill the artifact carries, else a skill directory beside the program, in the state
+    /// directory or the user's), and this place's people. A skill no place has is an E219
+    /// error at the first statement naming it; under the mock driver, which never reads a
+    /// skill, it is a warning instead (returned with the workshop).
+    fn workshop(
+        &self,
+        record: &RunRecord,
+        artifact: &Verified,
+    ) -> Result<(Workshop, Vec<String>), RunError> {
         let mut w = Workshop::new(
             record.workdir.clone(),
             record.options.allow,
@@ -142,8 +183,47 @@ impl Place {
                     .map(move |p| (m.strings[p.alias].clone(), p.module))
             })
             .collect();
-        w.resolve_skills(skill_names(artifact), &servers, &programs, &search)?;
-        Ok(w)
+        let bundled: Vec<(&str, &BundledSkill)> = skill_sites(artifact)
+            .into_iter()
+            .filter_map(|(name, module, _)| Some((name, artifact.skill(module as usize, name)?)))
+            .collect();
+        let unpack_to = bundled_skills_dir();
+        let places = SkillPlaces {
+            servers: &servers,
+            programs: &programs,
+            bundled: &bundled,
+            unpack_to: &unpack_to,
+            search: &search,
+        };
+        let missing = w.resolve_skills(skill_names(artifact), &places);
+        let Some((name, why)) = missing.first() else {
+            return Ok((w, Vec::new()));
+        };
+        if matches!(record.driver, DriverSettings::Mock(_)) {
+            let warnings = missing
+                .iter()
+                .map(|(_, why)| {
+                    format!(
+                        "{why}\n  (the mock driver reads no skill, so the run goes on; \
+                         any other driver stops here with E219)"
+                    )
+                })
+                .collect();
+            return Ok((w, warnings));
+        }
+        let (module, line) = skill_sites(artifact)
+            .into_iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, m, l)| (m, l))
+            .unwrap_or((0, 0));
+        Err(RunError::Unequipped(Box::new(Unequipped {
+            error: RuntimeError::at(artifact, module, line, Code::E219, why.to_string()),
+            help: format!(
+                "import it from where it is published (`import \"{name}\" from \"github:OWNER/REPO\"`, \
+                 or `npm:PACKAGE`, or `./path`) and build again, so that the artifact carries it; \
+                 or install it as skills/{name}/SKILL.md beside the program, or in ~/.prose/skills/{name}/"
+            ),
+        })))
     }
 }
 
@@ -217,18 +297,30 @@ pub fn models_named(artifact: &Verified) -> Vec<Option<String>> {
 
 /// Every skill name the program's sessions carry (agents' skills are merged into them).
 fn skill_names(artifact: &Verified) -> Vec<&str> {
-    let mut names: Vec<&str> = artifact
-        .modules
-        .iter()
-        .flat_map(|m| {
-            m.sessions
-                .values()
-                .flat_map(move |s| s.skills.iter().map(move |n| m.strings[*n].as_str()))
-        })
+    let mut names: Vec<&str> = skill_sites(artifact)
+        .into_iter()
+        .map(|(n, _, _)| n)
         .collect();
     names.sort_unstable();
     names.dedup();
     names
+}
+
+/// Each skill name a session carries, with the session's module and line, in the
+/// artifact's order.
+fn skill_sites(artifact: &Verified) -> Vec<(&str, u32, u32)> {
+    artifact
+        .modules
+        .iter()
+        .enumerate()
+        .flat_map(|(mi, m)| {
+            m.sessions.values().flat_map(move |s| {
+                s.skills
+                    .iter()
+                    .map(move |n| (m.strings[*n].as_str(), mi as u32, s.line))
+            })
+        })
+        .collect()
 }
 
 /// A run ready to be driven: where it is kept (held by this process), its record, machine
@@ -241,6 +333,18 @@ pub struct Run {
     journal: Box<dyn JournalSink>,
     replay: Replies,
     place: Place,
+    /// What the run should be told of as it starts (a skill the mock does not need).
+    warnings: Vec<String>,
+}
+
+/// A statement whose sessions cannot be equipped (a skill no place has): where, and what
+/// to do about it.
+#[derive(Debug)]
+pub struct Unequipped {
+    /// The error, located at the statement.
+    pub error: RuntimeError,
+    /// What to do about it.
+    pub help: String,
 }
 
 /// What a resume changes, besides taking the run up again.
@@ -291,15 +395,15 @@ impl Run {
         options: ExecOptions,
         place: &Place,
     ) -> Result<Run, RunError> {
+        place.check_trust(&program.bytes)?;
         let artifact = program.artifact.clone();
         let machine = new_machine(&artifact, &inputs, &options).map_err(RunError::Program)?;
         let workdir = std::env::current_dir()
             .map_err(|e| RunError::Setup(format!("the working directory: {e}")))?;
         let mut record = RunRecord::new(program, inputs, driver, options, workdir);
         // Skills are resolved before anything is created or asked.
-        place
-            .workshop(&record, &artifact)
-            .map_err(RunError::Setup)?;
+        let (workshop, warnings) = place.workshop(&record, &artifact)?;
+        record.skills = workshop.skills_used().to_vec();
         let mut held = store.create(&mut record, program, &[]).await?;
         // Persistent agents: what their memory is as the run starts, kept with the run so
         // that a resume starts from the same memory.
@@ -308,14 +412,16 @@ impl Run {
             held.stage_record(&record).await?;
         }
         let journal = held.journal()?;
-        Ok(Run::assemble(
+        let mut run = Run::assemble(
             held,
             record,
             artifact,
             machine,
             (journal, Replies::default()),
             place,
-        ))
+        );
+        run.warnings = warnings;
+        Ok(run)
     }
 
     /// Takes up run `id` of `store` again: its journal's answers are replayed, never asked
@@ -352,7 +458,10 @@ impl Run {
             artifact,
             journal,
         } = taken;
-        let artifact = match load_artifact(held.id(), &artifact) {
+        let artifact = match place
+            .check_trust(&artifact)
+            .and_then(|()| load_artifact(held.id(), &artifact))
+        {
             Ok(a) => a,
             Err(error) => {
                 return Err(Box::new(NotTakenUp {
@@ -547,7 +656,14 @@ impl Run {
             journal,
             replay,
             place: place.clone(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// What the run was warned of as it started: skills no place has, which the mock driver
+    /// does not need.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// What stops the run when asked (Ctrl-C): it then ends interrupted, resumable.
@@ -616,12 +732,13 @@ impl Run {
             journal,
             replay,
             mut place,
+            warnings: _,
         } = self;
         place.config.budget =
             prose_runtime::runner::Budget::new(record.options.max_tokens, record.options.max_cost);
-        let mut workshop = place
+        let (mut workshop, _) = place
             .workshop(&record, &artifact)
-            .map_err(StoreError::Invalid)?;
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
         let servers: Vec<&str> = skill_names(&artifact)
             .into_iter()
             .filter(|n| place.mcp.servers.contains_key(*n))

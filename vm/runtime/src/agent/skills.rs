@@ -18,6 +18,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use bytecode_spec::bundle::{hex, sha256, BundledSkill};
 use serde::{Deserialize, Serialize};
 
 /// The file that makes a directory a skill.
@@ -163,6 +164,100 @@ impl SkillSearch {
     pub fn find_all<S: AsRef<str>>(&self, names: &[S]) -> Result<Vec<Skill>, SkillError> {
         names.iter().map(|n| self.find(n.as_ref())).collect()
     }
+}
+
+/// Where the skills artifacts carry are unpacked for their agents to read: the user's cache
+/// (`$XDG_CACHE_HOME/prose/bundled`, else `~/.cache/prose/bundled`), else the system's
+/// temporary directory.
+pub fn bundled_skills_dir() -> PathBuf {
+    prose_settings::files::user_cache_dir()
+        .unwrap_or_else(|| std::env::temp_dir().join("prose"))
+        .join("bundled")
+}
+
+/// The skill an artifact carries, as a directory its agent can read: unpacked under `root`
+/// at `<sha256 of the skill>/<name>/`, so the same skill always has the same directory (and
+/// a prompt naming it the same bytes). A directory already there is used only if it holds
+/// exactly the skill's files with their hashes; anything else there (a file changed or
+/// added since) is replaced, so nothing written to it changes what a later run reads.
+pub fn unpack(bundled: &BundledSkill, root: &Path) -> Result<Skill, SkillError> {
+    let name = bundled.name.as_str();
+    let home = root.join(hex(&bundled.digest()));
+    let dir = home.join(name);
+    let invalid = |reason: String| SkillError::Invalid {
+        name: name.to_string(),
+        path: dir.clone(),
+        reason,
+    };
+    if !holds_exactly(&dir, bundled) {
+        let staging = root.join(format!(
+            ".{}.{}.{}",
+            hex(&bundled.digest()),
+            std::process::id(),
+            UNPACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        write_skill(&staging.join(name), bundled)
+            .map_err(|e| invalid(format!("cannot unpack the bundled skill: {e}")))?;
+        if home.exists() {
+            let _ = std::fs::remove_dir_all(&home);
+        }
+        if let Err(e) = std::fs::rename(&staging, &home) {
+            let _ = std::fs::remove_dir_all(&staging);
+            // Another process unpacking the same skill at once is fine: its copy is checked.
+            if !holds_exactly(&dir, bundled) {
+                return Err(invalid(format!("cannot unpack the bundled skill: {e}")));
+            }
+        }
+    }
+    load(name, &dir, &dir.join(SKILL_FILE))
+}
+
+/// Counts unpacks in this process, so concurrent ones stage in different places.
+static UNPACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Writes `bundled`'s files into the new directory `dir` (names were checked by the
+/// verifier: relative, `/`-separated, no `..`).
+fn write_skill(dir: &Path, bundled: &BundledSkill) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for f in &bundled.files {
+        let path = dir.join(&f.name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, &f.bytes)?;
+    }
+    Ok(())
+}
+
+/// Whether `dir` holds exactly `bundled`'s files, each with its hash, and nothing else (no
+/// link, no other file).
+fn holds_exactly(dir: &Path, bundled: &BundledSkill) -> bool {
+    let mut found = Vec::new();
+    let walk = ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .follow_links(false)
+        .build();
+    for entry in walk {
+        let Ok(entry) = entry else { return false };
+        let Some(kind) = entry.file_type() else {
+            return false;
+        };
+        if kind.is_dir() {
+            continue;
+        }
+        if !kind.is_file() {
+            return false;
+        }
+        let Ok(rel) = entry.path().strip_prefix(dir) else {
+            return false;
+        };
+        found.push((rel.to_string_lossy().into_owned(), entry.into_path()));
+    }
+    found.sort();
+    found.len() == bundled.files.len()
+        && found.iter().zip(&bundled.files).all(|((rel, path), f)| {
+            *rel == f.name && std::fs::read(path).is_ok_and(|bytes| sha256(&bytes) == f.sha256)
+        })
 }
 
 /// The user's skills directory: `$PROSE_HOME/skills`, else `$HOME/.prose/skills`.

@@ -9,11 +9,13 @@ use super::protected::Protected;
 use super::skills::{self, Skill, SkillSearch};
 use super::tools::{Tool, Toolbox};
 use crate::people::People;
+use crate::record::UsedSkill;
+use bytecode_spec::bundle::BundledSkill;
 use prose_machine::protocol::Capability;
 use prose_machine::protocol::SessionAsk;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// What the VM tells a model that is offered tools, before the agent's own prompt (small
@@ -78,6 +80,20 @@ pub enum SkillSource {
     Tool(Arc<dyn Tool>),
 }
 
+/// Where the names in `skills:` are looked up, in this order.
+pub struct SkillPlaces<'a> {
+    /// The MCP servers `prose.toml` configures.
+    pub servers: &'a [String],
+    /// The imported programs: alias and module.
+    pub programs: &'a [(String, u32)],
+    /// The skills the artifact carries, by the name they are imported as.
+    pub bundled: &'a [(&'a str, &'a BundledSkill)],
+    /// Where carried skills are unpacked ([`skills::bundled_skills_dir`]).
+    pub unpack_to: &'a Path,
+    /// The directories searched for skills installed by hand.
+    pub search: &'a SkillSearch,
+}
+
 /// What a session works with.
 pub struct Kit {
     /// The agent's own system prompt: its prompt, then its skills' instructions (a turn
@@ -109,6 +125,8 @@ pub struct Workshop {
     /// The run's protected places (its state directory, its program's files).
     pub protected: Protected,
     skills: BTreeMap<String, SkillSource>,
+    /// The skill directories resolved, in the order resolved.
+    used: Vec<UsedSkill>,
     /// The names of the tools offered to a session naming no skill and no permissions,
     /// shared by all such sessions.
     plain: Arc<[String]>,
@@ -128,36 +146,72 @@ impl Workshop {
             tools: ToolDefault::All,
             protected: Protected::default(),
             skills: BTreeMap::new(),
+            used: Vec::new(),
             plain: names(&offered(Toolbox::builtin(), &Policy::default(), user, false).0),
             mcp: Mutex::new(None),
         }
     }
 
-    /// Resolves every name in `names` (the skills the program's agents and sessions name):
-    /// a configured MCP server's name (`servers`), else an imported program's alias
-    /// (`programs`: alias and module), else a skill directory found by `search`. An
-    /// unresolvable name is an error naming every place looked.
+    /// Resolves every name in `names` (the skills the program's agents and sessions name)
+    /// as `places` says, in its order: a configured MCP server's name, an imported
+    /// program's alias, a skill the artifact carries (unpacked for its agents to read),
+    /// else a skill directory found by the search. Returns the names nothing resolved,
+    /// each with why (every place looked at), for the caller to refuse or to warn about.
     pub fn resolve_skills<'a>(
         &mut self,
         names: impl IntoIterator<Item = &'a str>,
-        servers: &[String],
-        programs: &[(String, u32)],
-        search: &SkillSearch,
-    ) -> Result<(), String> {
+        places: &SkillPlaces<'_>,
+    ) -> Vec<(String, skills::SkillError)> {
+        let mut missing = Vec::new();
         for name in names {
             if self.skills.contains_key(name) {
                 continue;
             }
-            let source = if servers.iter().any(|s| s == name) {
+            let source = if places.servers.iter().any(|s| s == name) {
                 SkillSource::Mcp(name.to_string())
-            } else if let Some((_, module)) = programs.iter().find(|(alias, _)| alias == name) {
+            } else if let Some((_, module)) =
+                places.programs.iter().find(|(alias, _)| alias == name)
+            {
                 SkillSource::Program(*module)
+            } else if let Some((_, bundled)) = places.bundled.iter().find(|(n, _)| *n == name) {
+                match skills::unpack(bundled, places.unpack_to) {
+                    Ok(skill) => {
+                        self.used.push(UsedSkill {
+                            name: name.to_string(),
+                            origin: format!("{} ({})", bundled.source, bundled.origin),
+                            sha256: Some(bytecode_spec::bundle::hex(&bundled.digest())),
+                        });
+                        SkillSource::Dir(skill)
+                    }
+                    Err(e) => {
+                        missing.push((name.to_string(), e));
+                        continue;
+                    }
+                }
             } else {
-                SkillSource::Dir(search.find(name).map_err(|e| e.to_string())?)
+                match places.search.find(name) {
+                    Ok(skill) => {
+                        self.used.push(UsedSkill {
+                            name: name.to_string(),
+                            origin: skill.dir.display().to_string(),
+                            sha256: None,
+                        });
+                        SkillSource::Dir(skill)
+                    }
+                    Err(e) => {
+                        missing.push((name.to_string(), e));
+                        continue;
+                    }
+                }
             };
             self.skills.insert(name.to_string(), source);
         }
-        Ok(())
+        missing
+    }
+
+    /// The skill directories the run's agents use, where each came from.
+    pub fn skills_used(&self) -> &[UsedSkill] {
+        &self.used
     }
 
     /// Turns the imported programs named as skills into tools: `make` builds the tool for a

@@ -1,0 +1,487 @@
+//! A shipped workflow, from `prosec build --sign` to `prosevm exec --trust` on another
+//! machine's terms, offline: the published programs that import skills are built with their
+//! sources reachable (a repository through git's `insteadOf`, a package from a loopback npm
+//! registry, a local directory), copied elsewhere, every source and cache removed, and run
+//! for a user with a home and cache of their own; each skill's instructions reach the model.
+//! Then trust: an unsigned, foreign-signed or altered artifact never runs, and nothing is
+//! written for it; and skills no place has: a warning under the mock, a located error
+//! otherwise.
+
+#[path = "../compiler/tests/ship/support.rs"]
+#[allow(dead_code)]
+mod ship_support;
+
+#[path = "../vm/tests/support/provider.rs"]
+#[allow(dead_code)]
+mod provider;
+
+use serde_json::Value;
+use ship_support::{integrity, skill_md, tarball, Run, Server, World};
+use std::path::{Path, PathBuf};
+
+const WEB_SEARCH: &str = "Search the web before answering; cite every source.";
+const SUMMARIZER: &str = "Summarize in five bullet points at most.";
+const FILE_READER: &str = "Read files with read_file and quote them exactly.";
+const CODE_ANALYZER: &str = "Look for injection, unchecked input and secrets in code.";
+
+fn published(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../compiler/tests/ship/published")
+            .join(name),
+    )
+    .expect("fixture")
+}
+
+/// Makes a key pair `name` in `dir` (no password, for an unattended build).
+fn keygen(w: &World, dir: &Path, name: &str) -> PathBuf {
+    w.prosec(dir, &["keygen", name, "--without-password"]).ok();
+    dir.join(format!("{name}.pub"))
+}
+
+/// Someone else's machine: a home and a cache of their own, nothing fetched before.
+struct Elsewhere {
+    dir: PathBuf,
+    home: PathBuf,
+    cache: PathBuf,
+}
+
+impl Elsewhere {
+    fn new(w: &World) -> Elsewhere {
+        Elsewhere {
+            dir: w.dir("elsewhere/run"),
+            home: w.dir("elsewhere/home"),
+            cache: w.dir("elsewhere/cache"),
+        }
+    }
+
+    /// `prosevm ARGS` run here, as that user, against the fake provider at `url`.
+    fn prosevm(&self, w: &World, url: &str, args: &[&str]) -> Run {
+        let out = w
+            .command("prosevm", &self.dir)
+            .args(args)
+            .env("HOME", &self.home)
+            .env("XDG_CACHE_HOME", &self.cache)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env("OPENAI_BASE_URL", url)
+            .env_remove("OPENAI_MODEL")
+            .env_remove("PROSE_TRUST")
+            .env_remove("PROSE_STORE")
+            .output()
+            .expect("run prosevm");
+        Run(out)
+    }
+}
+
+/// The system prompts the provider received.
+fn system_prompts(seen: &[provider::Seen]) -> Vec<String> {
+    seen.iter()
+        .filter_map(|s| {
+            s.body["messages"]
+                .as_array()?
+                .iter()
+                .find(|m| m["role"] == "system")
+                .and_then(|m| m["content"].as_str())
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// The one run's `run.json` under `dir/.prose/runs/`.
+fn run_record(dir: &Path) -> Value {
+    let runs: Vec<_> = std::fs::read_dir(dir.join(".prose/runs"))
+        .expect("runs")
+        .flatten()
+        .collect();
+    assert_eq!(runs.len(), 1, "one run");
+    let text = std::fs::read_to_string(runs[0].path().join("run.json")).expect("run.json");
+    serde_json::from_str(&text).expect("json")
+}
+
+/// Removes every source the build read, and the builder's cache.
+fn sources_gone(w: &World, project: &Path) {
+    for gone in [
+        &w.github,
+        &w.cache,
+        &w.root.join("work"),
+        &project.to_path_buf(),
+    ] {
+        std::fs::remove_dir_all(gone).expect("remove a source");
+    }
+}
+
+#[test]
+fn the_published_skills_example_runs_elsewhere_with_every_skill_reaching_the_model() {
+    let w = World::new("vm-published-11");
+    w.commit(
+        "anthropic",
+        "skills",
+        &[
+            (
+                "skills/web-search/SKILL.md",
+                &skill_md("web-search", WEB_SEARCH),
+            ),
+            (
+                "skills/web-search/scripts/search.sh",
+                "#!/bin/sh\necho \"$1\"\n",
+            ),
+        ],
+        None,
+    );
+    let npm = Server::start();
+    let tgz = tarball(&[
+        (
+            "package.json",
+            "{\"name\":\"@example/summarizer\",\"version\":\"1.0.0\"}",
+        ),
+        ("SKILL.md", &skill_md("summarizer", SUMMARIZER)),
+    ]);
+    npm.publish("", "@example/summarizer", &[("1.0.0", tgz)], |_, t| {
+        integrity(t)
+    });
+    let mut w = w;
+    w.env.push(("npm_config_registry".into(), npm.url.clone()));
+    let project = w.dir("project");
+    std::fs::write(
+        project.join("main.prose"),
+        published("11-skills-and-imports.prose"),
+    )
+    .unwrap();
+    let local = project.join("local-skills/file-reader");
+    std::fs::create_dir_all(&local).unwrap();
+    std::fs::write(local.join("SKILL.md"), skill_md("file-reader", FILE_READER)).unwrap();
+    let keys = w.dir("keys");
+    let public = keygen(&w, &keys, "release");
+    let secret = keys.join("release.key");
+    w.prosec(
+        &project,
+        &["build", "main.prose", "--sign", secret.to_str().unwrap()],
+    )
+    .ok();
+
+    let there = Elsewhere::new(&w);
+    std::fs::copy(project.join("main.pbc"), there.dir.join("app.pbc")).unwrap();
+    std::fs::copy(&public, there.dir.join("release.pub")).unwrap();
+    sources_gone(&w, &project);
+    npm.clear();
+
+    let (url, seen) = provider::provider(vec![
+        provider::ok("Storage is getting cheaper."),
+        provider::ok("A summary."),
+    ]);
+    let info = there.prosevm(
+        &w,
+        &url,
+        &[
+            "info",
+            "app.pbc",
+            "--format",
+            "json",
+            "--trust",
+            "release.pub",
+        ],
+    );
+    info.ok();
+    let info: Value = serde_json::from_str(&info.stdout()).expect("json");
+    assert_eq!(info["signature"]["verdict"], "trusted", "{info}");
+    let bundled: Vec<&str> = info["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(bundled, ["web-search", "summarizer", "file-reader"]);
+
+    let run = there.prosevm(
+        &w,
+        &url,
+        &[
+            "exec",
+            "app.pbc",
+            "--driver",
+            "openai",
+            "--trust",
+            "release.pub",
+            "--no-input",
+        ],
+    );
+    run.ok();
+    let seen = seen.lock().unwrap();
+    let systems = system_prompts(&seen);
+    assert_eq!(systems.len(), 2, "one request per session");
+    assert!(systems[0].contains(WEB_SEARCH) && systems[0].contains(SUMMARIZER));
+    assert!(systems[1].contains(FILE_READER) && systems[1].contains(SUMMARIZER));
+    assert!(
+        !systems[0].contains(FILE_READER),
+        "only the agent's own skills"
+    );
+    // The skills were unpacked into that user's cache, and the run names each.
+    assert!(systems[0].contains(&there.cache.display().to_string()));
+    let record = run_record(&there.dir);
+    let used: Vec<(&str, &str)> = record["skills"]
+        .as_array()
+        .expect("skills recorded")
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["origin"].as_str().unwrap()))
+        .collect();
+    assert_eq!(used.len(), 3, "{used:?}");
+    assert!(used
+        .iter()
+        .any(|(n, o)| *n == "web-search" && o.starts_with("github:anthropic/skills")));
+    assert!(record["skills"][0]["sha256"]
+        .as_str()
+        .is_some_and(|h| h.len() == 64));
+}
+
+#[test]
+fn the_published_permissions_example_runs_elsewhere_with_its_skill() {
+    let w = World::new("vm-published-12");
+    w.commit(
+        "anthropic",
+        "code-tools",
+        &[(
+            "code-analyzer/SKILL.md",
+            &skill_md("code-analyzer", CODE_ANALYZER),
+        )],
+        None,
+    );
+    let project = w.dir("project");
+    std::fs::write(
+        project.join("secure.prose"),
+        published("12-secure-agent-permissions.prose"),
+    )
+    .unwrap();
+    w.prosec(&project, &["build", "secure.prose", "-o", "secure.pbc"])
+        .ok();
+    let there = Elsewhere::new(&w);
+    std::fs::copy(project.join("secure.pbc"), there.dir.join("secure.pbc")).unwrap();
+    sources_gone(&w, &project);
+    let (url, seen) = provider::provider(vec![
+        provider::ok("No injection found."),
+        provider::ok("Docs updated."),
+    ]);
+    there
+        .prosevm(
+            &w,
+            &url,
+            &["exec", "secure.pbc", "--driver", "openai", "--no-input"],
+        )
+        .ok();
+    let systems = system_prompts(&seen.lock().unwrap());
+    assert!(systems[0].contains(CODE_ANALYZER), "{systems:?}");
+    assert!(
+        !systems[1].contains(CODE_ANALYZER),
+        "the doc writer has no skill"
+    );
+}
+
+/// The artifact's bytes with one byte of its signed body changed (the source hash, in the
+/// header).
+fn altered(bytes: &[u8]) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    b[30] ^= 0x20;
+    b
+}
+
+#[test]
+fn an_untrusted_artifact_never_runs_and_nothing_is_written_for_it() {
+    let w = World::new("vm-trust");
+    let dir = w.dir("p");
+    std::fs::write(
+        dir.join("hello.prose"),
+        "session \"Say hello\"\noutput greeting = \"hi\"\n",
+    )
+    .unwrap();
+    let public = keygen(&w, &dir, "release");
+    keygen(&w, &dir, "other");
+    w.prosec(&dir, &["build", "hello.prose", "-o", "unsigned.pbc"])
+        .ok();
+    w.prosec(
+        &dir,
+        &[
+            "build",
+            "hello.prose",
+            "-o",
+            "signed.pbc",
+            "--sign",
+            "release.key",
+        ],
+    )
+    .ok();
+    w.prosec(
+        &dir,
+        &[
+            "build",
+            "hello.prose",
+            "-o",
+            "foreign.pbc",
+            "--sign",
+            "other.key",
+        ],
+    )
+    .ok();
+    let signed = std::fs::read(dir.join("signed.pbc")).unwrap();
+    std::fs::write(dir.join("altered.pbc"), altered(&signed)).unwrap();
+    // A whole other program under the signed one's signature: a valid artifact, not signed.
+    std::fs::write(
+        dir.join("other.prose"),
+        "session \"Delete everything\"\noutput greeting = \"bye\"\n",
+    )
+    .unwrap();
+    w.prosec(&dir, &["build", "other.prose", "-o", "other.pbc"])
+        .ok();
+    let (_, signature) = bytecode_spec::artifact::split_signature(&signed).expect("framed");
+    let forged = bytecode_spec::artifact::with_signature(
+        &std::fs::read(dir.join("other.pbc")).unwrap(),
+        signature.expect("signed"),
+    )
+    .expect("framed");
+    std::fs::write(dir.join("forged.pbc"), forged).unwrap();
+    let trust = public.to_str().unwrap();
+
+    let refused = |args: &[&str], env: &[(&str, &str)], why: &str| {
+        let run_dir = w.dir(&format!("runs/{}", args.join("-").replace(['/', '.'], "_")));
+        let mut cmd = w.command("prosevm", &run_dir);
+        cmd.args(args).env_remove("PROSE_TRUST");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = Run(cmd.output().expect("runs"));
+        assert_eq!(out.code(), 2, "{args:?} must be refused:\n{}", out.stderr());
+        assert!(out.stderr().contains(why), "{args:?}:\n{}", out.stderr());
+        assert!(out.stderr().contains("refused to run"), "{}", out.stderr());
+        assert!(
+            !run_dir.join(".prose").exists(),
+            "nothing is written for a refused artifact"
+        );
+    };
+    let file = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    refused(
+        &["exec", &file("unsigned.pbc"), "--trust", trust],
+        &[],
+        "not signed",
+    );
+    refused(
+        &["exec", &file("foreign.pbc"), "--trust", trust],
+        &[],
+        "which is not trusted",
+    );
+    refused(
+        &["exec", &file("altered.pbc"), "--trust", trust],
+        &[],
+        "altered",
+    );
+    refused(
+        &["exec", &file("forged.pbc"), "--trust", trust],
+        &[],
+        "altered",
+    );
+    // The trusted keys may also come from PROSE_TRUST or prose.toml's [trust].
+    refused(
+        &["exec", &file("unsigned.pbc")],
+        &[("PROSE_TRUST", trust)],
+        "not signed",
+    );
+    let configured = w.dir("configured");
+    std::fs::write(
+        configured.join("prose.toml"),
+        format!("[trust]\nkeys = [\"{trust}\"]\n"),
+    )
+    .unwrap();
+    let config = configured.join("prose.toml");
+    refused(
+        &[
+            "exec",
+            &file("unsigned.pbc"),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[],
+        "not signed",
+    );
+    // A program compiled from source carries no signature either.
+    refused(
+        &["run", &file("hello.prose"), "--trust", trust],
+        &[],
+        "not signed",
+    );
+
+    // The signed one runs, and says who signed it.
+    let ok_dir = w.dir("ok");
+    let out = Run(w
+        .command("prosevm", &ok_dir)
+        .args(["exec", &file("signed.pbc"), "--trust", trust])
+        .output()
+        .expect("runs"));
+    out.ok();
+    assert!(out.stdout().contains("greeting: hi"), "{}", out.stdout());
+    let info = Run(w
+        .command("prosevm", &ok_dir)
+        .args([
+            "info",
+            &file("forged.pbc"),
+            "--trust",
+            trust,
+            "--format",
+            "json",
+        ])
+        .output()
+        .expect("runs"));
+    info.ok();
+    let info: Value = serde_json::from_str(&info.stdout()).expect("json");
+    assert_eq!(info["signature"]["verdict"], "altered", "{info}");
+}
+
+#[test]
+fn a_skill_no_place_has_is_a_warning_under_the_mock_and_a_located_error_otherwise() {
+    let w = World::new("vm-missing-skill");
+    let dir = w.dir("p");
+    // Imported from a repository that cannot be reached (nothing is served for it).
+    std::fs::write(
+        dir.join("brief.prose"),
+        "import \"web-search\" from \"github:nobody/nothing\"\n\nagent finder:\n  model: sonnet\n  skills: [\"web-search\"]\n\nlet found = session: finder\n  prompt: \"Find it\"\noutput found = found\n",
+    )
+    .unwrap();
+    let out = Run(w
+        .command("prosevm", &dir)
+        .args(["run", "brief.prose"])
+        .output()
+        .expect("runs"));
+    out.ok();
+    let err = out.stderr();
+    assert!(
+        err.contains("warning: skill `web-search` not found") && err.contains("mock driver"),
+        "{err}"
+    );
+
+    // Named but never imported, and installed nowhere: under a real driver, E219 at the
+    // session that names it, with what to do, before anything is written.
+    std::fs::write(
+        dir.join("plain.prose"),
+        "agent finder:\n  model: sonnet\n  skills: [\"web-search\"]\n\nlet found = session: finder\n  prompt: \"Find it\"\noutput found = found\n",
+    )
+    .unwrap();
+    w.prosec(&dir, &["build", "plain.prose"]).ok();
+    let run_dir = w.dir("elsewhere");
+    let out = Run(w
+        .command("prosevm", &run_dir)
+        .args([
+            "exec",
+            dir.join("plain.pbc").to_str().unwrap(),
+            "--driver",
+            "command",
+            "--command",
+            "echo found",
+        ])
+        .output()
+        .expect("runs"));
+    assert_eq!(out.code(), 1, "{}", out.stderr());
+    let err = out.stderr();
+    assert!(
+        err.contains("plain.prose:5: [E219] skill `web-search` not found"),
+        "{err}"
+    );
+    assert!(err.contains("let found = session: finder"), "{err}");
+    assert!(err.contains("help: import it"), "{err}");
+    assert!(!run_dir.join(".prose").exists());
+}
