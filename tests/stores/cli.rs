@@ -186,6 +186,119 @@ fn a_run_is_listed_inspected_and_reported_in_every_store() {
 }
 
 #[test]
+fn a_run_is_forked_from_a_request_and_compared_in_every_store() {
+    let dir = setup("stores-fork");
+    for kind in kinds("cli_fork", &dir) {
+        let name = kind.name;
+        let (code, _, err) = support::output(&mut run(&dir, &kind, &[]));
+        assert_eq!(code, 0, "{name}: {err}");
+        let id = listing(&dir, &kind)[0]["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        // Forked before the third session, with another driver: only the last three
+        // sessions are asked of it.
+        let asked = dir.join(format!("asked-{name}.log"));
+        let _ = std::fs::remove_file(&asked);
+        let command = format!("echo x >> {}; echo other", asked.display());
+        let (code, out, err) = support::output(prosevm(&dir).args([
+            "fork",
+            &id,
+            "--from",
+            "0:2",
+            "--store",
+            &kind.store,
+            "--driver",
+            "command",
+            "--command",
+            &command,
+            "--trace",
+            "quiet",
+            "--output",
+            "json",
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(err.contains("2 answer(s) reused"), "{name}: {err}");
+        let outputs: Value = serde_json::from_str(&out).expect("outputs");
+        assert_eq!(outputs["r"], "other", "{name}");
+        let asked = std::fs::read_to_string(&asked).expect("the driver was asked");
+        assert_eq!(
+            asked.lines().count(),
+            3,
+            "{name}: only what follows the cut"
+        );
+        let rows = listing(&dir, &kind);
+        assert_eq!(rows.len(), 2, "{name}: the forked run is only read");
+        let fork_id = rows
+            .iter()
+            .map(|r| r["id"].as_str().expect("id"))
+            .find(|r| *r != id)
+            .expect("the fork")
+            .to_string();
+        let (code, out, err) = support::output(prosevm(&dir).args([
+            "diff",
+            &id,
+            &fork_id,
+            "--store",
+            &kind.store,
+            "--json",
+        ]));
+        assert_eq!(code, 1, "{name}: they differ: {err}");
+        let c: Value = serde_json::from_str(&out).expect("comparison");
+        assert_eq!(c["same"], 2, "{name}: {c}");
+        let differ: Vec<&str> = c["differ"]
+            .as_array()
+            .expect("differ")
+            .iter()
+            .map(|d| d["id"].as_str().expect("id"))
+            .collect();
+        assert_eq!(differ, ["0:2", "0:3", "0:4"], "{name}");
+        assert_eq!(c["outputs"][0]["id"], "r", "{name}");
+        assert_eq!(c["outputs"][0]["b"], "other", "{name}");
+        let (code, text, _) =
+            support::output(prosevm(&dir).args(["diff", &id, &fork_id, "--store", &kind.store]));
+        assert_eq!(code, 1, "{name}");
+        assert!(
+            text.contains("0:3 (session)\n- ") && text.contains("\n+ other\n"),
+            "{name}: {text}"
+        );
+        // A fork reusing every answer asks nothing and ends the same.
+        let (code, _, err) = support::output(prosevm(&dir).args([
+            "fork",
+            &id,
+            "--store",
+            &kind.store,
+            "--trace",
+            "quiet",
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(err.contains("5 answer(s) reused"), "{name}: {err}");
+        let again = listing(&dir, &kind)
+            .iter()
+            .map(|r| r["id"].as_str().expect("id").to_string())
+            .find(|r| *r != id && *r != fork_id)
+            .expect("the second fork");
+        let (code, _, err) =
+            support::output(prosevm(&dir).args(["diff", &id, &again, "--store", &kind.store]));
+        assert_eq!(code, 0, "{name}: the same answers: {err}");
+        // A request the run never asked is refused, listing those it did.
+        let (code, _, err) = support::output(prosevm(&dir).args([
+            "fork",
+            &id,
+            "--from",
+            "0:9",
+            "--store",
+            &kind.store,
+        ]));
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(
+            err.contains("request 0:9 was never asked; its requests are: 0:0, 0:1"),
+            "{name}: {err}"
+        );
+    }
+}
+
+#[test]
 fn a_run_held_by_a_live_process_is_refused_naming_it_in_every_store() {
     let dir = setup("stores-held");
     for kind in kinds("cli_held", &dir) {

@@ -178,6 +178,44 @@ enum Command {
         #[command(flatten)]
         opts: RunArgs,
     },
+    /// Start a new run of a run's program and inputs that reuses its answers (up to a
+    /// request, with --from) and asks this driver (the flags', else the run's) for the
+    /// rest: compare models on one program without paying twice for what they share.
+    Fork {
+        /// The run to fork (its id or directory); it is only read.
+        run: String,
+        /// Reuse the answers journaled before this request was first answered (an id as
+        /// `inspect` and the trace show it, e.g. `0:3`); without it, every answer.
+        #[arg(long, value_name = "REQUEST-ID")]
+        from: Option<String>,
+        /// The store keeping both runs: a directory (or file:DIR), sqlite:PATH, or a
+        /// postgres:// URL (default: the file store under --state-dir).
+        #[arg(
+            long,
+            env = "PROSE_STORE",
+            hide_env_values = true,
+            value_name = "STORE"
+        )]
+        store: Option<String>,
+        #[command(flatten)]
+        opts: RunArgs,
+    },
+    /// Show where two runs' answers and outputs differ, request by request (exit status 1
+    /// when they differ, as diff does).
+    Diff {
+        /// The first run (id or directory).
+        a: String,
+        /// The second run.
+        b: String,
+        #[command(flatten)]
+        at: runs::At,
+        /// Print one JSON object for tools.
+        #[arg(long)]
+        json: bool,
+        /// Characters of each answer shown on its line.
+        #[arg(long, default_value_t = 100)]
+        width: usize,
+    },
     /// List runs: id, program, status, start time, answers journaled; or prune them.
     Runs {
         /// Where runs live (default: `.prose` in the working directory).
@@ -363,6 +401,22 @@ fn main() -> ExitCode {
             opts.store = store;
             exec::resume(&run, force, &opts)
         }
+        Command::Fork {
+            run,
+            from,
+            store,
+            mut opts,
+        } => {
+            opts.store = store;
+            exec::fork(&run, from.as_deref(), &opts)
+        }
+        Command::Diff {
+            a,
+            b,
+            at,
+            json,
+            width,
+        } => runs::diff(&at, &a, &b, json, width),
         Command::Runs {
             state_dir,
             store,

@@ -143,6 +143,18 @@ pub struct UsedSkill {
     pub sha256: Option<String>,
 }
 
+/// Where a forked run came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    /// The run forked.
+    pub run: String,
+    /// The request from which it asked its own driver (none: after every answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// How many of that run's answers it reused.
+    pub reused: usize,
+}
+
 /// Everything `run.json` records.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -188,6 +200,9 @@ pub struct RunRecord {
     /// The skill directories its agents use, as resolved when it started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<UsedSkill>,
+    /// The run it was forked from (`prosevm fork`), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
 }
 
 impl RunRecord {
@@ -218,6 +233,7 @@ impl RunRecord {
             error: None,
             usage: None,
             skills: Vec::new(),
+            forked_from: None,
         }
     }
 }

@@ -511,6 +511,70 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
     }
 }
 
+/// `prosevm fork RUN [--from ID]`: a new run of `run`'s program and inputs that reuses its
+/// answers (before request `from`, if given) and asks its own driver for the rest: the one
+/// the flags name, else the one `run` used (changed by flags such as `--model`).
+pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
+    let from = match from.map(str::parse::<prose_machine::protocol::RequestId>) {
+        None => None,
+        Some(Ok(id)) => Some(id),
+        Some(Err(e)) => return fail(format!("--from: {e}"), 2),
+    };
+    let (runtime, store) = match opened(args) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let (id, record) = match runtime.block_on(store.record(run)) {
+        Ok(r) => r,
+        Err(e) => return store_error(e),
+    };
+    let args = &RunArgs {
+        program_dir: build::dir_of(&record.origin),
+        ..args.clone()
+    };
+    // Flags shaping a driver (a model, a base URL...) without --driver shape the run's own.
+    let shaped = args.model.is_some()
+        || args.base_url.is_some()
+        || !args.model_map.is_empty()
+        || args.command.is_some()
+        || args.record.is_some()
+        || args.replay.is_some();
+    let driver = if args.driver.is_none() && !shaped {
+        record.driver.clone()
+    } else {
+        let mut with = args.clone();
+        with.driver = with.driver.or_else(|| record.driver.name().parse().ok());
+        match with.driver() {
+            Ok(d) => d,
+            Err(e) => return fail(e, 2),
+        }
+    };
+    let (place, export) = match (args.place(), Export::from_env()) {
+        (Ok(p), Ok(x)) => (p, x),
+        (Err(e), _) | (_, Err(e)) => return fail(e, 2),
+    };
+    let forked = runtime.block_on(Run::fork(&*store, &id, from.as_ref(), driver, &place));
+    match forked {
+        Ok((run, reused)) => {
+            eprintln!(
+                "prosevm: run {} forks run {id}{}: {reused} answer(s) reused, the rest asked of the {} driver",
+                run.record().id,
+                from.map(|f| format!(" before request {f}")).unwrap_or_default(),
+                run.record().driver.name()
+            );
+            for w in run.warnings() {
+                eprintln!("prosevm: warning: {w}");
+            }
+            let (settings, artifact) = (run.record().driver.clone(), run.artifact().clone());
+            match connect(runtime, &settings, &artifact) {
+                Ok(c) => drive(run, c, args, export),
+                Err(code) => code,
+            }
+        }
+        Err(e) => run_error(e),
+    }
+}
+
 /// The flags a resume needs to find a run kept where `args` say, when not in the default
 /// place: `--state-dir DIR`, or `--store STORE` (a database's URL, which may carry a
 /// password, is not repeated).

@@ -344,3 +344,31 @@ pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+/// `prosevm diff A B`: where two runs' answers and outputs differ; exit status 0 when they
+/// do not, 1 when they do (as diff(1)).
+pub fn diff(at: &At, a: &str, b: &str, json: bool, width: usize) -> ExitCode {
+    let (runtime, store) = match at.open() {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let read = |id: &str| runtime.block_on(store.read(id));
+    let (ra, rb) = match (read(a), read(b)) {
+        (Ok(ra), Ok(rb)) => (ra, rb),
+        (Err(e), _) | (_, Err(e)) => return store_error(e),
+    };
+    let c = prosevm::run::compare::Comparison::of(&ra, &rb);
+    if json {
+        match serde_json::to_string_pretty(&c) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(e, 1),
+        }
+    } else {
+        print!("{}", c.render_text(width));
+    }
+    if c.is_same() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

@@ -10,6 +10,8 @@
 //! run id ──────────────┴─ Run::resume(store, id, place, how) ──────────────────┴─ run.drive(driver, observer)
 //! ```
 
+pub mod compare;
+mod fork;
 pub mod rebuild;
 pub mod transcript;
 
