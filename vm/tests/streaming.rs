@@ -245,6 +245,62 @@ fn an_answer_repeating_one_sentence_is_hung_up_on_and_the_run_names_the_repetiti
     }
 }
 
+#[test]
+fn answers_gone_astray_are_hung_up_on_at_once() {
+    // What small models do with tools on offer: write the chat template's tool list back,
+    // one declaration after another, or open a call of a tool they made up and fill in its
+    // arguments without end. Each stream would go on for 400 pieces and never finish.
+    let declaration = "{\"type\": \"function\", \"function\": {\"name\": \"write_file\", \"description\": \"Create or overwrite a file.\"}}\n";
+    let cases = [
+        ("<tools>\n", declaration, "tool declarations back"),
+        (
+            "```json\n{\n  \"name\": \"readme_generator\",\n  \"arguments\": {\n",
+            "    \"field\": {\"type\": \"string\", \"description\": \"A field.\"},\n",
+            "a call of `readme_generator`, a tool it does not have",
+        ),
+    ];
+    for driver in DRIVERS {
+        for (n, (opening, piece, why)) in cases.iter().enumerate() {
+            let dir = support::scratch(&format!("stream-astray-{driver}-{n}"));
+            let (url, seen, sent) = streaming_provider(vec![
+                runaway(opening, piece, 400, Duration::from_millis(2)),
+                streamed(&["Hello, ", "new friend."], &[], (12, 4)),
+            ]);
+            let (code, out, err) = run(
+                &dir,
+                driver,
+                "output r = session \"Write a two-line poem\"\n",
+                &url,
+                &[],
+            );
+            assert_eq!(code, 0, "{driver}: {err}");
+            assert!(out.contains("Hello, new friend."), "{driver}: {out}");
+            let evs = events(&err);
+            assert!(
+                evs.iter()
+                    .any(|e| e["event"] == "nudge"
+                        && e["why"].as_str().is_some_and(|w| w.contains(why))),
+                "{driver}: {err}"
+            );
+            let noticed = std::time::Instant::now();
+            while sent.lock().expect("sent").is_empty()
+                && noticed.elapsed() < Duration::from_secs(10)
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            // Hung up in the first pieces, not after 400 of them (nor after the 512 bytes
+            // a runaway needs).
+            let first = sent.lock().expect("sent")[0];
+            assert!(first < 10, "{driver} {n}: {first} events written");
+            // The plain ask that follows has no tools and none of what went astray.
+            let seen = seen.lock().expect("seen");
+            let plain = seen[1].body.to_string();
+            assert!(!plain.contains("<tools>") && !plain.contains("readme_generator"));
+            assert!(seen[1].body["tools"].is_null(), "{driver}: {plain}");
+        }
+    }
+}
+
 /// Good events up to the middle of an answer, in `driver`'s shape.
 fn half_answer(driver: &str) -> Vec<String> {
     match driver {

@@ -70,6 +70,10 @@ pub enum Stop {
     /// It fell into a loop, writing the same text again and again, and the VM hung up: the
     /// message is cut after the first copy (see [`TurnAnswer::repeated`]).
     Repeating,
+    /// It went astray before answering, and the VM hung up: it began writing the tool
+    /// declarations back (the `<tools>` block of its chat template), or a call, as text, of
+    /// a tool it does not have. The message is what it wrote.
+    Astray,
 }
 
 /// The model's message for a turn.

@@ -5,6 +5,7 @@
 //! uses to skip task scheduling. A driver that streams tells a [`Live`] the answer as it
 //! is written.
 
+pub mod astray;
 pub mod chat;
 pub mod command;
 pub mod http;

@@ -387,7 +387,7 @@ impl<D: Driver> Loop<'_, D> {
                         a.tool_calls.len(),
                         confused
                             || !a.tool_calls.is_empty()
-                            || matches!(a.stop, Stop::Length | Stop::Repeating),
+                            || matches!(a.stop, Stop::Length | Stop::Repeating | Stop::Astray),
                     ),
                     _ => (0, true),
                 };

@@ -6,6 +6,7 @@
 //! anything else, however much it looks like a call, is the model's answer (a model asked
 //! for a greeting that answers `{"name": "greet", ...}` has answered, badly, not called).
 
+use crate::driver::astray;
 use prose_machine::protocol::{ToolCall, ToolSpec};
 use serde_json::{Map, Value};
 
@@ -36,21 +37,30 @@ pub fn parse(text: &str, offered: &[&str], turn: u32) -> Option<Vec<ToolCall>> {
 /// How an answer without a tool call shows that the tools on offer confused the model, if
 /// it does: it writes the declarations back (a `<tools>` block, the tag small models' chat
 /// templates wrap them in, or the description of a tool on offer word for word), or it is
-/// nothing but a call of a tool it does not have. Such an answer is no call; the model is
-/// asked once more, without tools.
+/// (or opens, when the driver hung up on it) a call of a tool it does not have. Such an
+/// answer is no call; the model is asked once more, without tools.
 pub fn confusion(text: &str, offered: &[ToolSpec]) -> Option<String> {
-    let echoes = text.contains("<tools>")
-        || text.contains("</tools>")
+    let echoes = astray::echoes_declarations(text)
         || offered
             .iter()
             .any(|t| t.description.len() >= 16 && text.contains(t.description.as_str()));
     if echoes {
         return Some("it wrote the tool declarations back instead of answering".into());
     }
-    let (name, _) = call(whole(text)?)?;
-    (!offered.iter().any(|t| t.name == name)).then(|| {
-        format!("it answered with a call of `{name}`, a tool it does not have, written as text")
-    })
+    let is_offered = |n: &str| offered.iter().any(|t| t.name == n);
+    let name = match astray::made_up_call(text, is_offered) {
+        Some(name) => name.to_string(),
+        None => {
+            let (name, _) = call(whole(text)?)?;
+            if is_offered(&name) {
+                return None;
+            }
+            name
+        }
+    };
+    Some(format!(
+        "it answered with a call of `{name}`, a tool it does not have, written as text"
+    ))
 }
 
 /// Whether `call` was written as text.

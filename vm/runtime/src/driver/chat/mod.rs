@@ -13,7 +13,7 @@ mod wire;
 
 use super::http::{self, retrying, AttemptError, Events, HttpOptions};
 use super::prices::{price, priced, Price};
-use super::runaway;
+use super::{astray, runaway};
 use super::{render, unanswerable, Driver, Live, Served};
 use prose_machine::convert;
 use prose_machine::protocol::{
@@ -36,6 +36,25 @@ pub enum Api {
 }
 
 /// A request body ready to send, with what bounds its cost.
+/// The names of the tools a request's body offers (OpenAI's `tools[].function.name`,
+/// Anthropic's `tools[].name`).
+fn offered_tools(body: &serde_json::Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether a streaming answer has gone astray ([`astray`]): the declarations written back,
+/// or a call of a tool not in `offered` opened as text.
+fn gone_astray(text: &str, offered: &[String]) -> bool {
+    astray::echoes_declarations(text)
+        || astray::made_up_call(text, |n| offered.iter().any(|o| o == n)).is_some()
+}
+
 struct Prepared<'a> {
     model: &'a str,
     body: serde_json::Value,
@@ -275,6 +294,7 @@ impl ChatDriver {
         };
         let mut assembly = Assembly::new(self.api);
         let mut watch = runaway::Watch::default();
+        let offered = offered_tools(&p.body);
         while let Some((event, data)) = source.next().await? {
             if let Some(k) = kept.as_deref_mut() {
                 k.events.push(Sent(event.clone(), data.clone()));
@@ -288,7 +308,14 @@ impl ChatDriver {
             live.text(&added.text);
             if let Some(loop_) = watch.look(assembly.text()) {
                 // Hang up: what was written stays, cut after the loop's first copy.
-                return Ok(self.hung_up(assembly, loop_, p));
+                let keep = loop_.keep;
+                return Ok(self.hung_up(assembly, keep, Stop::Repeating, Some(loop_.span), p));
+            }
+            if !offered.is_empty() && gone_astray(assembly.text(), &offered) {
+                // What follows is declarations, or the arguments of a made-up call, often
+                // for thousands of tokens: nothing worth waiting for.
+                let keep = assembly.text().len();
+                return Ok(self.hung_up(assembly, keep, Stop::Astray, None, p));
             }
             if assembly.ended() {
                 source.expect_end().await?;
@@ -314,27 +341,29 @@ impl ChatDriver {
         Ok((answer, usage))
     }
 
-    /// The answer of a stream hung up on because it ran away: its text up to the end of the
-    /// loop's first copy, and its tokens as far as they are known (the input as the
-    /// provider said it, else estimated from the request; the output estimated from what
-    /// was written, at three bytes a token, as budgets estimate).
+    /// The answer of a stream hung up on (`stop` says why): its text up to `keep`, and its
+    /// tokens as far as they are known (the input as the provider said it, else estimated
+    /// from the request; the output estimated from what was written, at three bytes a
+    /// token, as budgets estimate).
     fn hung_up(
         &self,
         assembly: Assembly,
-        loop_: runaway::Runaway,
+        keep: usize,
+        stop: Stop,
+        repeated: Option<String>,
         p: &Prepared<'_>,
     ) -> (TurnAnswer, Option<Usage>) {
         let written = assembly.text().len() as u64;
         let input = assembly
             .input_tokens()
             .unwrap_or(p.body.to_string().len() as u64 / 3 + 16);
-        let text = assembly.text()[..loop_.keep].to_string();
+        let text = assembly.text()[..keep].to_string();
         (
             TurnAnswer {
                 text,
                 tool_calls: Vec::new(),
-                stop: Stop::Repeating,
-                repeated: Some(loop_.span),
+                stop,
+                repeated,
             },
             Some(Usage {
                 input_tokens: input,
