@@ -400,8 +400,7 @@ impl<D: Driver> Loop<'_, D> {
                     tool_calls: calls,
                     ms: started.elapsed().as_millis() as u64,
                     first_token_ms: live.first_token_ms(),
-                    input_tokens: r.usage.map(|u| u.input_tokens),
-                    output_tokens: r.usage.map(|u| u.output_tokens),
+                    used: r.usage,
                 });
                 (r, false)
             }
