@@ -93,6 +93,12 @@ macro_rules! protocol {
                 match self { $( Answer::$variant(a) => a.serialize(s), )* }
             }
 
+            /// The answer's content (without its kind) as JSON: what [`Answer::from_content`]
+            /// reads back.
+            pub fn to_content(&self) -> Result<serde_json::Value, serde_json::Error> {
+                match self { $( Answer::$variant(a) => serde_json::to_value(a), )* }
+            }
+
             /// An answer of `kind` from its JSON content.
             pub fn from_content(kind: Kind, content: serde_json::Value) -> Result<Answer, serde_json::Error> {
                 match kind { $( Kind::$variant => serde_json::from_value(content).map(Answer::$variant), )* }
