@@ -444,6 +444,32 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("2 in flight · 0 done"), "{shown}");
+        // Cached input counts among the tokens in, and is said; so is the memo's answer.
+        p.event(&Event::Turn {
+            id: id("0/0.1:0#t0"),
+            tool_calls: 1,
+            ms: 30,
+            first_token_ms: None,
+            used: Some(Usage {
+                cache_read_tokens: 2_400,
+                ..Usage::plain(100, 20)
+            }),
+        });
+        p.event(&Event::Turn {
+            id: id("0/0.1:0#t1"),
+            tool_calls: 1,
+            ms: 0,
+            first_token_ms: None,
+            used: Some(Usage {
+                from_memo: 1,
+                ..Usage::default()
+            }),
+        });
+        let shown = screen(&term, &p);
+        assert!(
+            shown.contains("2,500 in / 20 out tokens (2,400 cached) · 1 from the memo"),
+            "{shown}"
+        );
 
         p.event(&Event::Usage {
             id: id("0/0.0:0"),

@@ -703,3 +703,96 @@ impl Driver for ChatDriver {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prose_machine::protocol::ToolSpec;
+    use prose_settings::models::Provider;
+    use std::time::Duration;
+
+    fn anthropic(cache: PromptCache) -> ChatDriver {
+        let http = HttpOptions {
+            timeout: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
+            retries: 0,
+            backoff: Duration::ZERO,
+        };
+        ChatDriver::new(
+            Api::Anthropic,
+            "http://127.0.0.1:9",
+            Some("k".into()),
+            Models::defaults(Provider::Anthropic),
+            http,
+        )
+        .expect("driver")
+        .with_cache(cache)
+    }
+
+    fn turn() -> TurnAsk {
+        TurnAsk {
+            agent: None,
+            model: None,
+            system: Some("You write. ".repeat(100)),
+            messages: vec![Message::User {
+                content: "Write".into(),
+            }],
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: "Reads".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+            }],
+            tools_off: false,
+        }
+    }
+
+    #[test]
+    fn a_marked_prompt_is_reserved_at_the_price_of_writing_it_to_the_cache() {
+        let off = anthropic(PromptCache::Off).worst_turn(&turn());
+        assert_eq!(off.cache_write_tokens, 0);
+        for (cache, rate) in [
+            (PromptCache::FiveMinutes, 3.75),
+            (PromptCache::OneHour, 6.0),
+        ] {
+            let marked = anthropic(cache).worst_turn(&turn());
+            assert_eq!(marked.input_tokens, 0);
+            assert!(marked.cache_write_tokens > 0);
+            let expected = (marked.cache_write_tokens as f64 * rate
+                + marked.output_tokens as f64 * 15.0)
+                / 1e6;
+            assert!(
+                (marked.cost.expect("priced") - expected).abs() < 1e-12,
+                "{marked:?}"
+            );
+            assert!(marked.cost > off.cost, "a write costs more than input");
+        }
+    }
+
+    #[test]
+    fn what_identifies_a_request_leaves_out_the_key_and_the_cache_marks() {
+        let req = |d: &ChatDriver| {
+            d.memo_identity(&Request {
+                id: prose_machine::protocol::RequestId::new(
+                    prose_machine::protocol::Lineage::root(),
+                    0,
+                ),
+                site: prose_machine::protocol::Site {
+                    module: 0,
+                    line: 1,
+                    program: "p".into(),
+                },
+                ask: Ask::Turn(turn()),
+            })
+            .expect("a model request")
+        };
+        let five = req(&anthropic(PromptCache::FiveMinutes));
+        assert_eq!(five, req(&anthropic(PromptCache::Off)));
+        let text = five.to_string();
+        assert!(
+            !text.contains("cache_control") && !text.contains("\"k\""),
+            "{text}"
+        );
+        assert_eq!(five["request"]["model"], prose_settings::prices::SONNET);
+        assert_eq!(five["base_url"], "http://127.0.0.1:9");
+    }
+}
