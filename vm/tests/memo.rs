@@ -168,6 +168,14 @@ fn the_same_program_again_sends_no_request_and_prints_the_same_outputs() {
                 && r["usage"].get("input_tokens") == Some(&json!(0))),
         "{records:?}"
     );
+    // And the run's record: it spent nothing, and the memo answered three times.
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join(".prose/runs").join(second_run).join("run.json"))
+            .expect("run.json"),
+    )
+    .expect("json");
+    assert_eq!(record["usage"]["from_memo"], 3, "{record}");
+    assert_eq!(record["usage"]["input_tokens"], 0);
     // So does the run's report.
     let (code, page, err) = support::output(vm(&dir, "k").args(["report", second_run]));
     assert_eq!(code, 0, "{err}");
