@@ -190,6 +190,7 @@ codes! {
     W010 => (Warning, Static, "empty skills array"),
     W011 => (Warning, Runtime, "`session:` on a persistent agent that has memory"),
     W200 => (Warning, Runtime, "a null value interpolated as empty text"),
+    W201 => (Warning, Runtime, "the memo could not be read or written"),
     W101 => (Warning, Static, "empty input description"),
     W102 => (Warning, Static, "retry or backoff on an agent definition"),
     W103 => (Warning, Static, "argument count differs from the block's parameters"),

@@ -145,6 +145,12 @@ struct CostArgs {
     /// Tokens assumed written per request.
     #[arg(long, value_name = "N", default_value_t = prosec::cost::DEFAULT_TOKENS_OUT)]
     tokens_out: u64,
+    /// Of the tokens read per request, those assumed to be a prefix the provider caches
+    /// (tool schemas, the agent's prompt): read from its cache in the least, written to it
+    /// in the most; 0 prices all input as plain (as does `prompt_cache = "off"` on the
+    /// anthropic driver).
+    #[arg(long, value_name = "N", default_value_t = prosec::cost::DEFAULT_TOKENS_CACHED)]
+    tokens_cached: u64,
     /// Price as this driver's default models: `anthropic` (the default) or `openai`.
     #[arg(long, value_name = "NAME")]
     driver: Option<String>,
@@ -634,7 +640,10 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     };
     settings.driver = args.driver.clone().or(settings.driver);
     settings.model = args.model.clone().or(settings.model);
-    let pricing = prosec::cost::Pricing::from_settings(&settings, args.tokens_in, args.tokens_out);
+    let pricing = prosec::cost::Pricing {
+        tokens_cached: args.tokens_cached,
+        ..prosec::cost::Pricing::from_settings(&settings, args.tokens_in, args.tokens_out)
+    };
     let bounds = prosec::cost::bounds(&c, root, &pricing);
     match args.common.format {
         Format::Text => {

@@ -56,8 +56,16 @@ fn a_fan_out_over_an_input_list_is_a_symbolic_count() {
         out.contains("newsletter.prose:26: `| pmap`: 0 to len(links) time(s)"),
         "{out}"
     );
-    // Every session names no model: the anthropic driver's default, at 2,000 in and
-    // 1,000 out: $0.006 + $0.015 = $0.021 a request.
+    // Every session names no model: the anthropic driver's default, at 2,000 in (1,500 of
+    // them the cached prefix) and 1,000 out: $0.0015 + $0.015, and the prefix at $0.00045
+    // read or $0.005625 written: $0.01695 to $0.022125 a request.
+    assert!(
+        out.contains("cost: $0.0508 + $0.0169*len(links) + $0.0169*len(map) to $0.0664 + $0.0885*len(links) + $0.0221*len(map)\n  priced: claude-sonnet-4-5 at $3/$15 per Mtok (cached: $0.3 read, $3.75 written)\n  assumed per request: 2,000 tokens in (1,500 of them a prefix the provider caches: read from its cache in the least, written to it in the most), 1,000 out"),
+        "{out}"
+    );
+    // Without caching, $0.006 + $0.015 = $0.021 a request, least and most.
+    let (code, out, err) = cost(&[&example("newsletter.prose"), "--tokens-cached", "0"]);
+    assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("cost: $0.0630 + $0.0210*len(links) + $0.0210*len(map) to $0.0630 + $0.0840*len(links) + $0.0210*len(map)\n  priced: claude-sonnet-4-5 at $3/$15 per Mtok\n  assumed per request: 2,000 tokens in, 1,000 out"),
         "{out}"
@@ -67,7 +75,7 @@ fn a_fan_out_over_an_input_list_is_a_symbolic_count() {
 
 #[test]
 fn a_loop_without_max_is_unbounded_with_its_line() {
-    let (code, out, err) = cost(&[&example("bug-hunt.prose")]);
+    let (code, out, err) = cost(&[&example("bug-hunt.prose"), "--tokens-cached", "0"]);
     assert_eq!(code, 0, "{err}");
     // The checker's warning for the same loop, on stderr.
     assert!(err.contains("W108"), "{err}");
@@ -97,6 +105,8 @@ fn models_are_priced_per_agent() {
         "1000000",
         "--tokens-out",
         "0",
+        "--tokens-cached",
+        "0",
     ]);
     assert_eq!(code, 0);
     // Two sessions on opus, three on sonnet (the default), retries 2 and 3 in the most.
@@ -116,8 +126,12 @@ fn the_json_form_has_terms_notes_and_assumptions() {
     assert_eq!(doc["sessions"]["min"][0]["symbols"], serde_json::json!([]));
     assert_eq!(doc["judgments"]["text"], "2 to unbounded");
     assert_eq!(doc["assumptions"]["tokens_in_per_request"], 2000);
+    assert_eq!(doc["assumptions"]["tokens_cached_per_request"], 1500);
+    assert_eq!(doc["assumptions"]["prompt_cache"], "5m");
     assert_eq!(doc["assumptions"]["default_model"], "claude-sonnet-4-5");
     assert_eq!(doc["models"][0]["price"]["input"], 3.0);
+    assert_eq!(doc["models"][0]["price"]["cache_read"], 0.3);
+    assert_eq!(doc["models"][0]["price"]["cache_write"], 3.75);
     assert!(doc["notes"]
         .as_array()
         .expect("notes")
@@ -157,7 +171,7 @@ fn prices_and_models_come_from_prose_toml() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("cost: $1.00\n  priced: big at $1/$1 per Mtok, my-model (no price: not counted)\n  assumed per request: 500,000 tokens in, 500,000 out"),
+        out.contains("cost: $1.00\n  priced: big at $1/$1 per Mtok (cached: $1 read, $1 written), my-model (no price: not counted)\n  assumed per request: 500,000 tokens in (1,500 of them a prefix the provider caches: read from its cache in the least, written to it in the most), 500,000 out"),
         "{out}"
     );
     assert!(
@@ -166,7 +180,12 @@ fn prices_and_models_come_from_prose_toml() {
     );
     // --config names another file; --model the default model.
     let other = dir.join("other.toml");
-    std::fs::write(&other, "[prices.cheap]\ninput = 0.5\noutput = 0.5\n").expect("write");
+    // With `prompt_cache = "off"`, the anthropic driver's input is all plain.
+    std::fs::write(
+        &other,
+        "prompt_cache = \"off\"\n[prices.cheap]\ninput = 0.5\noutput = 0.5\n",
+    )
+    .expect("write");
     let (code, out, _) = cost(&[
         p.to_str().expect("utf-8"),
         "--config",

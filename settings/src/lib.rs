@@ -2,8 +2,9 @@
 //! and layers them; [`Settings`] is the one schema (driver, models and aliases, prices,
 //! budgets, timeouts, sampling, tools, MCP servers, allowances, lints, formatting); [`models`]
 //! resolves the spec's model aliases for the drivers and for `prosec cost` alike; [`prices`]
-//! is the one price table.
+//! is the one price table, and [`cache`] the prompt caching its cache prices follow.
 
+pub mod cache;
 pub mod files;
 pub mod models;
 pub mod prices;

@@ -52,6 +52,12 @@ pub struct Settings {
     /// Most the whole run may cost, in US dollars (a budget: the run pauses before going
     /// over).
     pub max_cost: Option<f64>,
+    /// How long a prefix the `anthropic` driver marks for the provider's cache lives:
+    /// `5m` (the default), `1h` or `off`.
+    pub prompt_cache: Option<crate::cache::PromptCache>,
+    /// Answer model requests asked before (the same provider, model, prompt, conversation,
+    /// tools and sampling) from the memo kept beside the runs, without a call.
+    pub memo: Option<bool>,
     /// Prices per model id, over the built-in table (`[prices."gpt-4o-mini"]`).
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
@@ -186,6 +192,8 @@ impl Settings {
             max_output_tokens: over.max_output_tokens.or(self.max_output_tokens),
             max_tokens: over.max_tokens.or(self.max_tokens),
             max_cost: over.max_cost.or(self.max_cost),
+            prompt_cache: over.prompt_cache.or(self.prompt_cache),
+            memo: over.memo.or(self.memo),
             prices: {
                 let mut p = self.prices;
                 p.extend(over.prices);
@@ -288,6 +296,15 @@ mod tests {
         assert_eq!(c.http_retries, Some(1));
         assert_eq!(c.command.as_deref(), Some("./ask"));
         assert_eq!(c.models.opus.as_deref(), Some("o"));
+        let c = Settings::parse("prompt_cache = \"1h\"\nmemo = true\n").expect("valid");
+        assert_eq!(c.prompt_cache, Some(crate::cache::PromptCache::OneHour));
+        assert_eq!(c.memo, Some(true));
+        let over = Settings::parse("prompt_cache = \"off\"\n").expect("valid");
+        let both = c.under(over);
+        assert_eq!(both.prompt_cache, Some(crate::cache::PromptCache::Off));
+        assert_eq!(both.memo, Some(true));
+        let e = Settings::parse("prompt_cache = \"10m\"\n").expect_err("bad value");
+        assert!(e.contains("line 1"), "{e}");
     }
 
     #[test]

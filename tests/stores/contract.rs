@@ -153,3 +153,45 @@ fn a_run_is_held_once_read_as_written_rewritten_and_pruned_in_every_store() {
         );
     }
 }
+
+#[test]
+fn the_memo_keeps_entries_by_key_and_clears_in_every_store() {
+    use prose_runtime::memo::{decode, encode, MemoKey, MemoSize};
+    let dir = support::scratch("store-memo");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for kind in kinds("memo", &dir) {
+        let name = kind.name;
+        let store = open(&rt, &kind, &dir);
+        let memo = store.memo();
+        assert_eq!(rt.block_on(memo.size()), Ok(MemoSize::default()), "{name}");
+        let key = MemoKey::of(&serde_json::json!({"request": name}));
+        assert_eq!(rt.block_on(memo.get(&key)), Ok(None), "{name}");
+        let answer = Answer::Session(SessionAnswer::text("kept"));
+        let entry = encode(&key, &answer).expect("encodes");
+        rt.block_on(memo.put(&key, entry.clone()))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        // Written twice (two runs asking at once): one entry, the last one.
+        rt.block_on(memo.put(&key, entry.clone())).expect("again");
+        let got = rt.block_on(memo.get(&key)).expect("reads").expect("kept");
+        assert_eq!(got, entry, "{name}");
+        assert_eq!(
+            decode(&got, &key, prose_machine::protocol::Kind::Session),
+            Ok(answer),
+            "{name}"
+        );
+        // Another store handle on the same place sees it (another process would).
+        let again = open(&rt, &kind, &dir);
+        let size = rt.block_on(again.memo().size()).expect("size");
+        assert_eq!(
+            size,
+            MemoSize {
+                entries: 1,
+                bytes: entry.len() as u64
+            },
+            "{name}"
+        );
+        assert_eq!(rt.block_on(memo.clear()), Ok(size), "{name}");
+        assert_eq!(rt.block_on(memo.get(&key)), Ok(None), "{name}");
+        assert_eq!(rt.block_on(memo.size()), Ok(MemoSize::default()), "{name}");
+    }
+}

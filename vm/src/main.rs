@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use cli::args::{parse_listed_status, RunArgs};
-use cli::{build, exec, runs, worker};
+use cli::{build, exec, memo, runs, worker};
 use prose_runtime::record::RunStatus;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -242,6 +242,29 @@ enum Command {
         #[command(subcommand)]
         action: Option<RunsAction>,
     },
+    /// Show how many model answers the memo beside the runs keeps (what runs under `--memo`
+    /// answer from, without a call), or empty it.
+    Memo {
+        /// Where runs live (default: `.prose` in the working directory); the file store's
+        /// memo is its `memo/` directory.
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// The store whose memo to show: a directory (or file:DIR), sqlite:PATH, or a
+        /// postgres:// URL (default: the file store under --state-dir).
+        #[arg(
+            long,
+            env = "PROSE_STORE",
+            hide_env_values = true,
+            value_name = "STORE"
+        )]
+        store: Option<String>,
+        /// Remove every answer it keeps.
+        #[arg(long)]
+        clear: bool,
+        /// Print one JSON object for tools.
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a run's report: one self-contained HTML page with the timeline of its requests
     /// (parallel branches side by side), its program's source, and every session in full.
     Report {
@@ -441,6 +464,12 @@ fn main() -> ExitCode {
                 None => runs::runs(&at, json, &statuses),
             }
         }
+        Command::Memo {
+            state_dir,
+            store,
+            clear,
+            json,
+        } => memo::memo(store.as_deref(), state_dir.as_deref(), clear, json),
         Command::Report { run, at, output } => runs::report(&at, &run, output.as_deref()),
         Command::Inspect {
             run,

@@ -10,6 +10,7 @@
 
 use crate::run::{Place, Resuming, Run, RunError};
 use prose_runtime::driver::Driver;
+use prose_runtime::memo::Memoised;
 use prose_runtime::record::{RunFailure, RunRecord, RunStatus};
 use prose_runtime::runner::Stop;
 use prose_store::pg::lease::{self, Claim, Epoch, WorkerId};
@@ -286,8 +287,13 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
             }
         }
     };
+    let memo = run
+        .record()
+        .options
+        .memo
+        .then(|| prose_store::Store::memo(&claim.store));
     let driver = match run.record().driver.connect() {
-        Ok(d) => Arc::new(d),
+        Ok(d) => Arc::new(Memoised::new(d, memo)),
         Err(e) => return give_up_run(run, e).await,
     };
     if let Err(e) = driver

@@ -350,10 +350,16 @@ fn anthropic_sessions_use_the_messages_api_and_the_model_map() {
         .contains(&("anthropic-version".into(), "2023-06-01".into())));
     assert_eq!(seen[1].body["model"], "claude-haiku-4-5");
     assert_eq!(seen[1].body["max_tokens"], 4096);
-    assert_eq!(seen[1].body["system"], format!("{WITH_TOOLS}\n\nBe brief"));
+    // The prefix of tools and system prompt is marked for the provider's cache, and so is
+    // the newest message of the agent loop's conversation (5 minutes, the default).
+    let mark = json!({"type": "ephemeral"});
+    assert_eq!(
+        seen[1].body["system"],
+        json!([{"type": "text", "text": format!("{WITH_TOOLS}\n\nBe brief"), "cache_control": mark}])
+    );
     assert_eq!(
         seen[1].body["messages"],
-        json!([{"role": "user", "content": "Summarise"}])
+        json!([{"role": "user", "content": [{"type": "text", "text": "Summarise", "cache_control": mark}]}])
     );
     assert_eq!(
         tool_names(&seen[1].body, "/name"),
@@ -361,7 +367,7 @@ fn anthropic_sessions_use_the_messages_api_and_the_model_map() {
     );
     assert_eq!(seen[2].body["model"], "my-opus");
     assert_eq!(
-        seen[2].body["messages"][0]["content"],
+        seen[2].body["messages"][0]["content"][0]["text"],
         "Again\n\n## Context\n\n### a\n\nbrief reply\n\n## Your task\n\nAgain\n"
     );
     assert!(!err.contains(KEY));
@@ -415,8 +421,12 @@ fn each_step_inherits_the_previous_ones_result_on_both_drivers() {
         let seen = seen.lock().expect("seen");
         let user = |i: usize| -> String {
             let messages = seen[i].body["messages"].as_array().expect("messages");
-            let last = messages.last().expect("a user turn");
-            last["content"].as_str().expect("text").to_string()
+            let last = &messages.last().expect("a user turn")["content"];
+            // Plain text, or (marked for Anthropic's cache) one text block.
+            last.as_str()
+                .or(last[0]["text"].as_str())
+                .expect("text")
+                .to_string()
         };
         assert_eq!(user(0), "Write a draft", "{driver}");
         // The next statement sees the draft, labelled with its name, the task after it too.

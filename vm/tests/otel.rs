@@ -16,7 +16,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use support::provider::{ok, provider, tool_calls};
+use support::provider::{ok, provider, status, tool_calls};
 
 const PROGRAM: &str = r#"agent builder:
   model: sonnet
@@ -180,7 +180,15 @@ fn exported(name: &str, protocol: &str) -> (Vec<Got>, Vec<String>, std::path::Pa
                 json!({"path": "notes.md", "content": "# Notes\n"}),
             )],
         ),
-        ok("Notes written."),
+        // The second turn reads 8 of its 10 tokens from the provider's cache.
+        status(
+            200,
+            "",
+            &json!({"choices": [{"message": {"role": "assistant", "content": "Notes written."}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 3,
+                          "prompt_tokens_details": {"cached_tokens": 8}}})
+            .to_string(),
+        ),
         ok("All summarised."),
     ]);
     let (otlp, spans, types) = receiver();
@@ -283,6 +291,24 @@ fn the_span_tree_is_right(spans: &[Got], dir: &Path) {
         .expect("the first turn");
     assert_eq!(first.attributes["gen_ai.usage.input_tokens"], "20");
     assert_eq!(first.attributes["gen_ai.usage.output_tokens"], "5");
+    assert!(!first
+        .attributes
+        .contains_key("gen_ai.usage.cache_read.input_tokens"));
+    // Input counts every token, those read from the provider's cache included; the cached
+    // ones are also said apart.
+    let second = chats
+        .iter()
+        .find(|c| c.attributes["prose.request.id"] == "0:0#t1")
+        .expect("the second turn");
+    assert_eq!(second.attributes["gen_ai.usage.input_tokens"], "10");
+    assert_eq!(
+        second.attributes["gen_ai.usage.cache_read.input_tokens"],
+        "8"
+    );
+    assert_eq!(
+        builder.attributes["gen_ai.usage.cache_read.input_tokens"],
+        "8"
+    );
 
     let tools = named("execute_tool");
     assert_eq!(tools.len(), 1, "{spans:#?}");

@@ -710,3 +710,51 @@ fn two_hundred_runs_survive_two_workers_killed_mid_way() {
     eprintln!("{again} request(s) in flight at the kills were asked again");
     assert!(started.elapsed() < Duration::from_secs(120));
 }
+
+#[test]
+fn workers_answer_from_the_stores_memo_what_an_earlier_run_asked() {
+    let Some(url) = database("memo") else {
+        return;
+    };
+    let dir = support::scratch("pg-memo");
+    let pbc = artifact(&dir);
+    let fake = support::billing::Fake::new(support::billing::echo(), true);
+    let driver = [
+        "--driver",
+        "openai",
+        "--model",
+        "gpt-4o-mini",
+        "--base-url",
+        &fake.url,
+        "--memo",
+    ];
+    let first = submit(&url, &pbc, "tides", &driver);
+    let mut w = worker(&url, &dir, "memo-1", &["--exit-when-idle"]);
+    assert!(w.wait().expect("exits").success());
+    assert_eq!(fake.billed().len(), 3, "the first run asks");
+    assert_eq!(
+        count(
+            &url,
+            &format!(
+                "SELECT count(*) FROM prose_runs WHERE id = '{first}' AND status = 'finished'"
+            )
+        ),
+        1
+    );
+    // The same run again, on another worker: the store's memo answers every request.
+    let second = submit(&url, &pbc, "tides", &driver);
+    let mut w = worker(&url, &dir, "memo-2", &["--exit-when-idle"]);
+    assert!(w.wait().expect("exits").success());
+    assert_eq!(fake.billed().len(), 3, "nothing asked again");
+    let from_memo = query(
+        &url,
+        &format!("SELECT count(*) FROM prose_journal WHERE run_id = '{second}' AND reply::json->'usage'->>'from_memo' = '1'"),
+    );
+    assert_eq!(from_memo[0][0], "3");
+    let (code, out, err) = support::output(prosevm().args(["memo", "--store", &url]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("the memo at the table prose_memo of the Postgres store: 3 answer(s), "),
+        "{out}"
+    );
+}

@@ -11,7 +11,10 @@
 //!   counted; neither are the rare conversions of a model's text into a list or number);
 //! - **cost**: each session priced by its model (its own `model:`, else its agent's, else
 //!   the default), each judgment by the default model, at an assumed number of tokens in
-//!   and out per request ([`Pricing`]).
+//!   and out per request ([`Pricing`]). With prompt caching on (the default; always on an
+//!   OpenAI-compatible server, which caches by itself), an assumed part of each request's
+//!   input is the prefix a provider caches (tool schemas, the agent's system prompt): in
+//!   the least it is read from the cache, in the most written to it, each at its price.
 //!
 //! Each measure is a range `min ..= max` of [symbolic counts](Poly): constants, and symbols
 //! for what is only known when the program runs (`len(topics)` for the length of an input
@@ -39,8 +42,9 @@ pub use poly::Poly;
 use crate::compile::Compilation;
 use crate::resolved::{self as r, BlockId, ExprKind, StmtKind, Strategy, VarId};
 use crate::span::Span;
+use prose_settings::cache::PromptCache;
 use prose_settings::models::{Models, Provider};
-use prose_settings::prices::{self, Price};
+use prose_settings::prices::{self, Price, Tokens};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Sessions, judgments, cost.
@@ -66,6 +70,12 @@ pub struct Pricing {
     pub tokens_in: u64,
     /// Tokens assumed written per request.
     pub tokens_out: u64,
+    /// Of the tokens read per request, those assumed to be the prefix a provider caches
+    /// (the tool schemas and the agent's system prompt, which repeat).
+    pub tokens_cached: u64,
+    /// How the provider caches that prefix: for as long as `prompt_cache` says (which
+    /// prices its writes), or not at all (`off` on the `anthropic` driver).
+    pub cache: Option<PromptCache>,
     /// The most tokens a reply may use (what a run's budget reserves for each request;
     /// reported beside the assumption).
     pub max_output_tokens: u32,
@@ -75,6 +85,10 @@ pub struct Pricing {
 pub const DEFAULT_TOKENS_IN: u64 = 2_000;
 /// Tokens assumed written per request unless told otherwise.
 pub const DEFAULT_TOKENS_OUT: u64 = 1_000;
+/// Of the tokens read per request, those assumed to be a cached prefix unless told
+/// otherwise: the built-in tools' schemas and the VM's word on them come to some 600
+/// tokens, and an agent's prompt often to as many again.
+pub const DEFAULT_TOKENS_CACHED: u64 = 1_500;
 
 impl Default for Pricing {
     /// The built-in prices, the `anthropic` driver's models, and the default tokens.
@@ -84,6 +98,8 @@ impl Default for Pricing {
             models: Models::defaults(Provider::Anthropic),
             tokens_in: DEFAULT_TOKENS_IN,
             tokens_out: DEFAULT_TOKENS_OUT,
+            tokens_cached: DEFAULT_TOKENS_CACHED,
+            cache: Some(PromptCache::default()),
             max_output_tokens: prices::MAX_OUTPUT_TOKENS,
         }
     }
@@ -98,6 +114,42 @@ impl Pricing {
     /// The price of a model id.
     pub fn price(&self, model: &str) -> Option<Price> {
         prices::price(&self.prices, model)
+    }
+
+    /// Of the tokens read per request, those assumed to be read from (or written to) the
+    /// provider's cache: none when it caches nothing.
+    pub fn cached_in(&self) -> u64 {
+        match self.cache {
+            Some(_) => self.tokens_cached.min(self.tokens_in),
+            None => 0,
+        }
+    }
+
+    /// What one request at `price` is assumed to cost, least and most: its cached prefix
+    /// read from the provider's cache, and written to it.
+    pub fn request_cost(&self, price: Price) -> (f64, f64) {
+        let cached = self.cached_in();
+        let ttl = self.cache.unwrap_or_default();
+        let tokens = Tokens {
+            input: self.tokens_in - cached,
+            output: self.tokens_out,
+            ..Tokens::default()
+        };
+        let read = price.cost_of(
+            Tokens {
+                cache_read: cached,
+                ..tokens
+            },
+            ttl,
+        );
+        let written = price.cost_of(
+            Tokens {
+                cache_write: cached,
+                ..tokens
+            },
+            ttl,
+        );
+        (read.min(written), read.max(written))
     }
 }
 
@@ -291,13 +343,13 @@ impl Bound {
         }
     }
 
-    /// One request of measure `m` costing `cost`.
-    fn one(m: usize, cost: f64) -> Bound {
+    /// One request of measure `m` costing from `least` to `most`.
+    fn one(m: usize, (least, most): (f64, f64)) -> Bound {
         let mut b = Bound::zero();
         b.lo[m] = Poly::constant(1.0);
         b.hi[m] = Count::Finite(Poly::constant(1.0));
-        b.lo[COST] = Poly::constant(cost);
-        b.hi[COST] = Count::Finite(Poly::constant(cost));
+        b.lo[COST] = Poly::constant(least);
+        b.hi[COST] = Count::Finite(Poly::constant(most));
         b
     }
 
@@ -696,13 +748,12 @@ impl<'a> Analyzer<'a> {
         Bound::one(JUDGMENTS, self.per_request(&model))
     }
 
-    /// What one request to `model` is assumed to cost (nothing if it has no price).
-    fn per_request(&mut self, model: &str) -> f64 {
+    /// What one request to `model` is assumed to cost, least and most (nothing if it has
+    /// no price).
+    fn per_request(&mut self, model: &str) -> (f64, f64) {
         let price = self.pricing.price(model);
         self.models.insert(model.to_string(), price);
-        price.map_or(0.0, |p| {
-            p.cost(self.pricing.tokens_in, self.pricing.tokens_out)
-        })
+        price.map_or((0.0, 0.0), |p| self.pricing.request_cost(p))
     }
 
     fn session(&mut self, s: &r::Session) -> Bound {

@@ -44,23 +44,38 @@ impl Bounds {
         let models: Vec<String> = self
             .models
             .iter()
-            .map(|m| match m.price {
-                Some(p) => format!(
+            .map(|m| match (m.price, pricing.cache) {
+                (Some(p), Some(ttl)) if pricing.cached_in() > 0 => format!(
+                    "{} at {}/{} per Mtok (cached: {} read, {} written)",
+                    m.model,
+                    per_mtok(p.input),
+                    per_mtok(p.output),
+                    per_mtok(p.cache_read_price()),
+                    per_mtok(p.cache_write_price(ttl))
+                ),
+                (Some(p), _) => format!(
                     "{} at {}/{} per Mtok",
                     m.model,
                     per_mtok(p.input),
                     per_mtok(p.output)
                 ),
-                None => format!("{} (no price: not counted)", m.model),
+                (None, _) => format!("{} (no price: not counted)", m.model),
             })
             .collect();
         let _ = writeln!(out, "cost: {}", self.cost.render(dollars));
         if !models.is_empty() {
             let _ = writeln!(out, "  priced: {}", models.join(", "));
         }
+        let cached = match pricing.cached_in() {
+            0 => String::new(),
+            n => format!(
+                " ({} of them a prefix the provider caches: read from its cache in the least, written to it in the most)",
+                grouped(n)
+            ),
+        };
         let _ = writeln!(
             out,
-            "  assumed per request: {} tokens in, {} out (--tokens-in, --tokens-out); a session makes a request per model turn, and a reply may use up to {} tokens out (what a run's budget reserves)",
+            "  assumed per request: {} tokens in{cached}, {} out (--tokens-in, --tokens-cached, --tokens-out); a session makes a request per model turn, and a reply may use up to {} tokens out (what a run's budget reserves)",
             grouped(pricing.tokens_in),
             grouped(pricing.tokens_out),
             grouped(u64::from(pricing.max_output_tokens))
@@ -107,10 +122,17 @@ impl Bounds {
             })).collect::<Vec<_>>(),
             "models": self.models.iter().map(|m| json!({
                 "model": m.model,
-                "price": m.price.map(|p| json!({"input": p.input, "output": p.output})),
+                "price": m.price.map(|p| json!({
+                    "input": p.input,
+                    "output": p.output,
+                    "cache_read": p.cache_read_price(),
+                    "cache_write": p.cache_write_price(pricing.cache.unwrap_or_default()),
+                })),
             })).collect::<Vec<_>>(),
             "assumptions": {
                 "tokens_in_per_request": pricing.tokens_in,
+                "tokens_cached_per_request": pricing.cached_in(),
+                "prompt_cache": pricing.cache.map_or("off", |c| c.as_str()),
                 "tokens_out_per_request": pricing.tokens_out,
                 "default_model": pricing.models.default,
                 "max_output_tokens": pricing.max_output_tokens,

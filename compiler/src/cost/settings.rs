@@ -2,10 +2,13 @@
 //! the way `prosevm` reads it: the driver (`openai` sends every alias as one model,
 //! `gpt-4o-mini` unless `model` says otherwise; any other driver prices as `anthropic`),
 //! `model` (sessions naming none), `[models]` (what `sonnet`, `opus` and `haiku` are sent
-//! as, resolved as the drivers resolve them), `[prices."model-id"]` and `max_output_tokens`
-//! (the most a reply may use, what a budget reserves for it).
+//! as, resolved as the drivers resolve them), `[prices."model-id"]`, `max_output_tokens`
+//! (the most a reply may use, what a budget reserves for it) and `prompt_cache` (how long
+//! the `anthropic` driver's cached prefixes live, or `off`; an OpenAI-compatible server
+//! caches prefixes by itself).
 
 use super::Pricing;
+use prose_settings::cache::PromptCache;
 use prose_settings::models::{Models, Provider};
 use prose_settings::prices;
 use prose_settings::Settings;
@@ -18,6 +21,11 @@ impl Pricing {
         } else {
             Provider::Anthropic
         };
+        let cache = match (provider, settings.prompt_cache) {
+            (Provider::OpenAi, _) => Some(PromptCache::default()),
+            (Provider::Anthropic, Some(PromptCache::Off)) => None,
+            (Provider::Anthropic, ttl) => Some(ttl.unwrap_or_default()),
+        };
         Pricing {
             prices: settings.prices.clone(),
             // The aliases a file gives are always well formed: nothing here can fail.
@@ -25,6 +33,8 @@ impl Pricing {
                 .unwrap_or_else(|_| Models::defaults(provider)),
             tokens_in,
             tokens_out,
+            tokens_cached: super::DEFAULT_TOKENS_CACHED,
+            cache,
             max_output_tokens: settings
                 .max_output_tokens
                 .unwrap_or(prices::max_output_tokens(provider.name())),
@@ -56,6 +66,18 @@ mod tests {
         assert_eq!(p.resolve(None), prices::HAIKU);
         assert_eq!(p.resolve(Some("opus")), prices::OPUS);
         assert!(Settings::parse("[prices.x]\ninput = \"cheap\"").is_err());
+        // Caching: the anthropic driver's as prose.toml says; always on OpenAI's.
+        assert_eq!(p.cache, Some(PromptCache::FiveMinutes));
+        let off = Settings::parse("prompt_cache = \"off\"").expect("parses");
+        assert_eq!(Pricing::from_settings(&off, 1, 1).cache, None);
+        let hour = Settings::parse("prompt_cache = \"1h\"").expect("parses");
+        assert_eq!(
+            Pricing::from_settings(&hour, 1, 1).cache,
+            Some(PromptCache::OneHour)
+        );
+        let openai =
+            Settings::parse("driver = \"openai\"\nprompt_cache = \"off\"").expect("parses");
+        assert!(Pricing::from_settings(&openai, 1, 1).cache.is_some());
     }
 
     #[test]

@@ -231,6 +231,7 @@ fn cost_prices_each_model_at_the_assumed_tokens() {
     let pricing = Pricing {
         tokens_in: 1_000_000,
         tokens_out: 1_000_000,
+        cache: None,
         ..Pricing::default()
     };
     let mut c = Compilation::new(options());
@@ -252,6 +253,49 @@ fn cost_prices_each_model_at_the_assumed_tokens() {
         .collect();
     assert_eq!(unpriced, ["llama3"]);
     assert_eq!(b.models.len(), 3);
+}
+
+#[test]
+fn a_cached_prefix_is_read_in_the_least_and_written_in_the_most() {
+    let src = "session \"a\"\nsession \"b\"\n";
+    let mut c = Compilation::new(options());
+    let root = c.add_source(Path::new("t.prose"), src);
+    compiled(&c);
+    // Sonnet, a million tokens in of which 600,000 cached, a million out: $1.20 plain
+    // input and $15 output, and the prefix at $0.18 read or $2.25 written (five minutes),
+    // $3.60 written for an hour.
+    let pricing = |cache| Pricing {
+        tokens_in: 1_000_000,
+        tokens_out: 1_000_000,
+        tokens_cached: 600_000,
+        cache,
+        ..Pricing::default()
+    };
+    let five = bounds(&c, root, &pricing(Some(PromptCache::FiveMinutes)));
+    let close = |p: &Poly, v: f64| p.as_constant().is_some_and(|c| (c - v).abs() < 1e-9);
+    assert!(
+        close(&five.cost.min, 2.0 * (1.20 + 0.18 + 15.0)),
+        "{:?}",
+        five.cost
+    );
+    let Count::Finite(most) = &five.cost.max else {
+        panic!("bounded")
+    };
+    assert!(close(most, 2.0 * (1.20 + 2.25 + 15.0)), "{:?}", five.cost);
+    let hour = bounds(&c, root, &pricing(Some(PromptCache::OneHour)));
+    let Count::Finite(most) = &hour.cost.max else {
+        panic!("bounded")
+    };
+    assert!(close(most, 2.0 * (1.20 + 3.60 + 15.0)), "{:?}", hour.cost);
+    // No caching: every input token at the input price, least and most.
+    let off = bounds(&c, root, &pricing(None));
+    assert!(close(&off.cost.min, 2.0 * 18.0), "{:?}", off.cost);
+    // A cached share larger than the input is all of it.
+    let all = Pricing {
+        tokens_cached: 5_000_000,
+        ..pricing(Some(PromptCache::FiveMinutes))
+    };
+    assert_eq!(all.cached_in(), 1_000_000);
 }
 
 #[test]

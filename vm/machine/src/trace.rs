@@ -1,6 +1,6 @@
 //! Trace events: the narration protocol for people following a run, JSON lines for tools.
 
-use crate::protocol::RequestId;
+use crate::protocol::{RequestId, Usage};
 use bytecode_spec::Code;
 use serde::Serialize;
 
@@ -162,13 +162,10 @@ pub enum Event {
         /// (for a session run as an agent loop, its first turn's first token).
         #[serde(skip_serializing_if = "Option::is_none")]
         first_token_ms: Option<u64>,
-        /// Tokens read.
-        input_tokens: Option<u64>,
-        /// Tokens written.
-        output_tokens: Option<u64>,
-        /// What they cost in US dollars, when the model's price is known.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cost: Option<f64>,
+        /// The tokens (cached input apart), what they cost when the model's price is known,
+        /// and the memo's part, when the driver reports them.
+        #[serde(flatten)]
+        used: Option<Usage>,
     },
     /// A model turn of a session's agent loop answered.
     Turn {
@@ -181,10 +178,10 @@ pub enum Event {
         /// Milliseconds to its first token, when it streamed.
         #[serde(skip_serializing_if = "Option::is_none")]
         first_token_ms: Option<u64>,
-        /// Tokens read, when reported.
-        input_tokens: Option<u64>,
-        /// Tokens written, when reported.
-        output_tokens: Option<u64>,
+        /// The tokens (cached input apart) and their cost, or that the memo answered, when
+        /// the driver reports them.
+        #[serde(flatten)]
+        used: Option<Usage>,
     },
     /// A tool call of a session's agent loop ran (or was refused).
     ToolCall {
@@ -257,6 +254,35 @@ pub enum Event {
     },
 }
 
+/// What `u` spent, for narration: tokens in (with the cache's part) and out, the cost, and
+/// the memo's answers.
+fn spent(u: &Usage) -> String {
+    let mut parts = Vec::new();
+    if u.input_tokens() > 0 || u.output_tokens > 0 || u.from_memo == 0 {
+        let mut input = format!("{} tokens in", u.input_tokens());
+        let cache: Vec<String> = [
+            (u.cache_read_tokens, "read from the cache"),
+            (u.cache_write_tokens, "written to it"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+        if !cache.is_empty() {
+            input.push_str(&format!(" ({})", cache.join(", ")));
+        }
+        parts.push(input);
+        parts.push(format!("{} out", u.output_tokens));
+    }
+    if let Some(c) = u.cost {
+        parts.push(format!("${c:.4}"));
+    }
+    if u.from_memo > 0 {
+        parts.push(format!("{} answer(s) from the memo", u.from_memo));
+    }
+    parts.join(", ")
+}
+
 fn short(s: &str) -> String {
     let line = s.lines().next().unwrap_or("").trim();
     if line.chars().count() > 70 {
@@ -273,15 +299,13 @@ impl Event {
         id: &RequestId,
         ms: u64,
         first_token_ms: Option<u64>,
-        used: Option<crate::protocol::Usage>,
+        used: Option<Usage>,
     ) -> Event {
         Event::Usage {
             id: id.clone(),
             ms,
             first_token_ms,
-            input_tokens: used.map(|u| u.input_tokens),
-            output_tokens: used.map(|u| u.output_tokens),
-            cost: used.and_then(|u| u.cost),
+            used,
         }
     }
 
@@ -337,30 +361,33 @@ impl Event {
             }
             Event::FramePop { depth } => format!("[Frame-] Exiting block (depth {})", depth + 1),
             Event::Usage {
+                id, ms, used: None, ..
+            } => format!("[Usage] {id}: {ms} ms"),
+            Event::Usage {
                 id,
                 ms,
-                input_tokens,
-                output_tokens,
-                cost,
+                used: Some(u),
                 ..
-            } => match (input_tokens, output_tokens, cost) {
-                (Some(i), Some(o), Some(c)) => {
-                    format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out, ${c:.4}")
-                }
-                (Some(i), Some(o), None) => {
-                    format!("[Usage] {id}: {ms} ms, {i} tokens in, {o} out")
-                }
-                _ => format!("[Usage] {id}: {ms} ms"),
-            },
+            } => format!("[Usage] {id}: {ms} ms, {}", spent(u)),
             Event::Import { program, .. } => format!("[Import] Invoking: {program}"),
             Event::Memory { agent, id, .. } => format!("[Memory] {agent}: memory updated by {id}"),
             Event::ImportDone { program } => format!("[Import] Import complete: {program}"),
             Event::Turn {
-                id, tool_calls, ms, ..
-            } => match tool_calls {
-                0 => format!("[Turn] {id}: answered ({ms} ms)"),
-                n => format!("[Turn] {id}: {n} tool call(s) ({ms} ms)"),
-            },
+                id,
+                tool_calls,
+                ms,
+                used,
+                ..
+            } => {
+                let memo = match used {
+                    Some(u) if u.from_memo > 0 => ", from the memo",
+                    _ => "",
+                };
+                match tool_calls {
+                    0 => format!("[Turn] {id}: answered ({ms} ms{memo})"),
+                    n => format!("[Turn] {id}: {n} tool call(s) ({ms} ms{memo})"),
+                }
+            }
             Event::ToolCall {
                 id,
                 tool,
@@ -400,5 +427,59 @@ impl Event {
                 format!("[Output] output {name} = \"{}\"", short(value))
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Lineage, Step};
+
+    #[test]
+    fn usage_events_keep_cached_input_apart_and_say_what_the_memo_answered() {
+        let id = RequestId::new(Lineage::root(), 3);
+        let cached = Usage {
+            cache_read_tokens: 2_400,
+            cache_write_tokens: 100,
+            cost: Some(0.0012),
+            ..Usage::plain(20, 5)
+        };
+        let e = Event::usage(&id, 7, None, Some(cached));
+        let json = serde_json::to_value(&e).expect("json");
+        assert_eq!(
+            json,
+            serde_json::json!({"event": "usage", "id": "0:3", "ms": 7, "input_tokens": 20,
+                "output_tokens": 5, "cache_read_tokens": 2400, "cache_write_tokens": 100,
+                "cost": 0.0012})
+        );
+        assert_eq!(
+            e.narrate().as_deref(),
+            Some("[Usage] 0:3: 7 ms, 2520 tokens in (2400 read from the cache, 100 written to it), 5 out, $0.0012")
+        );
+        let memo = Usage {
+            from_memo: 1,
+            ..Usage::default()
+        };
+        let e = Event::Turn {
+            id: id.step(Step::Turn(0)),
+            tool_calls: 1,
+            ms: 0,
+            first_token_ms: None,
+            used: Some(memo),
+        };
+        assert_eq!(serde_json::to_value(&e).expect("json")["from_memo"], 1);
+        assert_eq!(
+            e.narrate().as_deref(),
+            Some("[Turn] 0:3#t0: 1 tool call(s) (0 ms, from the memo)")
+        );
+        let e = Event::usage(&id, 0, None, Some(memo));
+        assert_eq!(
+            e.narrate().as_deref(),
+            Some("[Usage] 0:3: 0 ms, 1 answer(s) from the memo")
+        );
+        // Nothing reported: no token fields at all.
+        let e = Event::usage(&id, 4, None, None);
+        assert!(serde_json::to_value(&e).expect("json")["input_tokens"].is_null());
+        assert_eq!(e.narrate().as_deref(), Some("[Usage] 0:3: 4 ms"));
     }
 }

@@ -4,12 +4,14 @@
 //! agent loops with the tools and permissions of [`agent`], asks [`people`] what only a
 //! person can answer, and journals every answer through a [`runner::journal::JournalSink`]
 //! that a store implements. [`observe`] watches runs from outside (progress, summary,
-//! JSON lines, OpenTelemetry). A run's description is its [`record`].
+//! JSON lines, OpenTelemetry). A run's description is its [`record`]. The [`memo`] answers
+//! model requests asked before, across runs.
 
 pub mod agent;
 pub mod clock;
 pub mod config;
 pub mod driver;
+pub mod memo;
 pub mod observe;
 pub mod people;
 pub mod program;

@@ -99,6 +99,10 @@ pub struct ExecOptions {
     /// Bytes the registers of all live frames may take (E218 beyond).
     #[serde(default = "default_frame_memory")]
     pub max_frame_memory: u64,
+    /// Model requests asked before are answered from the store's memo, and new answers
+    /// kept there (`--memo`, `memo = true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memo: bool,
 }
 
 fn default_max_turns() -> u32 {
@@ -126,6 +130,7 @@ impl Default for ExecOptions {
             max_cost: None,
             max_value_size: default_value_size(),
             max_frame_memory: default_frame_memory(),
+            memo: false,
         }
     }
 }

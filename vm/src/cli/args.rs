@@ -138,6 +138,12 @@ pub struct RunArgs {
     /// or `[prices]` in prose.toml): the run pauses before a request that might go over.
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<f64>,
+    /// Answer model requests asked before (the same provider, model, prompt, conversation,
+    /// tools and sampling) from the memo kept beside the runs, without a call, and keep new
+    /// answers there (openai and anthropic drivers; also `memo = true` in prose.toml).
+    /// `prosevm memo` shows and clears it.
+    #[arg(long)]
+    pub memo: bool,
     /// Under `--driver stdio`: the host answers model turns and the VM runs each session's
     /// agent loop, with the tools and permissions it enforces (permission prompts go to the
     /// host); without it the host runs whole sessions.
@@ -354,6 +360,7 @@ impl RunArgs {
             max_cost: self.max_cost.or(file.max_cost),
             max_value_size: self.max_value_size.unwrap_or(defaults.max_value_size),
             max_frame_memory: self.max_frame_memory.unwrap_or(defaults.max_frame_memory),
+            memo: self.memo || file.memo.unwrap_or(false),
         })
     }
 }

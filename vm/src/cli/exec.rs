@@ -4,8 +4,9 @@
 use super::args::{parse_inputs, Output, RunArgs, Trace};
 use super::{build, fail, open_store, run_error, runtime, store_error};
 use prose_machine::trace::Event;
-use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::driver::settings::{AnyDriver, DriverSettings};
 use prose_runtime::driver::stdio;
+use prose_runtime::memo::{MemoStore, Memoised};
 use prose_runtime::observe::envelope::Envelope;
 use prose_runtime::observe::otel::{Export, Otel};
 use prose_runtime::observe::progress::Progress;
@@ -156,7 +157,8 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let connected = match connect(runtime, &settings, &program.artifact) {
+    let memo = memo_of(&*store, &settings, options.memo);
+    let connected = match connect(runtime, &settings, &program.artifact, memo) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -217,24 +219,48 @@ pub fn stop_on_signals(
     });
 }
 
-/// A driver connected, with the runtime it runs on.
+/// A driver connected (with the memo in front of it, under `--memo`), with the runtime it
+/// runs on.
 struct Connected {
-    driver: Arc<prose_runtime::driver::settings::AnyDriver>,
+    driver: Arc<Memoised<AnyDriver>>,
     runtime: tokio::runtime::Runtime,
 }
 
-/// Connects the driver `settings` describe on `runtime` and checks, before anything runs,
-/// that its provider offers every model `artifact`'s sessions name.
+/// The memo of `store` when `on`; a warning when the driver `settings` describe keeps no
+/// answers there.
+fn memo_of(store: &dyn Store, settings: &DriverSettings, on: bool) -> Option<Arc<dyn MemoStore>> {
+    if !on {
+        return None;
+    }
+    if !matches!(
+        settings,
+        DriverSettings::Openai(_) | DriverSettings::Anthropic(_)
+    ) {
+        eprintln!(
+            "prosevm: warning: the memo keeps the answers of the openai and anthropic drivers; the {} driver's are neither kept nor looked up",
+            settings.name()
+        );
+    }
+    Some(store.memo())
+}
+
+/// Connects the driver `settings` describe on `runtime`, with `memo` in front of it, and
+/// checks, before anything runs, that its provider offers every model `artifact`'s
+/// sessions name.
 fn connect(
     runtime: Runtime,
     settings: &DriverSettings,
     artifact: &bytecode_spec::verify::Verified,
+    memo: Option<Arc<dyn MemoStore>>,
 ) -> Result<Connected, ExitCode> {
     use prose_runtime::driver::Driver;
     // The driver's HTTP client and reader threads belong to this runtime.
     let driver = {
         let _in_runtime = runtime.enter();
-        Arc::new(settings.connect().map_err(|e| fail(e, 2))?)
+        Arc::new(Memoised::new(
+            settings.connect().map_err(|e| fail(e, 2))?,
+            memo,
+        ))
     };
     let models = prosevm::run::models_named(artifact);
     runtime
@@ -495,10 +521,11 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
         }
         Ok(Resumed::Ready(run)) => {
             let (settings, artifact) = (run.record().driver.clone(), run.artifact().clone());
+            let memo = memo_of(&*store, &settings, run.record().options.memo || args.memo);
             // Connected on a runtime of its own would leave the store's behind: the driver
             // joins the store's runtime.
             let handle = runtime.handle().clone();
-            match connect(runtime, &settings, &artifact) {
+            match connect(runtime, &settings, &artifact, memo) {
                 Ok(c) => drive(*run, c, args, export),
                 Err(code) => {
                     // Given back as it was, for another resume or a worker.
@@ -566,7 +593,8 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
                 eprintln!("prosevm: warning: {w}");
             }
             let (settings, artifact) = (run.record().driver.clone(), run.artifact().clone());
-            match connect(runtime, &settings, &artifact) {
+            let memo = memo_of(&*store, &settings, run.record().options.memo || args.memo);
+            match connect(runtime, &settings, &artifact, memo) {
                 Ok(c) => drive(run, c, args, export),
                 Err(code) => code,
             }

@@ -333,7 +333,18 @@ pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
                 print!("memory:\n{}", indent(m));
             }
             if let Some(u) = usage {
-                println!("tokens: {} in, {} out", u.input_tokens, u.output_tokens);
+                println!(
+                    "tokens: {} in ({} read from the cache, {} written to it), {} out{}",
+                    u.input_tokens(),
+                    u.cache_read_tokens,
+                    u.cache_write_tokens,
+                    u.output_tokens,
+                    if u.from_memo > 0 {
+                        format!("; {} answer(s) from the memo", u.from_memo)
+                    } else {
+                        String::new()
+                    }
+                );
             }
         }
         Some((Err(e), _)) => println!("failed: {e}"),

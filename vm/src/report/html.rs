@@ -3,7 +3,7 @@
 //! All text is escaped; style and script are inline, so the page opens anywhere, offline.
 
 use super::{Entry, Report};
-use prose_machine::protocol::{Answer, Ask, Labelled, Reply, Step};
+use prose_machine::protocol::{Answer, Ask, Labelled, Reply, Step, Usage};
 use prose_runtime::observe::{grouped, human_duration};
 use std::fmt::Write;
 use std::time::Duration;
@@ -135,8 +135,23 @@ fn header(h: &mut String, report: &Report) {
     }
     match report.tokens() {
         Some(t) => {
-            figure("tokens in", grouped(t.input_tokens));
+            figure("tokens in", grouped(t.input_tokens()));
+            if t.cache_read_tokens > 0 {
+                figure("read from the cache", grouped(t.cache_read_tokens));
+            }
+            if t.cache_write_tokens > 0 {
+                figure("written to the cache", grouped(t.cache_write_tokens));
+            }
             figure("tokens out", grouped(t.output_tokens));
+            if let Some(c) = t.cost {
+                figure("cost", format!("${c:.4}"));
+            }
+            if t.from_memo + t.asked > 0 {
+                figure(
+                    "answers from the memo",
+                    format!("{} ({} asked)", t.from_memo, t.asked),
+                );
+            }
         }
         None => figure("tokens", "not reported".into()),
     }
@@ -223,6 +238,23 @@ fn card(h: &mut String, e: &Entry) {
     );
 }
 
+/// What a request or turn spent, in a few words: its tokens in (the cache's part apart) and
+/// out, or that the memo answered it.
+fn spent(u: &Usage) -> String {
+    if u.from_memo > 0 && u.tokens() == 0 {
+        return "from the memo".into();
+    }
+    let mut input = grouped(u.input_tokens());
+    if u.cache_read_tokens + u.cache_write_tokens > 0 {
+        input.push_str(&format!(
+            " ({} cached, {} written to the cache)",
+            grouped(u.cache_read_tokens),
+            grouped(u.cache_write_tokens)
+        ));
+    }
+    format!("{input} in / {} out", grouped(u.output_tokens))
+}
+
 /// A request's figures in one line: iteration, latency, turns, tool calls, tokens, state.
 fn facts(e: &Entry) -> String {
     let mut f: Vec<String> = Vec::new();
@@ -251,11 +283,7 @@ fn facts(e: &Entry) -> String {
         f.push(format!("{retries} failed turn(s)"));
     }
     if let Some(t) = e.tokens {
-        f.push(format!(
-            "{} in / {} out",
-            grouped(t.input_tokens),
-            grouped(t.output_tokens)
-        ));
+        f.push(spent(&t));
     }
     match e.state() {
         "failed" => f.push("failed".into()),
@@ -420,12 +448,7 @@ fn steps(h: &mut String, steps: &[Reply]) {
             Ok(Answer::Turn(t)) => {
                 let _ = write!(h, "<li class=\"turn\"><code>{id}</code> model turn");
                 if let Some(u) = s.usage {
-                    let _ = write!(
-                        h,
-                        " <span class=\"tokens\">{} in / {} out</span>",
-                        grouped(u.input_tokens),
-                        grouped(u.output_tokens)
-                    );
+                    let _ = write!(h, " <span class=\"tokens\">{}</span>", escape(&spent(&u)));
                 }
                 if !t.text.is_empty() {
                     let _ = write!(h, "<pre>{}</pre>", escape(&t.text));

@@ -184,7 +184,8 @@ pub struct Served {
     pub ms: u64,
     /// Milliseconds to the first streamed token, when it streamed.
     pub first_token_ms: Option<u64>,
-    /// Tokens, when the provider reported them.
+    /// Tokens (cached input apart) and cost, when the provider reported them, and the
+    /// memo's part.
     pub tokens: Option<Usage>,
 }
 
@@ -197,29 +198,19 @@ pub fn read_usage(path: &std::path::Path) -> HashMap<RequestId, Served> {
         ms: u64,
         #[serde(default)]
         first_token_ms: Option<u64>,
-        input_tokens: Option<u64>,
-        output_tokens: Option<u64>,
-        #[serde(default)]
-        cost: Option<f64>,
+        #[serde(flatten)]
+        used: Option<Usage>,
     }
     let text = std::fs::read_to_string(path).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<Line>(l).ok())
         .map(|l| {
-            let tokens = match (l.input_tokens, l.output_tokens) {
-                (Some(i), Some(o)) => Some(Usage {
-                    input_tokens: i,
-                    output_tokens: o,
-                    cost: l.cost,
-                }),
-                _ => None,
-            };
             (
                 l.id,
                 Served {
                     ms: l.ms,
                     first_token_ms: l.first_token_ms,
-                    tokens,
+                    tokens: l.used,
                 },
             )
         })

@@ -836,7 +836,9 @@ impl Run {
                 });
             }
         }
-        record.usage = Some(place.config.budget.spent()).filter(|u| u.tokens() > 0);
+        // Tokens, or answers the memo gave (a run it answered whole spent none).
+        record.usage =
+            Some(place.config.budget.spent()).filter(|u| u.tokens() > 0 || u.from_memo > 0);
         record.journal = durable
             .journal
             .close()

@@ -13,7 +13,7 @@
 //! appends to its journal (through the runner's [`JournalSink`]). Readers take nothing.
 //! Besides the truth a store keeps, a run has views for people (`bindings/`, `state.md`:
 //! [`view`]) written on the machine that runs it, and persistent agents' memory
-//! ([`agents`]).
+//! ([`agents`]). Beside the runs, each store keeps a memo of model answers ([`Store::memo`]).
 
 pub mod agents;
 pub mod file;
@@ -28,6 +28,7 @@ pub mod view;
 pub use prune::{PruneRule, Pruned};
 
 use prose_machine::protocol::Reply;
+use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus, Seal};
 use prose_runtime::runner::journal::JournalSink;
@@ -36,6 +37,7 @@ use serde::Serialize;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// Why a store cannot do what was asked.
 #[derive(Debug)]
@@ -253,6 +255,11 @@ pub trait Store: Send + Sync {
 
     /// Where the views of run `id` are on this machine.
     fn views(&self, id: &str) -> PathBuf;
+
+    /// The memo kept beside the runs: model answers by the key of their request, for runs
+    /// under `--memo` (files under `memo/` of the file store's state directory, the table
+    /// `prose_memo` of a database).
+    fn memo(&self) -> Arc<dyn MemoStore>;
 
     /// Whether the views are part of the run (the file store's run directory), so a reader
     /// rebuilds them when a crash left them behind its journal.

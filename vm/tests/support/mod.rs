@@ -2,6 +2,7 @@
 //! only some of them).
 #![allow(dead_code)]
 
+pub mod billing;
 pub mod pg;
 pub mod provider;
 

@@ -7,7 +7,8 @@
 //! On the wire a request is `{"id": "0:3", "site": "prog:12", "kind": "session", ...fields}`
 //! and a reply is `{"id": "0:3", "kind": "session", "answer": ...}` or
 //! `{"id": "0:3", "kind": "session", "error": "why"}`, optionally with
-//! `"usage": {"input_tokens": N, "output_tokens": N}`.
+//! `"usage": {"input_tokens": N, "output_tokens": N}` (and, when there are any,
+//! `cache_read_tokens`, `cache_write_tokens`, `from_memo`, `asked`, `cost`).
 
 mod asks;
 pub mod id;
@@ -90,6 +91,12 @@ macro_rules! protocol {
             /// Writes the answer's content (without its kind).
             fn serialize_content<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 match self { $( Answer::$variant(a) => a.serialize(s), )* }
+            }
+
+            /// The answer's content (without its kind) as JSON: what [`Answer::from_content`]
+            /// reads back.
+            pub fn to_content(&self) -> Result<serde_json::Value, serde_json::Error> {
+                match self { $( Answer::$variant(a) => serde_json::to_value(a), )* }
             }
 
             /// An answer of `kind` from its JSON content.
@@ -181,22 +188,55 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
-/// Tokens a provider reports, and what they cost when the model's price is known.
+/// Tokens a provider reports, and what they cost when the model's price is known; and,
+/// while a memo is kept, how many model requests it answered and how many were asked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Tokens read.
+    /// Tokens read, other than those read from or written to the provider's prompt cache.
     pub input_tokens: u64,
     /// Tokens written.
     pub output_tokens: u64,
+    /// Input tokens the provider read from its prompt cache (billed at its own, lower
+    /// price).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Input tokens the provider wrote to its prompt cache (billed at its own price).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Model requests answered from the memo, without a call.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub from_memo: u64,
+    /// Model requests sent to the provider while a memo was kept (those it could not
+    /// answer).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub asked: u64,
     /// Their cost in US dollars (none when the model has no price).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Usage {
-    /// Tokens read and written.
+    /// Tokens read and written, cached input included.
     pub fn tokens(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input_tokens() + self.output_tokens
+    }
+
+    /// Every token read: plain, read from the cache and written to it.
+    pub fn input_tokens(&self) -> u64 {
+        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+    }
+
+    /// The usage of `input` plain input tokens and `output` output tokens, unpriced.
+    pub fn plain(input: u64, output: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Usage::default()
+        }
     }
 }
 
@@ -204,6 +244,10 @@ impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.from_memo += other.from_memo;
+        self.asked += other.asked;
         self.cost = match (self.cost, other.cost) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
@@ -323,9 +367,10 @@ mod tests {
             Reply::answer(id(5), Answer::Input(Value::text("x"))),
             Reply {
                 usage: Some(Usage {
-                    input_tokens: 3,
-                    output_tokens: 4,
                     cost: Some(0.5),
+                    cache_read_tokens: 9,
+                    from_memo: 1,
+                    ..Usage::plain(3, 4)
                 }),
                 ..Reply::failed(id(6), Kind::Session, "boom")
             },

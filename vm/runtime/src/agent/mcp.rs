@@ -298,6 +298,10 @@ async fn start_server(
             (None, Some(command)) => format!("MCP server `{name}` ({command})"),
             (None, None) => format!("MCP server `{name}`"),
         });
+    // In a fixed order, whatever order the server lists them in: the tools are the first
+    // part of every request, which a provider caches only when its bytes repeat.
+    let mut listed = listed;
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut names = std::collections::HashSet::new();
     for tool in listed {

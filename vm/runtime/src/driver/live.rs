@@ -1,7 +1,8 @@
 //! An answer as it is written. A driver that streams tells its [`Live`] each piece of text
 //! as it arrives, so that a person sees it on the terminal and a host reads it as events;
 //! the first piece of any kind (text or a tool call) marks the time to the first token.
-//! Nothing here is journaled: only the finished answer is.
+//! A driver also warns here of what went wrong on its side without failing the request (a
+//! memo entry that cannot be read). Nothing here is journaled: only the finished answer is.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -15,6 +16,8 @@ pub enum Piece<'a> {
     /// The attempt so far is abandoned (a stream cut off or stalled, asked again): what was
     /// shown of it should go.
     Restart,
+    /// Something went wrong that the request survives: a warning for the trace.
+    Warning(&'a str),
 }
 
 /// Who listens to pieces of an answer.
@@ -84,6 +87,13 @@ impl Live {
         }
     }
 
+    /// Something went wrong that the request survives (said to the trace as a warning).
+    pub fn warn(&self, message: &str) {
+        if let Some(sink) = &self.sink {
+            sink(Piece::Warning(message));
+        }
+    }
+
     /// Milliseconds from the asking to the first content, once it came.
     pub fn first_token_ms(&self) -> Option<u64> {
         self.first.get().copied()
@@ -103,6 +113,7 @@ mod tests {
             log.lock().expect("log").push(match p {
                 Piece::Text(t) => t.to_string(),
                 Piece::Restart => "<restart>".into(),
+                Piece::Warning(w) => format!("<warning: {w}>"),
             })
         });
         assert_eq!(live.first_token_ms(), None);
@@ -115,6 +126,10 @@ mod tests {
         live.restart();
         live.text("Hello");
         assert_eq!(live.first_token_ms(), Some(first), "the first one counts");
-        assert_eq!(*seen.lock().expect("log"), ["Hel", "<restart>", "Hello"]);
+        live.warn("the memo is full");
+        assert_eq!(
+            *seen.lock().expect("log"),
+            ["Hel", "<restart>", "Hello", "<warning: the memo is full>"]
+        );
     }
 }

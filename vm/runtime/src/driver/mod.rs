@@ -125,6 +125,14 @@ pub trait Driver: Send + Sync + 'static {
         None
     }
 
+    /// What a memo keys `req` by: everything the model request it makes sends that bears on
+    /// the answer (the provider, the model, the system prompt, the conversation, the tools,
+    /// the sampling), never a key or a header; none when the request is no model's or the
+    /// driver's answers are not memoised (only the chat drivers' are).
+    fn memo_identity(&self, _req: &Request) -> Option<serde_json::Value> {
+        None
+    }
+
     /// Whether the driver's host answers the questions meant for a person (inputs,
     /// permission prompts); otherwise the terminal does, or no one.
     fn hosts_people(&self) -> bool {

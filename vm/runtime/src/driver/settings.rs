@@ -12,6 +12,7 @@ use super::prices::Price;
 use super::stdio::StdioDriver;
 use super::{Driver, Live, Served};
 use prose_machine::protocol::{Reply, Request};
+use prose_settings::cache::PromptCache;
 use prose_settings::models::Provider;
 use prose_settings::{SamplingTable, Settings};
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,10 @@ pub struct ChatSettings {
     /// Prices per model id over the built-in table.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub prices: BTreeMap<String, Price>,
+    /// How long the prefixes marked for the provider's cache live (the `anthropic` driver
+    /// marks them), or no marks.
+    #[serde(default, skip_serializing_if = "PromptCache::is_default")]
+    pub prompt_cache: PromptCache,
 }
 
 /// Seconds a streamed answer may go without a new piece unless told otherwise: long enough
@@ -189,7 +194,7 @@ impl DriverSettings {
                                 self.name()
                             ));
                         }
-                        ChatDriver::replaying(player, c.models.clone(), http)
+                        ChatDriver::replaying(player, &c.base_url, c.models.clone(), http)
                     }
                     Some(Tape::Record(path)) => {
                         http_driver(api, c, http)?.recording(Recorder::open(path, api)?)
@@ -198,7 +203,8 @@ impl DriverSettings {
                 };
                 AnyDriver::Chat(Box::new(
                     chat.with_sampling(c.sampling.clone())
-                        .with_prices(c.prices.clone()),
+                        .with_prices(c.prices.clone())
+                        .with_cache(c.prompt_cache),
                 ))
             }
         })
@@ -286,6 +292,10 @@ impl Driver for AnyDriver {
 
     fn hosts_people(&self) -> bool {
         each!(self, d => d.hosts_people())
+    }
+
+    fn memo_identity(&self, req: &Request) -> Option<serde_json::Value> {
+        each!(self, d => d.memo_identity(req))
     }
 }
 
@@ -463,6 +473,7 @@ impl DriverChoice {
                         agents: file.agents.clone(),
                     },
                     prices: file.prices.clone(),
+                    prompt_cache: file.prompt_cache.unwrap_or_default(),
                 };
                 match api {
                     Api::OpenAi => DriverSettings::Openai(chat),

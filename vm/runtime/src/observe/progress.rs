@@ -114,11 +114,18 @@ fn last_line(s: &str, max: usize) -> String {
 }
 
 fn tokens(t: Usage) -> String {
-    format!(
+    let mut out = format!(
         "{} in / {} out tokens",
-        grouped(t.input_tokens),
+        grouped(t.input_tokens()),
         grouped(t.output_tokens)
-    )
+    );
+    if t.cache_read_tokens > 0 {
+        out.push_str(&format!(" ({} cached)", grouped(t.cache_read_tokens)));
+    }
+    if t.from_memo > 0 {
+        out.push_str(&format!(" · {} from the memo", t.from_memo));
+    }
+    out
 }
 
 fn first_line(s: &str, max: usize) -> String {
@@ -319,23 +326,14 @@ impl Observer for Progress {
                 self.refresh(&session);
                 return;
             }
-            Event::Turn {
-                id,
-                input_tokens,
-                output_tokens,
-                ..
-            } => {
+            Event::Turn { id, used, .. } => {
                 let session = id.whole();
                 if let Some(live) = self.live.get_mut(&session) {
                     live.turns += 1;
                     // The turn's answer is complete: the next one streams afresh.
                     live.streamed.clear();
-                    if let (Some(i), Some(o)) = (input_tokens, output_tokens) {
-                        *live.tokens.get_or_insert_with(Usage::default) += Usage {
-                            input_tokens: *i,
-                            output_tokens: *o,
-                            cost: None,
-                        };
+                    if let Some(u) = used {
+                        *live.tokens.get_or_insert_with(Usage::default) += *u;
                     }
                 }
                 self.refresh(&session);
@@ -348,17 +346,9 @@ impl Observer for Progress {
                 self.refresh(&session);
             }
             Event::Usage {
-                id,
-                input_tokens: Some(i),
-                output_tokens: Some(o),
-                cost,
-                ..
+                id, used: Some(u), ..
             } => {
-                let u = Usage {
-                    input_tokens: *i,
-                    output_tokens: *o,
-                    cost: *cost,
-                };
+                let u = *u;
                 *self.tokens.get_or_insert_with(Usage::default) += u;
                 if let Some(live) = self.live.get_mut(id) {
                     // The session's own total (its turns', when it ran as an agent loop).
@@ -431,8 +421,7 @@ mod tests {
             tool_calls: 2,
             ms: 30,
             first_token_ms: None,
-            input_tokens: Some(1200),
-            output_tokens: Some(80),
+            used: Some(Usage::plain(1200, 80)),
         });
         for c in 0..2 {
             p.event(&Event::ToolCall {
@@ -455,14 +444,38 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("2 in flight · 0 done"), "{shown}");
+        // Cached input counts among the tokens in, and is said; so is the memo's answer.
+        p.event(&Event::Turn {
+            id: id("0/0.1:0#t0"),
+            tool_calls: 1,
+            ms: 30,
+            first_token_ms: None,
+            used: Some(Usage {
+                cache_read_tokens: 2_400,
+                ..Usage::plain(100, 20)
+            }),
+        });
+        p.event(&Event::Turn {
+            id: id("0/0.1:0#t1"),
+            tool_calls: 1,
+            ms: 0,
+            first_token_ms: None,
+            used: Some(Usage {
+                from_memo: 1,
+                ..Usage::default()
+            }),
+        });
+        let shown = screen(&term, &p);
+        assert!(
+            shown.contains("2,500 in / 20 out tokens (2,400 cached) · 1 from the memo"),
+            "{shown}"
+        );
 
         p.event(&Event::Usage {
             id: id("0/0.0:0"),
             ms: 40,
             first_token_ms: None,
-            input_tokens: Some(2000),
-            output_tokens: Some(100),
-            cost: None,
+            used: Some(Usage::plain(2000, 100)),
         });
         p.event(&Event::Answer {
             id: id("0/0.0:0"),
@@ -544,8 +557,7 @@ mod tests {
             tool_calls: 1,
             ms: 30,
             first_token_ms: Some(12),
-            input_tokens: None,
-            output_tokens: None,
+            used: None,
         });
         let shown = screen(&term, &p);
         assert!(shown.contains("↳ Second try"), "{shown}");

@@ -28,7 +28,8 @@ pub struct Tally {
     pub tool_calls: usize,
     /// Requests a driver served (not replayed from the journal).
     pub served: usize,
-    /// Tokens, summed over every request whose provider reported them.
+    /// Tokens (cached input apart), cost and the memo's answers, summed over every request
+    /// whose driver reported them.
     pub tokens: Option<Usage>,
     /// Agent loops asked for a plain answer because they went nowhere.
     pub nudges: usize,
@@ -161,12 +162,25 @@ impl Summary {
             ));
         }
         match t.tokens {
-            Some(u) => first.push_str(&format!(
-                ", tokens {} in / {} out",
-                grouped(u.input_tokens),
-                grouped(u.output_tokens)
-            )),
-            None => first.push_str(", tokens not reported"),
+            Some(u) if u.tokens() > 0 || u.from_memo > 0 => {
+                let mut input = format!("{} in", grouped(u.input_tokens()));
+                let cache: Vec<String> = [
+                    (u.cache_read_tokens, "from the cache"),
+                    (u.cache_write_tokens, "written to it"),
+                ]
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, what)| format!("{} {what}", grouped(*n)))
+                .collect();
+                if !cache.is_empty() {
+                    input.push_str(&format!(" ({})", cache.join(", ")));
+                }
+                first.push_str(&format!(
+                    ", tokens {input} / {} out",
+                    grouped(u.output_tokens)
+                ))
+            }
+            _ => first.push_str(", tokens not reported"),
         }
         // What the priced replies cost (a model with no price adds none).
         if let Some(cost) = t.tokens.and_then(|u| u.cost) {
@@ -175,6 +189,12 @@ impl Summary {
         let dir = ending.run_dir.display();
         let mut lines = vec![first];
         lines.extend(self.model_line());
+        if let Some(u) = t.tokens.filter(|u| u.from_memo + u.asked > 0) {
+            lines.push(format!(
+                "[Summary] memo: {} answer(s) from the memo, {} asked",
+                u.from_memo, u.asked
+            ));
+        }
         match ending.status {
             RunStatus::Finished => lines.push(format!(
                 "[Summary] outputs: {} on stdout, kept in {dir}/run.json and {dir}/bindings/",
@@ -253,9 +273,7 @@ impl Observer for Summary {
             Event::ToolCall { .. } => t.tool_calls += 1,
             Event::Usage {
                 id,
-                input_tokens,
-                output_tokens,
-                cost,
+                used,
                 first_token_ms,
                 ..
             } => {
@@ -264,12 +282,8 @@ impl Observer for Summary {
                 if !self.turns.contains_key(id) {
                     self.first_tokens.extend(*first_token_ms);
                 }
-                if let (Some(i), Some(o)) = (input_tokens, output_tokens) {
-                    *t.tokens.get_or_insert_with(Usage::default) += Usage {
-                        input_tokens: *i,
-                        output_tokens: *o,
-                        cost: *cost,
-                    };
+                if let Some(u) = used {
+                    *t.tokens.get_or_insert_with(Usage::default) += *u;
                 }
             }
             _ => {}
@@ -298,16 +312,7 @@ mod tests {
     }
 
     fn usage(n: &str, tokens: Option<(u64, u64)>) -> Event {
-        Event::usage(
-            &id(n),
-            10,
-            None,
-            tokens.map(|(i, o)| Usage {
-                input_tokens: i,
-                output_tokens: o,
-                cost: None,
-            }),
-        )
+        Event::usage(&id(n), 10, None, tokens.map(|(i, o)| Usage::plain(i, o)))
     }
 
     #[test]
@@ -320,8 +325,7 @@ mod tests {
                 tool_calls: 1,
                 ms: 5,
                 first_token_ms: Some(400),
-                input_tokens: Some(100),
-                output_tokens: Some(20),
+                used: Some(Usage::plain(100, 20)),
             },
             Event::ToolCall {
                 id: RequestId::new(Lineage::root(), 0).step(Step::Call { turn: 0, call: 0 }),
@@ -337,8 +341,7 @@ mod tests {
                 tool_calls: 0,
                 ms: 5,
                 first_token_ms: Some(200),
-                input_tokens: Some(150),
-                output_tokens: Some(30),
+                used: Some(Usage::plain(150, 30)),
             },
             usage("0:0", Some((250, 50))),
             Event::Answer {
@@ -379,11 +382,7 @@ mod tests {
                 turns: 2,
                 tool_calls: 1,
                 served: 3,
-                tokens: Some(Usage {
-                    input_tokens: 257,
-                    output_tokens: 53,
-                    cost: None,
-                }),
+                tokens: Some(Usage::plain(257, 53)),
                 nudges: 0,
             }
         );
@@ -403,8 +402,7 @@ mod tests {
                 tool_calls: 0,
                 ms: 2000,
                 first_token_ms: Some(ms),
-                input_tokens: None,
-                output_tokens: None,
+                used: None,
             });
         }
         s.event(&Event::Nudge {
@@ -469,9 +467,8 @@ mod tests {
             10,
             None,
             Some(Usage {
-                input_tokens: 12_345,
-                output_tokens: 678,
                 cost: Some(0.0123),
+                ..Usage::plain(12_345, 678)
             }),
         ));
         let lines = s.lines(
@@ -491,6 +488,52 @@ mod tests {
                 "[Summary] finished in 1m01s: 1 session(s), 0 retries, tokens 12,345 in / 678 out, cost $0.0123",
                 "[Summary] outputs: 2 on stdout, kept in .prose/runs/r/run.json and .prose/runs/r/bindings/",
                 "[Summary] run directory: .prose/runs/r",
+            ]
+        );
+    }
+
+    #[test]
+    fn cached_input_and_the_memos_answers_are_said_apart() {
+        let mut s = Summary::new();
+        s.event(&session("0:0"));
+        s.event(&Event::usage(
+            &id("0:0"),
+            10,
+            None,
+            Some(Usage {
+                cache_read_tokens: 2_400,
+                cache_write_tokens: 300,
+                cost: Some(0.0021),
+                asked: 1,
+                ..Usage::plain(45, 20)
+            }),
+        ));
+        s.event(&session("0:1"));
+        s.event(&Event::usage(
+            &id("0:1"),
+            0,
+            None,
+            Some(Usage {
+                from_memo: 3,
+                ..Usage::default()
+            }),
+        ));
+        let lines = s.lines(
+            &Ending {
+                run_id: "r",
+                run_dir: Path::new("d"),
+                status: RunStatus::Finished,
+                outputs: 1,
+                error: None,
+                resume_with: None,
+            },
+            Duration::from_secs(1),
+        );
+        assert_eq!(
+            lines[..2],
+            [
+                "[Summary] finished in 1.0s: 2 session(s), 0 retries, tokens 2,745 in (2,400 from the cache, 300 written to it) / 20 out, cost $0.0021",
+                "[Summary] memo: 3 answer(s) from the memo, 1 asked",
             ]
         );
     }

@@ -117,8 +117,11 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         let mut a = self.budget.account();
-        a.reserved.input_tokens -= self.amount.input_tokens;
-        a.reserved.output_tokens -= self.amount.output_tokens;
+        let (r, x) = (&mut a.reserved, &self.amount);
+        r.input_tokens -= x.input_tokens;
+        r.output_tokens -= x.output_tokens;
+        r.cache_read_tokens -= x.cache_read_tokens;
+        r.cache_write_tokens -= x.cache_write_tokens;
         a.reserved.cost = match (a.reserved.cost, self.amount.cost) {
             (Some(r), Some(c)) => Some(r - c),
             (r, _) => r,
@@ -132,9 +135,8 @@ mod tests {
 
     fn usage(tokens: u64, cost: f64) -> Usage {
         Usage {
-            input_tokens: tokens,
-            output_tokens: 0,
             cost: Some(cost),
+            ..Usage::plain(tokens, 0)
         }
     }
 
@@ -153,6 +155,19 @@ mod tests {
         drop(r2);
         assert!(b.reserve(usage(890, 0.9)).is_ok());
         assert!(b.reserve(usage(10, 0.96)).is_err(), "the cost is over");
+    }
+
+    #[test]
+    fn cached_input_counts_as_tokens_and_its_room_is_given_back() {
+        let b = Budget::new(Some(1000), None);
+        let cached = Usage {
+            cache_write_tokens: 700,
+            ..usage(100, 0.0)
+        };
+        let r = b.reserve(cached).expect("fits");
+        assert!(b.reserve(usage(300, 0.0)).is_err(), "800 are promised");
+        drop(r);
+        assert!(b.reserve(usage(900, 0.0)).is_ok());
     }
 
     #[test]

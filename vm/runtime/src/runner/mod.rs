@@ -94,7 +94,7 @@ async fn serve_with_retry<D: Driver>(
     let mut attempt = 1;
     let started = std::time::Instant::now();
     let mut tokens: Option<Usage> = None;
-    let live = outbox.live(&req.id);
+    let live = outbox.live(&req.id, &req.site);
     loop {
         let mut reply = match failed.take() {
             Some(r) => r,

@@ -20,6 +20,8 @@ use crate::agent::workshop::{system_prompt, Kit, Workshop};
 use crate::agent::BoxFuture;
 use crate::driver::live::Piece;
 use crate::driver::{render, serve, Driver, Live};
+use bytecode_spec::Code;
+use prose_machine::protocol::Site;
 use prose_machine::protocol::{
     Answer, Ask, Failure, Kind, Message, Reply, Request, RequestId, SessionAnswer, SessionAsk,
     Step, Stop, TurnAnswer, TurnAsk, Usage,
@@ -105,21 +107,31 @@ impl Outbox {
         let _ = self.notes.send(Note::Event(e));
     }
 
-    /// Where a driver streams the answer to request `id`: each piece becomes a
-    /// [`Event::Delta`].
-    pub(crate) fn live(&self, id: &RequestId) -> Live {
+    /// Where a driver streams the answer to request `id` (of the statement at `site`): each
+    /// piece becomes a [`Event::Delta`], each warning an [`Event::Warning`].
+    pub(crate) fn live(&self, id: &RequestId, site: &Site) -> Live {
         let notes = self.notes.clone();
         let id = id.clone();
+        let site = site.to_string();
         Live::to(move |piece| {
-            let (text, restart) = match piece {
-                Piece::Text(t) => (t.to_string(), false),
-                Piece::Restart => (String::new(), true),
+            let event = match piece {
+                Piece::Text(t) => Event::Delta {
+                    id: id.clone(),
+                    text: t.to_string(),
+                    restart: false,
+                },
+                Piece::Restart => Event::Delta {
+                    id: id.clone(),
+                    text: String::new(),
+                    restart: true,
+                },
+                Piece::Warning(w) => Event::Warning {
+                    code: Code::W201,
+                    site: site.clone(),
+                    message: format!("{id}: {w}"),
+                },
             };
-            let _ = notes.send(Note::Event(Event::Delta {
-                id: id.clone(),
-                text,
-                restart,
-            }));
+            let _ = notes.send(Note::Event(event));
         })
     }
 }
@@ -359,7 +371,7 @@ impl<D: Driver> Loop<'_, D> {
             }
             None => {
                 let started = Instant::now();
-                let live = self.outbox.live(&id);
+                let live = self.outbox.live(&id, &self.req.site);
                 let Some(mut r) =
                     super::serve_within(self.driver, &turn_req, self.cfg, &live).await
                 else {
@@ -400,8 +412,7 @@ impl<D: Driver> Loop<'_, D> {
                     tool_calls: calls,
                     ms: started.elapsed().as_millis() as u64,
                     first_token_ms: live.first_token_ms(),
-                    input_tokens: r.usage.map(|u| u.input_tokens),
-                    output_tokens: r.usage.map(|u| u.output_tokens),
+                    used: r.usage,
                 });
                 (r, false)
             }

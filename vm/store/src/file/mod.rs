@@ -6,10 +6,12 @@
 //! which the kernel releases when the holder dies ([`RunDir::lock`]).
 
 mod listing;
+mod memo;
 mod sink;
 mod store;
 
 pub use listing::held;
+pub use memo::FileMemo;
 pub use sink::FileSink;
 pub use store::FileStore;
 

@@ -1,16 +1,18 @@
 //! The file store behind the [`Store`] trait: runs are directories, held by their lock.
 
-use super::{listing, FileSink, Lock, RunDir};
+use super::{listing, FileMemo, FileSink, Lock, RunDir};
 use crate::journal::{self, Contents};
 use crate::{
     fs, BoxFuture, HeldRun, JournalCheck, PruneRule, Pruned, RunRow, Store, StoreError, StoredRun,
     Taken, TakenRun,
 };
 use prose_machine::protocol::Reply;
+use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus, Seal};
 use prose_runtime::runner::journal::JournalSink;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The file store: runs under `{state_dir}/runs/`.
 #[derive(Clone, Debug, Default)]
@@ -48,6 +50,12 @@ impl FileHeld {
 impl Store for FileStore {
     fn kind(&self) -> &'static str {
         "file"
+    }
+
+    fn memo(&self) -> Arc<dyn MemoStore> {
+        Arc::new(FileMemo::new(
+            crate::state_root(self.state_dir.as_deref()).join("memo"),
+        ))
     }
 
     fn create<'a>(

@@ -7,6 +7,7 @@
 //! ```text
 //! prose_artifacts (sha256 → bytes)     prose_runs (id, status, record, epoch, owner, lease_until)
 //!                                        └── prose_journal (run_id, seq, request_id, answered, reply)
+//! prose_memo (key → entry)              model answers across runs (`--memo`), every worker's
 //! ```
 //!
 //! The truth is in the database. The human-readable views of a run (`bindings/`,
@@ -15,9 +16,11 @@
 
 pub mod journal;
 pub mod lease;
+mod memo;
 pub mod schema;
 mod store;
 
+pub use memo::PgMemo;
 pub use store::PgHeld;
 
 use crate::ids::new_run_id;

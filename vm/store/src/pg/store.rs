@@ -9,11 +9,13 @@ use crate::{
     Taken, TakenRun,
 };
 use prose_machine::protocol::Reply;
+use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, Seal};
 use prose_runtime::runner::journal::JournalSink;
 use prose_runtime::runner::Stop;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a claim made by hand (`exec`, `resume`) holds without a heartbeat.
@@ -78,6 +80,12 @@ impl PgStore {
 impl Store for PgStore {
     fn kind(&self) -> &'static str {
         "postgres"
+    }
+
+    fn memo(&self) -> Arc<dyn MemoStore> {
+        Arc::new(super::PgMemo {
+            store: self.clone(),
+        })
     }
 
     fn create<'a>(

@@ -13,9 +13,11 @@
 //! ```text
 //! prose_artifacts (sha256 → bytes)     prose_runs (id, status, record, epoch, holder)
 //!                                        └── prose_journal (run_id, seq, request_id, answered, reply)
+//! prose_memo (key → entry)              model answers across runs (`--memo`)
 //! ```
 
 mod holder;
+mod memo;
 mod schema;
 
 use crate::ids::new_run_id;
@@ -25,6 +27,7 @@ use crate::{
 };
 use holder::Holder;
 use prose_machine::protocol::Reply;
+use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus, Seal};
 use prose_runtime::runner::journal::{JournalSink, SinkError, SinkFuture};
@@ -229,6 +232,13 @@ fn encode_record(record: &RunRecord) -> Result<String, StoreError> {
 impl Store for SqliteStore {
     fn kind(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn memo(&self) -> Arc<dyn MemoStore> {
+        Arc::new(memo::SqliteMemo {
+            conn: self.conn.clone(),
+            path: self.path.clone(),
+        })
     }
 
     fn create<'a>(

@@ -7,7 +7,10 @@ use crate::StoreError;
 use rusqlite::{Connection, TransactionBehavior};
 
 /// The migrations, in order: migration `n` is at index `n - 1`.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_runs.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_runs.sql"),
+    include_str!("migrations/0002_memo.sql"),
+];
 
 /// Applies the migrations the database lacks; refuses a database newer than this build.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -6,6 +6,14 @@
 //! OpenAI `tools`/`tool_calls`, Anthropic `tool_use`/`tool_result`; `wire` translates).
 //! Conditions, choices and conversions use a constrained prompt whose reply is parsed
 //! strictly, with one corrective re-ask.
+//!
+//! Prompt caching: what every request sends first is what changes least (the tools, in a
+//! fixed order, then the agent's system prompt, then the conversation, each turn's the
+//! previous one's plus what came since), so that a provider serves the prefix from its
+//! cache. The `anthropic` driver marks where cached prefixes end ([`wire::anthropic_breakpoints`],
+//! `prompt_cache` in `prose.toml`); OpenAI-compatible servers find prefixes themselves. The
+//! tokens a provider read from and wrote to its cache are kept apart from plain input and
+//! priced at their own rates.
 
 mod stream;
 pub mod tape;
@@ -20,6 +28,7 @@ use prose_machine::protocol::{
     Answer, Ask, Failure, Message, Request, Stop, TurnAnswer, TurnAsk, Usage,
 };
 use prose_machine::value::Value;
+use prose_settings::cache::PromptCache;
 pub use prose_settings::models::Models;
 use prose_settings::SamplingTable;
 use std::collections::BTreeMap;
@@ -78,11 +87,16 @@ pub struct ChatDriver {
     /// Where every exchange is also kept, when recording.
     recorder: Option<Recorder>,
     url: String,
+    /// The provider's base URL as configured: with the API, who answers (for the memo).
+    base_url: String,
     key: Option<String>,
     models: Models,
     http: HttpOptions,
     sampling: SamplingTable,
     prices: BTreeMap<String, Price>,
+    /// How long the prefixes marked for the provider's cache live (Anthropic), and so what
+    /// writing them costs.
+    cache: PromptCache,
 }
 
 impl ChatDriver {
@@ -116,27 +130,36 @@ impl ChatDriver {
             transport: Transport::Http(client),
             recorder: None,
             url,
+            base_url: base.to_string(),
             key,
             models,
             http,
             sampling: SamplingTable::default(),
             prices: BTreeMap::new(),
+            cache: PromptCache::default(),
         })
     }
 
-    /// A driver answering from the tape `player` holds, as its API would (no provider, no
-    /// key).
-    pub fn replaying(player: Player, models: Models, http: HttpOptions) -> ChatDriver {
+    /// A driver answering from the tape `player` holds, as its API at `base_url` would (no
+    /// provider, no key).
+    pub fn replaying(
+        player: Player,
+        base_url: &str,
+        models: Models,
+        http: HttpOptions,
+    ) -> ChatDriver {
         ChatDriver {
             api: player.api(),
             transport: Transport::Replay(player),
             recorder: None,
             url: String::new(),
+            base_url: base_url.trim_end_matches('/').to_string(),
             key: None,
             models,
             http,
             sampling: SamplingTable::default(),
             prices: BTreeMap::new(),
+            cache: PromptCache::default(),
         }
     }
 
@@ -152,46 +175,68 @@ impl ChatDriver {
         self
     }
 
+    /// The driver, marking prefixes for the provider's cache to live as `cache` says (or not
+    /// at all).
+    pub fn with_cache(mut self, cache: PromptCache) -> ChatDriver {
+        self.cache = cache;
+        self
+    }
+
     /// The driver with these sampling settings (temperature, max tokens) for its turns.
     pub fn with_sampling(mut self, sampling: SamplingTable) -> ChatDriver {
         self.sampling = sampling;
         self
     }
 
-    /// The request for `turn`: the API's body and headers, with the model's sampling.
-    fn prepare<'a>(&'a self, turn: &'a TurnAsk) -> Prepared<'a> {
+    /// The body of the request for `turn` as far as it bears on the answer: the API's body
+    /// with the model's sampling, before any mark for the provider's cache. Returns the
+    /// model id, the body and the most tokens the reply may use.
+    fn body<'a>(&'a self, turn: &'a TurnAsk) -> (&'a str, serde_json::Value, u32) {
         let model = self.models.resolve(turn.model.as_deref());
         let sampling = self.sampling.for_turn(model, turn.agent.as_deref());
         // Sent with every request, so that a budget can count on it.
         let max_out = sampling
             .max_output_tokens
             .unwrap_or_else(|| prose_settings::prices::max_output_tokens(self.name()));
-        let key = self.key.as_deref();
-        let (mut body, headers) = match self.api {
+        let mut body = match self.api {
             Api::OpenAi => {
-                let headers: Vec<(&str, String)> = key
-                    .map(|k| ("authorization", format!("Bearer {k}")))
-                    .into_iter()
-                    .collect();
                 let mut body = wire::openai_body(model, turn);
                 body["max_tokens"] = max_out.into();
                 body["stream"] = true.into();
                 body["stream_options"] = serde_json::json!({"include_usage": true});
-                (body, headers)
+                body
             }
             Api::Anthropic => {
-                let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
-                if let Some(k) = key {
-                    headers.push(("x-api-key", k.to_string()));
-                }
                 let mut body = wire::anthropic_body(model, max_out, turn);
                 body["stream"] = true.into();
-                (body, headers)
+                body
             }
         };
         if let Some(t) = sampling.temperature {
             body["temperature"] = t.into();
         }
+        (model, body, max_out)
+    }
+
+    /// The request for `turn`: the API's body (marked for the provider's cache) and
+    /// headers, with the model's sampling.
+    fn prepare<'a>(&'a self, turn: &'a TurnAsk) -> Prepared<'a> {
+        let (model, mut body, max_out) = self.body(turn);
+        let key = self.key.as_deref();
+        let headers = match self.api {
+            Api::OpenAi => key
+                .map(|k| ("authorization", format!("Bearer {k}")))
+                .into_iter()
+                .collect(),
+            Api::Anthropic => {
+                wire::anthropic_breakpoints(&mut body, self.cache);
+                let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
+                if let Some(k) = key {
+                    headers.push(("x-api-key", k.to_string()));
+                }
+                headers
+            }
+        };
         Prepared {
             model,
             body,
@@ -200,16 +245,44 @@ impl ChatDriver {
         }
     }
 
+    /// What a memo keys `req` by, its request's body being `body`: the API, the provider's
+    /// base URL, the kind of request and the body (model, system prompt, conversation,
+    /// tools, sampling). Never a key or header: those are not in the body.
+    fn identity(&self, req: &Request, body: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "api": self.name(),
+            "base_url": self.base_url,
+            "kind": req.kind().as_str(),
+            "request": body,
+        })
+    }
+
+    /// `usage` priced by `model`'s price, cache writes at the rate of the marks' lifetime.
+    fn priced(&self, usage: Usage, model: &str) -> Usage {
+        priced(usage, price(&self.prices, model), self.cache)
+    }
+
     /// The most a request for `turn` can use: its prompt (estimated from the body's size, at
-    /// three bytes a token) and the reply's limit, priced.
+    /// three bytes a token) and the reply's limit, priced; a prompt marked for the
+    /// provider's cache may all be written to it, when that costs more than plain input.
     fn worst_turn(&self, turn: &TurnAsk) -> Usage {
         let p = self.prepare(turn);
-        let usage = Usage {
-            input_tokens: p.body.to_string().len() as u64 / 3 + 16,
-            output_tokens: u64::from(p.max_out),
-            cost: None,
-        };
-        priced(usage, price(&self.prices, p.model))
+        let estimate = p.body.to_string().len() as u64 / 3 + 16;
+        let plain = self.priced(Usage::plain(estimate, u64::from(p.max_out)), p.model);
+        if !p.body.to_string().contains("\"cache_control\"") {
+            return plain;
+        }
+        let written = self.priced(
+            Usage {
+                cache_write_tokens: estimate,
+                ..Usage::plain(0, u64::from(p.max_out))
+            },
+            p.model,
+        );
+        match (plain.cost, written.cost) {
+            (Some(a), Some(b)) if b > a => written,
+            _ => plain,
+        }
     }
 
     /// One exchange: the conversation of `turn` with its tools, streamed (and reported to
@@ -230,7 +303,7 @@ impl ChatDriver {
         })
         .await?;
         if let Some(u) = usage {
-            *spent.get_or_insert_with(Usage::default) += priced(u, price(&self.prices, p.model));
+            *spent.get_or_insert_with(Usage::default) += self.priced(u, p.model);
         }
         Ok(answer)
     }
@@ -355,8 +428,8 @@ impl ChatDriver {
     ) -> (TurnAnswer, Option<Usage>) {
         let written = assembly.text().len() as u64;
         let input = assembly
-            .input_tokens()
-            .unwrap_or(p.body.to_string().len() as u64 / 3 + 16);
+            .input_usage()
+            .unwrap_or_else(|| Usage::plain(p.body.to_string().len() as u64 / 3 + 16, 0));
         let text = assembly.text()[..keep].to_string();
         (
             TurnAnswer {
@@ -366,9 +439,8 @@ impl ChatDriver {
                 repeated,
             },
             Some(Usage {
-                input_tokens: input,
                 output_tokens: written / 3 + 1,
-                cost: None,
+                ..input
             }),
         )
     }
@@ -607,6 +679,19 @@ impl Driver for ChatDriver {
         true
     }
 
+    fn memo_identity(&self, req: &Request) -> Option<serde_json::Value> {
+        let question = match &req.ask {
+            Ask::Turn(t) => return Some(self.identity(req, self.body(t).1)),
+            Ask::Evaluate(e) => render::evaluate(e),
+            Ask::Choose(c) => render::choose(c),
+            Ask::Convert(c) => render::convert(c),
+            Ask::Session(_) | Ask::Input(_) | Ask::Tool(_) | Ask::Permission(_) => return None,
+        };
+        // The first question decides the answer: a re-ask follows from its reply.
+        let body = self.body(&plain(&question)).1;
+        Some(self.identity(req, body))
+    }
+
     fn worst_case(&self, req: &Request) -> Option<Usage> {
         let question = match &req.ask {
             Ask::Turn(t) => return Some(self.worst_turn(t)),
@@ -645,5 +730,98 @@ impl Driver for ChatDriver {
             missing.join(", "),
             offered.join(", ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prose_machine::protocol::ToolSpec;
+    use prose_settings::models::Provider;
+    use std::time::Duration;
+
+    fn anthropic(cache: PromptCache) -> ChatDriver {
+        let http = HttpOptions {
+            timeout: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
+            retries: 0,
+            backoff: Duration::ZERO,
+        };
+        ChatDriver::new(
+            Api::Anthropic,
+            "http://127.0.0.1:9",
+            Some("k".into()),
+            Models::defaults(Provider::Anthropic),
+            http,
+        )
+        .expect("driver")
+        .with_cache(cache)
+    }
+
+    fn turn() -> TurnAsk {
+        TurnAsk {
+            agent: None,
+            model: None,
+            system: Some("You write. ".repeat(100)),
+            messages: vec![Message::User {
+                content: "Write".into(),
+            }],
+            tools: vec![ToolSpec {
+                name: "read_file".into(),
+                description: "Reads".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+            }],
+            tools_off: false,
+        }
+    }
+
+    #[test]
+    fn a_marked_prompt_is_reserved_at_the_price_of_writing_it_to_the_cache() {
+        let off = anthropic(PromptCache::Off).worst_turn(&turn());
+        assert_eq!(off.cache_write_tokens, 0);
+        for (cache, rate) in [
+            (PromptCache::FiveMinutes, 3.75),
+            (PromptCache::OneHour, 6.0),
+        ] {
+            let marked = anthropic(cache).worst_turn(&turn());
+            assert_eq!(marked.input_tokens, 0);
+            assert!(marked.cache_write_tokens > 0);
+            let expected = (marked.cache_write_tokens as f64 * rate
+                + marked.output_tokens as f64 * 15.0)
+                / 1e6;
+            assert!(
+                (marked.cost.expect("priced") - expected).abs() < 1e-12,
+                "{marked:?}"
+            );
+            assert!(marked.cost > off.cost, "a write costs more than input");
+        }
+    }
+
+    #[test]
+    fn what_identifies_a_request_leaves_out_the_key_and_the_cache_marks() {
+        let req = |d: &ChatDriver| {
+            d.memo_identity(&Request {
+                id: prose_machine::protocol::RequestId::new(
+                    prose_machine::protocol::Lineage::root(),
+                    0,
+                ),
+                site: prose_machine::protocol::Site {
+                    module: 0,
+                    line: 1,
+                    program: "p".into(),
+                },
+                ask: Ask::Turn(turn()),
+            })
+            .expect("a model request")
+        };
+        let five = req(&anthropic(PromptCache::FiveMinutes));
+        assert_eq!(five, req(&anthropic(PromptCache::Off)));
+        let text = five.to_string();
+        assert!(
+            !text.contains("cache_control") && !text.contains("\"k\""),
+            "{text}"
+        );
+        assert_eq!(five["request"]["model"], prose_settings::prices::SONNET);
+        assert_eq!(five["base_url"], "http://127.0.0.1:9");
     }
 }

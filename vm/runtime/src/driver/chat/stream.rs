@@ -19,7 +19,7 @@
 //! that stops before the end) is an error the driver treats like a 5xx: the turn is tried
 //! again, and a half answer is never taken for a whole one.
 
-use super::wire::{anthropic_stop, openai_stop, parse_arguments};
+use super::wire::{anthropic_stop, anthropic_usage, openai_stop, openai_usage, parse_arguments};
 use super::Api;
 use prose_machine::protocol::ToolCall;
 use prose_machine::protocol::{TurnAnswer, Usage};
@@ -53,8 +53,8 @@ pub struct Assembly {
     calls: Vec<(u64, PartialCall)>,
     /// The provider's stop or finish reason, once given.
     reason: Option<String>,
-    input_tokens: Option<u64>,
-    output_tokens: Option<u64>,
+    /// The provider's `usage` as reported so far (later reports' fields over earlier ones').
+    usage: serde_json::Map<String, Value>,
     ended: bool,
 }
 
@@ -66,8 +66,7 @@ impl Assembly {
             text: String::new(),
             calls: Vec::new(),
             reason: None,
-            input_tokens: None,
-            output_tokens: None,
+            usage: serde_json::Map::new(),
             ended: false,
         }
     }
@@ -82,9 +81,32 @@ impl Assembly {
         self.ended
     }
 
-    /// The input tokens, when the provider said them before the end (Anthropic).
-    pub fn input_tokens(&self) -> Option<u64> {
-        self.input_tokens
+    /// The usage so far, when the provider said its input tokens before the end
+    /// (Anthropic): the output tokens are those reported, or none.
+    pub fn input_usage(&self) -> Option<Usage> {
+        let mut u = self.usage.clone();
+        for out in ["output_tokens", "completion_tokens"] {
+            u.entry(out).or_insert(0.into());
+        }
+        self.usage_of(&Value::Object(u))
+    }
+
+    /// Takes the fields of a `usage` object the provider reported.
+    fn report(&mut self, usage: &Value) {
+        if let Some(fields) = usage.as_object() {
+            for (k, v) in fields {
+                if !v.is_null() {
+                    self.usage.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+
+    fn usage_of(&self, u: &Value) -> Option<Usage> {
+        match self.api {
+            Api::OpenAi => openai_usage(u),
+            Api::Anthropic => anthropic_usage(u),
+        }
     }
 
     /// Takes one event: its name (`event:`, if any) and its data.
@@ -121,9 +143,8 @@ impl Assembly {
                 error_text(&chunk["error"])
             ));
         }
-        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-            self.input_tokens = u["prompt_tokens"].as_u64().or(self.input_tokens);
-            self.output_tokens = u["completion_tokens"].as_u64().or(self.output_tokens);
+        if let Some(u) = chunk.get("usage") {
+            self.report(u);
         }
         let mut added = Added::default();
         let Some(choice) = chunk["choices"].get(0) else {
@@ -162,11 +183,7 @@ impl Assembly {
         let kind = ev["type"].as_str().or(event).unwrap_or_default();
         let mut added = Added::default();
         match kind {
-            "message_start" => {
-                let u = &ev["message"]["usage"];
-                self.input_tokens = u["input_tokens"].as_u64();
-                self.output_tokens = u["output_tokens"].as_u64();
-            }
+            "message_start" => self.report(&ev["message"]["usage"]),
             "content_block_start" => {
                 let index = ev["index"].as_u64().unwrap_or_default();
                 let block = &ev["content_block"];
@@ -209,12 +226,7 @@ impl Assembly {
                 if let Some(r) = ev["delta"]["stop_reason"].as_str() {
                     self.reason = Some(r.to_string());
                 }
-                if let Some(o) = ev["usage"]["output_tokens"].as_u64() {
-                    self.output_tokens = Some(o);
-                }
-                if let Some(i) = ev["usage"]["input_tokens"].as_u64() {
-                    self.input_tokens = Some(i);
-                }
+                self.report(&ev["usage"]);
             }
             "message_stop" => self.ended = true,
             "error" => {
@@ -243,6 +255,7 @@ impl Assembly {
                 self.text.len()
             ));
         }
+        let usage = self.usage_of(&Value::Object(self.usage.clone()));
         let tool_calls: Vec<ToolCall> = self
             .calls
             .into_iter()
@@ -265,14 +278,6 @@ impl Assembly {
         let stop = match self.api {
             Api::OpenAi => openai_stop(reason, has_calls),
             Api::Anthropic => anthropic_stop(reason, has_calls),
-        };
-        let usage = match (self.input_tokens, self.output_tokens) {
-            (Some(i), Some(o)) => Some(Usage {
-                input_tokens: i,
-                output_tokens: o,
-                cost: None,
-            }),
-            _ => None,
         };
         Ok((
             TurnAnswer {
@@ -348,7 +353,8 @@ mod tests {
                 ),
                 (
                     None,
-                    json!({"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9}}),
+                    json!({"choices": [], "usage": {"prompt_tokens": 40, "completion_tokens": 9,
+                        "prompt_tokens_details": {"cached_tokens": 32}}}),
                 ),
             ],
         );
@@ -359,9 +365,10 @@ mod tests {
         assert_eq!(answer.stop, Stop::ToolUse);
         assert_eq!(answer.tool_calls[0].name, "read_file");
         assert_eq!(answer.tool_calls[0].arguments, json!({"path": "a.md"}));
+        // The cached part of the prompt is kept apart.
         assert_eq!(
-            usage.map(|u| (u.input_tokens, u.output_tokens)),
-            Some((40, 9))
+            usage.map(|u| (u.input_tokens, u.cache_read_tokens, u.output_tokens)),
+            Some((8, 32, 9))
         );
     }
 
@@ -372,7 +379,8 @@ mod tests {
             &[
                 (
                     Some("message_start"),
-                    json!({"type": "message_start", "message": {"usage": {"input_tokens": 25, "output_tokens": 1}}}),
+                    json!({"type": "message_start", "message": {"usage": {"input_tokens": 25, "output_tokens": 1,
+                        "cache_read_input_tokens": 2400, "cache_creation_input_tokens": 50}}}),
                 ),
                 (
                     Some("content_block_start"),
@@ -407,9 +415,16 @@ mod tests {
         assert_eq!(answer.stop, Stop::ToolUse);
         assert_eq!(answer.tool_calls[0].id, "t1");
         assert_eq!(answer.tool_calls[0].arguments, json!({"pattern": "fn"}));
+        // The output of message_delta over message_start's; the cache's reads and writes
+        // from message_start.
         assert_eq!(
-            usage.map(|u| (u.input_tokens, u.output_tokens)),
-            Some((25, 12))
+            usage.map(|u| (
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens
+            )),
+            Some((25, 12, 2400, 50))
         );
     }
 

@@ -11,6 +11,7 @@
 
 use prose_machine::protocol::{Message, Stop, TurnAnswer, TurnAsk, Usage};
 use prose_machine::protocol::{ToolCall, ToolSpec};
+use prose_settings::cache::PromptCache;
 use serde_json::{json, Value};
 
 /// The body of an OpenAI chat completions request for `turn`.
@@ -132,12 +133,86 @@ pub fn anthropic_body(model: &str, max_tokens: u32, turn: &TurnAsk) -> Value {
     body
 }
 
-/// Tokens as the response reports them under `input` and `output`.
-fn usage(v: &Value, input: &str, output: &str) -> Option<Usage> {
+/// Marks an Anthropic request `body` for the provider's prompt cache, each mark made to live
+/// as `ttl` says (nothing is marked when it is off). The provider caches a prefix in the
+/// order tools, system prompt, messages, up to and including a marked block:
+///
+/// - the end of the tools and system prompt (the system prompt's block, else the last
+///   tool's), which every session of the same agent shares;
+/// - in a conversation (a turn offering tools, or one with more than one message), its
+///   newest message, so that the next turn reads all of this one's prefix; and the message
+///   the previous turn's request ended with, whose prefix that turn wrote, so that it is
+///   read even when more than the provider's look-back of blocks came since.
+///
+/// Three marks at most, within the provider's limit of four. Plain questions (conditions,
+/// choices, conversions: one message, no system prompt, no tools) are not marked: nothing
+/// would read their prefix again.
+pub fn anthropic_breakpoints(body: &mut Value, ttl: PromptCache) {
+    let mark = match ttl {
+        PromptCache::Off => return,
+        PromptCache::FiveMinutes => json!({"type": "ephemeral"}),
+        PromptCache::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+    };
+    let tools = body["tools"].as_array().map_or(0, Vec::len);
+    if let Some(system) = body["system"].as_str() {
+        body["system"] = json!([{"type": "text", "text": system, "cache_control": mark}]);
+    } else if let Some(last) = body
+        .get_mut("tools")
+        .and_then(Value::as_array_mut)
+        .and_then(|t| t.last_mut())
+    {
+        last["cache_control"] = mark.clone();
+    }
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if tools == 0 && messages.len() < 2 {
+        return;
+    }
+    let n = messages.len();
+    // Roles alternate: the newest message is the user's, and the user's before it, two
+    // back, ended the previous turn's request.
+    for at in [n.checked_sub(3), n.checked_sub(1)].into_iter().flatten() {
+        mark_last_block(&mut messages[at], &mark);
+    }
+}
+
+/// Puts `mark` on the last content block of `message` (plain text content becoming one text
+/// block).
+fn mark_last_block(message: &mut Value, mark: &Value) {
+    if let Some(text) = message["content"].as_str() {
+        message["content"] = json!([{"type": "text", "text": text, "cache_control": mark}]);
+    } else if let Some(last) = message["content"]
+        .as_array_mut()
+        .and_then(|blocks| blocks.last_mut())
+    {
+        last["cache_control"] = mark.clone();
+    }
+}
+
+/// The tokens of an OpenAI `usage` object: `prompt_tokens`, of which
+/// `prompt_tokens_details.cached_tokens` were read from the provider's prefix cache, and
+/// `completion_tokens`. Cached input is kept apart from the rest.
+pub fn openai_usage(u: &Value) -> Option<Usage> {
+    let prompt = u["prompt_tokens"].as_u64()?;
+    let cached = u["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0)
+        .min(prompt);
     Some(Usage {
-        input_tokens: v[input].as_u64()?,
-        output_tokens: v[output].as_u64()?,
-        cost: None,
+        cache_read_tokens: cached,
+        ..Usage::plain(prompt - cached, u["completion_tokens"].as_u64()?)
+    })
+}
+
+/// The tokens of an Anthropic `usage` object: `input_tokens` (the input neither read from
+/// nor written to the cache), `cache_read_input_tokens`, `cache_creation_input_tokens` and
+/// `output_tokens`.
+pub fn anthropic_usage(u: &Value) -> Option<Usage> {
+    Some(Usage {
+        cache_read_tokens: u["cache_read_input_tokens"].as_u64().unwrap_or(0),
+        cache_write_tokens: u["cache_creation_input_tokens"].as_u64().unwrap_or(0),
+        ..Usage::plain(u["input_tokens"].as_u64()?, u["output_tokens"].as_u64()?)
     })
 }
 
@@ -204,7 +279,7 @@ pub fn openai_answer(resp: &Value) -> Result<(TurnAnswer, Option<Usage>), String
             stop,
             repeated: None,
         },
-        usage(&resp["usage"], "prompt_tokens", "completion_tokens"),
+        openai_usage(&resp["usage"]),
     ))
 }
 
@@ -237,7 +312,7 @@ pub fn anthropic_answer(resp: &Value) -> Result<(TurnAnswer, Option<Usage>), Str
             stop,
             repeated: None,
         },
-        usage(&resp["usage"], "input_tokens", "output_tokens"),
+        anthropic_usage(&resp["usage"]),
     ))
 }
 
@@ -345,6 +420,78 @@ mod tests {
         .expect("parses");
         assert_eq!((a.text.as_str(), a.stop), ("Done", Stop::Length));
         assert!(openai_answer(&json!({"choices": [{"message": {}}]})).is_err());
+        assert!(openai_answer(&json!({"choices": [{"message": {}}]})).is_err());
+    }
+
+    #[test]
+    fn anthropic_marks_fall_after_tools_and_system_and_on_the_conversations_end() {
+        let mut b = anthropic_body("m", 100, &conversation());
+        anthropic_breakpoints(&mut b, PromptCache::FiveMinutes);
+        let mark = json!({"type": "ephemeral"});
+        assert_eq!(
+            b["system"],
+            json!([{"type": "text", "text": "You fix bugs.", "cache_control": mark}])
+        );
+        assert!(
+            b["tools"][0].get("cache_control").is_none(),
+            "the system's mark covers the tools"
+        );
+        let msgs = b["messages"].as_array().expect("messages");
+        // The newest message (the tool results) and the user's message two back.
+        assert_eq!(msgs[2]["content"][1]["cache_control"], mark);
+        assert!(msgs[2]["content"][0].get("cache_control").is_none());
+        assert_eq!(
+            msgs[0]["content"],
+            json!([{"type": "text", "text": "Fix it", "cache_control": mark}])
+        );
+        assert!(msgs[1].to_string().matches("cache_control").count() == 0);
+        let marks = b.to_string().matches("cache_control").count();
+        assert!(marks <= 4, "{marks} marks");
+        // An hour's marks say so; without a system prompt the last tool is marked.
+        let mut turn = conversation();
+        turn.system = None;
+        turn.messages.truncate(1);
+        let mut b = anthropic_body("m", 100, &turn);
+        anthropic_breakpoints(&mut b, PromptCache::OneHour);
+        let hour = json!({"type": "ephemeral", "ttl": "1h"});
+        assert_eq!(b["tools"][0]["cache_control"], hour);
+        assert_eq!(b["messages"][0]["content"][0]["cache_control"], hour);
+        // Off: the body is as it was.
+        let mut b = anthropic_body("m", 100, &conversation());
+        anthropic_breakpoints(&mut b, PromptCache::Off);
+        assert_eq!(b, anthropic_body("m", 100, &conversation()));
+        // A plain question is not marked.
+        let plain = TurnAsk {
+            system: None,
+            tools: Vec::new(),
+            ..turn
+        };
+        let mut b = anthropic_body("m", 100, &plain);
+        anthropic_breakpoints(&mut b, PromptCache::FiveMinutes);
+        assert_eq!(b, anthropic_body("m", 100, &plain));
+    }
+
+    #[test]
+    fn cached_tokens_are_read_apart_from_plain_input() {
+        let u = openai_usage(&json!({"prompt_tokens": 2000, "completion_tokens": 9,
+            "prompt_tokens_details": {"cached_tokens": 1536}}))
+        .expect("usage");
+        assert_eq!(
+            (u.input_tokens, u.cache_read_tokens, u.output_tokens),
+            (464, 1536, 9)
+        );
+        assert_eq!(u.input_tokens(), 2000);
+        let u = anthropic_usage(&json!({"input_tokens": 12, "output_tokens": 40,
+            "cache_read_input_tokens": 2400, "cache_creation_input_tokens": 300}))
+        .expect("usage");
+        assert_eq!(
+            (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens),
+            (12, 2400, 300)
+        );
+        // A provider that reports no cache fields: all input is plain.
+        let u = openai_usage(&json!({"prompt_tokens": 7, "completion_tokens": 2})).expect("usage");
+        assert_eq!((u.input_tokens, u.cache_read_tokens), (7, 0));
+        assert_eq!(anthropic_usage(&json!({"input_tokens": 7})), None);
         assert!(anthropic_answer(&json!({"content": []})).is_err());
     }
 }

@@ -28,7 +28,7 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
-use prose_machine::protocol::RequestId;
+use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -245,13 +245,28 @@ impl Otel {
     }
 }
 
-fn tokens(input: Option<u64>, output: Option<u64>) -> Vec<KeyValue> {
-    let mut kv = Vec::new();
-    if let Some(i) = input {
-        kv.push(KeyValue::new("gen_ai.usage.input_tokens", i as i64));
-    }
-    if let Some(o) = output {
-        kv.push(KeyValue::new("gen_ai.usage.output_tokens", o as i64));
+/// The tokens of `used` as the GenAI conventions name them: the input tokens counting every
+/// kind (cached ones included), and apart from them those read from and written to the
+/// provider's cache; with the memo's answers, when it gave any.
+fn tokens(used: Option<&Usage>) -> Vec<KeyValue> {
+    let Some(u) = used else {
+        return Vec::new();
+    };
+    let mut kv = vec![
+        KeyValue::new("gen_ai.usage.input_tokens", u.input_tokens() as i64),
+        KeyValue::new("gen_ai.usage.output_tokens", u.output_tokens as i64),
+    ];
+    for (name, n) in [
+        ("gen_ai.usage.cache_read.input_tokens", u.cache_read_tokens),
+        (
+            "gen_ai.usage.cache_creation.input_tokens",
+            u.cache_write_tokens,
+        ),
+        ("prose.memo.answers", u.from_memo),
+    ] {
+        if n > 0 {
+            kv.push(KeyValue::new(name, n as i64));
+        }
     }
     kv
 }
@@ -317,8 +332,7 @@ impl Observer for Otel {
                 tool_calls,
                 ms,
                 first_token_ms,
-                input_tokens,
-                output_tokens,
+                used,
             } => {
                 let (parent, model) = self.session_parent(id);
                 let mut attributes = vec![
@@ -327,7 +341,7 @@ impl Observer for Otel {
                     KeyValue::new("prose.request.id", id.to_string()),
                     KeyValue::new("prose.tool_calls", *tool_calls as i64),
                 ];
-                attributes.extend(tokens(*input_tokens, *output_tokens));
+                attributes.extend(tokens(used.as_ref()));
                 attributes.extend(first_token(*first_token_ms));
                 let name = match &model {
                     Some(m) => {
@@ -371,21 +385,19 @@ impl Observer for Otel {
             }
             Event::Usage {
                 id,
-                input_tokens,
-                output_tokens,
                 ms,
                 first_token_ms,
-                cost,
+                used,
             } => {
                 if let Some(open) = self.sessions.get(id) {
                     let span = open.cx.span();
-                    span.set_attributes(tokens(*input_tokens, *output_tokens));
+                    span.set_attributes(tokens(used.as_ref()));
                     if let Some(kv) = first_token(*first_token_ms) {
                         span.set_attribute(kv);
                     }
                     span.set_attribute(KeyValue::new("prose.latency_ms", *ms as i64));
-                    if let Some(c) = cost {
-                        span.set_attribute(KeyValue::new("prose.cost_usd", *c));
+                    if let Some(c) = used.and_then(|u| u.cost) {
+                        span.set_attribute(KeyValue::new("prose.cost_usd", c));
                     }
                 }
             }
