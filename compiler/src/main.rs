@@ -810,6 +810,12 @@ fn dis(args: DisArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // Output piped into a command that stops reading (`| head`) ends this process quietly,
+    // as it does any Unix tool, instead of panicking on the failed write.
+    // SAFETY: setting a signal's disposition to the default, before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let matches = match Cli::command().try_get_matches() {
         Ok(m) => m,
         Err(e) => {

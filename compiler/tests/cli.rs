@@ -77,3 +77,26 @@ fn check_explain_prints_a_codes_page() {
     assert_eq!(code, 2);
     assert!(err.contains("`E999` is not a diagnostic code"), "{err}");
 }
+
+#[test]
+fn output_into_a_reader_that_stops_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("pipe");
+    // A program far larger than a pipe's buffer, laid out badly, so `--check` writes a
+    // long diff.
+    let line = "let   x =   session \"Say hello\"   \n";
+    let src = dir.join("big.prose");
+    std::fs::write(&src, line.repeat(20_000)).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_prosec"))
+        .args(["fmt", "--check", src.to_str().expect("utf-8")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run prosec");
+    // The reader goes away before reading anything, as `| head -0` does.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}
