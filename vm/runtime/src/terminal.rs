@@ -31,3 +31,11 @@ pub fn suspend<R>(f: impl FnOnce() -> R) -> R {
     multi.set_draw_target(ProgressDrawTarget::stderr());
     r
 }
+
+/// The width of the terminal on stderr, in columns (none when stderr is no terminal).
+pub fn width() -> Option<u16> {
+    // SAFETY: TIOCGWINSZ fills the `winsize` passed; stderr's descriptor stays open.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col)
+}

@@ -71,7 +71,10 @@ impl Live {
             m.push_str(&format!(" · limit {}", human_duration(t)));
         }
         m.push_str(&format!(" · {}", first_line(&self.text, 48)));
-        let tail = last_line(&self.streamed, STREAM_SHOWN);
+        // The streamed line fits the terminal, after its 8 columns of indent and arrow.
+        let room =
+            crate::terminal::width().map_or(STREAM_SHOWN, |w| usize::from(w).saturating_sub(9));
+        let tail = last_line(&self.streamed, room.min(STREAM_SHOWN));
         if !tail.is_empty() {
             m.push_str(&format!("\n      ↳ {tail}"));
         }
