@@ -9,7 +9,6 @@
 //! another worker is claiming, and every write is fenced by the claim's epoch.
 
 use crate::run::{Place, Resuming, Run, RunError};
-use prose_runtime::driver::Driver;
 use prose_runtime::record::{RunFailure, RunRecord, RunStatus};
 use prose_runtime::runner::Stop;
 use prose_store::pg::lease::{self, Claim, Epoch, WorkerId};
@@ -286,16 +285,10 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
             }
         }
     };
-    let driver = match run.record().driver.connect() {
-        Ok(d) => Arc::new(d),
+    let driver = match crate::run::connect(&run.record().driver, run.artifact()).await {
+        Ok(d) => d,
         Err(e) => return give_up_run(run, e).await,
     };
-    if let Err(e) = driver
-        .check_models(&crate::run::models_named(run.artifact()))
-        .await
-    {
-        return give_up_run(run, e).await;
-    }
     match run
         .drive(driver, &mut |_: &prose_machine::trace::Event| {})
         .await

@@ -221,15 +221,8 @@ fn connect(
     settings: &DriverSettings,
     artifact: &bytecode_spec::verify::Verified,
 ) -> Result<Connected, ExitCode> {
-    use prose_runtime::driver::Driver;
-    // The driver's HTTP client and reader threads belong to this runtime.
-    let driver = {
-        let _in_runtime = runtime.enter();
-        Arc::new(settings.connect().map_err(|e| fail(e, 2))?)
-    };
-    let models = prosevm::run::models_named(artifact);
-    runtime
-        .block_on(driver.check_models(&models))
+    let driver = runtime
+        .block_on(prosevm::run::connect(settings, artifact))
         .map_err(|e| fail(e, 2))?;
     Ok(Connected { driver, runtime })
 }

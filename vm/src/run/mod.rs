@@ -215,6 +215,19 @@ pub fn models_named(artifact: &Verified) -> Vec<Option<String>> {
     models
 }
 
+/// The driver `settings` describe, connected, once its provider is known to offer every
+/// model `artifact`'s sessions name: what a run is driven with. Call it on the runtime that
+/// will drive the run (the driver's HTTP client and reader threads belong to it).
+pub async fn connect(
+    settings: &DriverSettings,
+    artifact: &Verified,
+) -> Result<Arc<prose_runtime::driver::settings::AnyDriver>, String> {
+    use prose_runtime::driver::Driver;
+    let driver = Arc::new(settings.connect()?);
+    driver.check_models(&models_named(artifact)).await?;
+    Ok(driver)
+}
+
 /// Every skill name the program's sessions carry (agents' skills are merged into them).
 fn skill_names(artifact: &Verified) -> Vec<&str> {
     let mut names: Vec<&str> = artifact
