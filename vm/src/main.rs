@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use cli::args::{parse_listed_status, RunArgs};
-use cli::{build, exec, runs, worker};
+use cli::{build, exec, runs, serve, worker};
 use prose_runtime::record::RunStatus;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -132,6 +132,38 @@ enum Command {
         /// either way.
         #[arg(long)]
         no_views: bool,
+    },
+    /// Serve shipped workflows over HTTP: upload artifacts, start runs with this server's
+    /// driver, follow their events, answer them, and a web page at `/` (see the README's "Run
+    /// as a service"). Runs live in the store; SIGTERM stops them, to be taken up at the next
+    /// start, as are runs a crash left unfinished.
+    Serve {
+        /// The address to listen on, HOST:PORT (a non-loopback one needs --token-file).
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: String,
+        /// The store keeping the runs: a directory (or file:DIR), sqlite:PATH, or a
+        /// postgres:// URL (default: the file store under --state-dir).
+        #[arg(
+            long,
+            env = "PROSE_STORE",
+            hide_env_values = true,
+            value_name = "STORE"
+        )]
+        store: Option<String>,
+        /// A file holding the token every API request must bear (Authorization: Bearer).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Accept only artifacts signed by this key, a minisign public key (repeatable).
+        #[arg(long, value_name = "KEY.pub")]
+        trust: Vec<PathBuf>,
+        /// Runs driven at once; more wait their turn (started and durable).
+        #[arg(long, default_value_t = 4)]
+        max_runs: usize,
+        /// HTTP requests handled at once; more wait.
+        #[arg(long, default_value_t = 64)]
+        max_requests: usize,
+        #[command(flatten)]
+        opts: RunArgs,
     },
     /// Continue an interrupted run (by id or path) without asking anything twice.
     Resume {
@@ -309,6 +341,28 @@ fn main() -> ExitCode {
                 no_views,
             },
         ),
+        Command::Serve {
+            listen,
+            store,
+            token_file,
+            trust,
+            max_runs,
+            max_requests,
+            mut opts,
+        } => {
+            opts.program_dir = PathBuf::from(".");
+            serve::serve(
+                serve::ServeArgs {
+                    listen,
+                    store,
+                    token_file,
+                    trust,
+                    max_runs,
+                    max_requests,
+                },
+                &opts,
+            )
+        }
         Command::Resume {
             run,
             store,

@@ -1,0 +1,156 @@
+//! `prosevm serve`: shipped workflows as a service. An HTTP API under `/v1` ([`api`]) takes
+//! artifacts, starts runs of them with the server's driver, streams their events and answers
+//! for them; a token guards it ([`auth`]). Runs live in the server's store like any other
+//! run, started and resumed through the library's run lifecycle ([`crate::run`]) on the
+//! conductor's thread ([`conductor`]); each run's events are logged beside its views
+//! ([`events`]). Nothing is kept only in memory: after a stop (SIGTERM) or a crash, the next
+//! start takes up every run of this server that had not ended, from its journal.
+//!
+//! ```text
+//! PUT  /v1/artifacts            .pbc → {"sha256"}          (library)
+//! POST /v1/runs                 {"artifact","inputs"} → {"id"}
+//! GET  /v1/runs[/{id}]          records from the store
+//! GET  /v1/runs/{id}/events     the run's event log, then live (server-sent events)
+//! POST /v1/runs/{id}/cancel     stop → interrupted;   /resume: from its journal
+//! ```
+
+pub mod api;
+pub mod auth;
+pub mod conductor;
+pub mod events;
+pub mod library;
+
+use crate::run::{Place, Resuming};
+use api::{App, Shared};
+use axum::routing::get;
+use conductor::{Conductor, Resumption, Setup};
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::record::{ExecOptions, RunStatus};
+use prose_runtime::runner::Stop;
+use prose_store::Store;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How a server serves.
+pub struct Options {
+    /// Where runs are kept.
+    pub store: Arc<dyn Store>,
+    /// The server's own directory: its artifacts, and the runs to resume at start.
+    pub dir: PathBuf,
+    /// The driver every run is answered by, with the server's credentials.
+    pub driver: DriverSettings,
+    /// How runs execute.
+    pub options: ExecOptions,
+    /// The state directory, the runner's configuration (requests in flight per run),
+    /// people (no one: a server asks no terminal) and MCP servers.
+    pub place: Place,
+    /// The token every `/v1` request needs, if any.
+    pub token: Option<auth::Token>,
+    /// Keys an artifact must be signed by to be accepted (none: any verified artifact).
+    pub trust: Vec<bytecode_spec::signature::TrustKey>,
+    /// Runs driven at once.
+    pub max_runs: usize,
+    /// HTTP requests handled at once.
+    pub max_requests: usize,
+}
+
+/// The file in the server's directory naming the runs a shutdown interrupted.
+const RESUME_FILE: &str = "resume-on-start";
+
+/// Serves on `listener` until `shutdown` is asked; then stops every run it drives (each
+/// ends interrupted, noted to be resumed at the next start) and returns. Runs of this server
+/// left unfinished by an earlier one (stopped, or killed) are taken up first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    opts: Options,
+    shutdown: Stop,
+) -> std::io::Result<()> {
+    let Options {
+        store,
+        dir,
+        driver,
+        options,
+        place,
+        token,
+        trust,
+        max_runs,
+        max_requests,
+    } = opts;
+    std::fs::create_dir_all(&dir)?;
+    // Absolute: runs record their artifact's path, by which the server knows its own.
+    let dir = std::fs::canonicalize(&dir)?;
+    let conductor = Conductor::start(
+        Setup {
+            store: store.clone(),
+            driver,
+            options,
+            place,
+            runs: Arc::new(tokio::sync::Semaphore::new(max_runs.max(1))),
+            resume_file: dir.join(RESUME_FILE),
+        },
+        tokio::runtime::Handle::current(),
+    )?;
+    let app: Shared = Arc::new(App {
+        store,
+        library: library::Library::new(dir.join("artifacts"), trust),
+        conductor: conductor.clone(),
+    });
+    take_up_unfinished(&app, &dir).await;
+    let token = token.map(Arc::new);
+    let (v1, _) = api::routes().split_for_parts();
+    let v1 = v1.route_layer(axum::middleware::from_fn_with_state(token, auth::guard));
+    let router = v1
+        .route("/healthz", get(api::healthz))
+        .with_state(app)
+        .layer(tower::limit::ConcurrencyLimitLayer::new(
+            max_requests.max(1),
+        ));
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.wait().await;
+            conductor.shutdown().await;
+        })
+        .await
+}
+
+/// Takes up every run of this server (a run of one of its artifacts) that an earlier server
+/// left unfinished: killed while running, or interrupted by its shutdown.
+async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
+    let file = dir.join(RESUME_FILE);
+    let noted: HashSet<String> = std::fs::read_to_string(&file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let rows = match app.store.list().await {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("prosevm serve: cannot list the runs to take up: {e}");
+            return;
+        }
+    };
+    for row in rows {
+        let left = match row.run_status() {
+            Some(RunStatus::Running) => !row.live,
+            Some(RunStatus::Interrupted) => noted.contains(&row.id),
+            _ => false,
+        };
+        if !left {
+            continue;
+        }
+        let ours = match app.store.record(&row.id).await {
+            Ok((_, record)) => app.library.holds(&record.origin),
+            Err(_) => false,
+        };
+        if !ours {
+            continue;
+        }
+        match app.conductor.resume(&row.id, Resuming::default()).await {
+            Ok(Resumption::Going) => eprintln!("prosevm serve: taking up run {}", row.id),
+            Ok(Resumption::Finished) => {}
+            Err(e) => eprintln!("prosevm serve: cannot take up run {}: {e}", row.id),
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+}
