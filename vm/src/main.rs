@@ -187,6 +187,17 @@ enum Command {
         #[command(flatten)]
         opts: RunArgs,
     },
+    /// Give a waiting run the mid-program inputs no one could give when it asked (it then
+    /// goes on under `prosevm serve`, or with `prosevm resume`).
+    Answer {
+        /// The run's id or directory.
+        run: String,
+        /// The answer, NAME=VALUE (one or more).
+        #[arg(required = true, value_name = "NAME=VALUE")]
+        answers: Vec<String>,
+        #[command(flatten)]
+        at: runs::At,
+    },
     /// List runs: id, program, status, start time, answers journaled; or prune them.
     Runs {
         /// Where runs live (default: `.prose` in the working directory).
@@ -206,8 +217,8 @@ enum Command {
         /// running it now).
         #[arg(long)]
         json: bool,
-        /// Only runs with this status: running, interrupted, paused, finished or failed, and
-        /// on the Postgres store queued (repeatable).
+        /// Only runs with this status: running, interrupted, paused, waiting, finished or
+        /// failed, and on the Postgres store queued (repeatable).
         #[arg(long = "status", value_name = "STATUS", value_parser = parse_listed_status)]
         statuses: Vec<String>,
         #[command(subcommand)]
@@ -396,6 +407,7 @@ fn main() -> ExitCode {
                 None => runs::runs(&at, json, &statuses),
             }
         }
+        Command::Answer { run, answers, at } => runs::answer(&at, &run, &answers),
         Command::Report { run, at, output } => runs::report(&at, &run, output.as_deref()),
         Command::Inspect {
             run,

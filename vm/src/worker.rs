@@ -67,6 +67,8 @@ pub enum Ended {
     Failed(String),
     /// It paused at its budget (recorded, resumable with a larger one).
     Paused,
+    /// It waits for inputs no one could give (recorded; resumable once answered).
+    Waiting,
     /// The worker stopped it: it is queued again.
     Requeued,
     /// Its claim was lost, or the store failed: nothing more was recorded by this worker.
@@ -99,7 +101,7 @@ pub enum WorkerEvent {
 pub struct WorkerReport {
     /// Runs finished.
     pub finished: usize,
-    /// Runs that failed or paused.
+    /// Runs that failed, paused, or wait for an input.
     pub failed: usize,
     /// Runs stopped and queued again.
     pub requeued: usize,
@@ -155,7 +157,7 @@ async fn work_here(
     let limit = opts.concurrency.max(1);
     let count = |how: &Ended, report: &mut WorkerReport| match how {
         Ended::Finished => report.finished += 1,
-        Ended::Failed(_) | Ended::Paused => report.failed += 1,
+        Ended::Failed(_) | Ended::Paused | Ended::Waiting => report.failed += 1,
         Ended::Requeued => report.requeued += 1,
         Ended::Lost(_) => report.lost += 1,
     };
@@ -296,6 +298,7 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
         Ok(Ok(_)) => Ended::Finished,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E216 => Ended::Requeued,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E217 => Ended::Paused,
+        Ok(Err(e)) if e.code == bytecode_spec::Code::E219 => Ended::Waiting,
         Ok(Err(e)) => Ended::Failed(e.to_string()),
         Err(e) => Ended::Lost(e.to_string()),
     }

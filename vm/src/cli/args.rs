@@ -401,7 +401,7 @@ mod tests {
         let e = parse_status("done").expect_err("unknown");
         assert_eq!(
             e,
-            "unknown status `done` (want one of: running, interrupted, paused, finished, failed)"
+            "unknown status `done` (want one of: running, interrupted, paused, waiting, finished, failed)"
         );
     }
 

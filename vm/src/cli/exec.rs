@@ -325,6 +325,33 @@ fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>)
                 3,
             )
         }
+        Err(e) if e.code == bytecode_spec::Code::E219 => {
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Waiting,
+                outputs: 0,
+                error: Some(&e.message),
+                resume_with: resume_with.as_deref(),
+            });
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "waiting",
+                    "error": e.message,
+                }));
+            }
+            fail(
+                format!(
+                    "run {id} waits: {}; answer with: {}, then continue it with: {}",
+                    e.message,
+                    prose_runtime::observe::summary::answer_command(&id, resume_with.as_deref()),
+                    prose_runtime::observe::summary::resume_command(&id, resume_with.as_deref()),
+                ),
+                3,
+            )
+        }
         Err(e) if e.code == bytecode_spec::Code::E216 => {
             watchers.ended(&Ending {
                 run_id: &id,

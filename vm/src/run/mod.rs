@@ -10,6 +10,7 @@
 //! run id ──────────────┴─ Run::resume(store, id, place, how) ──────────────────┴─ run.drive(driver, observer)
 //! ```
 
+pub mod answer;
 pub mod rebuild;
 pub mod transcript;
 
@@ -27,7 +28,9 @@ use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::driver::Driver;
 use prose_runtime::people::People;
 use prose_runtime::program::Program;
-use prose_runtime::record::{new_machine, ExecOptions, RunFailure, RunRecord, RunStatus};
+use prose_runtime::record::{
+    new_machine, ExecOptions, RunFailure, RunRecord, RunStatus, WaitingInput,
+};
 use prose_runtime::runner::journal::{JournalSink, Replies};
 use prose_runtime::runner::program_skill::ProgramTool;
 use prose_runtime::runner::{run_durable, Durable, Observer, RunConfig};
@@ -536,6 +539,8 @@ impl Run {
             new_machine(artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
         record.status = RunStatus::Running;
         record.error = None;
+        // What it still waits for, it asks again (and waits again if no one answers).
+        record.waiting.clear();
         Ok((record, machine))
     }
 
@@ -687,7 +692,11 @@ impl Run {
         if !held.writes_views() {
             view.without_files();
         }
-        let mut watch = Watch { view, observer };
+        let mut watch = Watch {
+            view,
+            observer,
+            waiting: Vec::new(),
+        };
         let result = run_durable(
             machine,
             driver,
@@ -712,6 +721,15 @@ impl Run {
             }
             Err(e) if e.code == bytecode_spec::Code::E216 => {
                 record.status = RunStatus::Interrupted;
+            }
+            Err(e) if e.code == bytecode_spec::Code::E219 => {
+                record.status = RunStatus::Waiting;
+                record.waiting = std::mem::take(&mut watch.waiting);
+                record.error = Some(RunFailure {
+                    code: e.code.to_string(),
+                    message: e.message.clone(),
+                    request: None,
+                });
             }
             Err(e) if e.code == bytecode_spec::Code::E217 => {
                 record.status = RunStatus::Paused;
@@ -812,14 +830,23 @@ fn still_holding(
     Ok((kept, asked_again))
 }
 
-/// The run directory's views and the caller's observer, watching together.
+/// The run directory's views and the caller's observer, watching together; and the inputs
+/// the run waits for, as the runner reports them.
 struct Watch<'a, O> {
     view: RunView,
     observer: &'a mut O,
+    waiting: Vec<WaitingInput>,
 }
 
 impl<O: Observer> Observer for Watch<'_, O> {
     fn event(&mut self, e: &Event) {
+        if let Event::Waiting { id, name, question } = e {
+            self.waiting.push(WaitingInput {
+                request: id.clone(),
+                name: name.clone(),
+                question: question.clone(),
+            });
+        }
         self.view.observe(e);
         self.observer.event(e);
     }

@@ -207,6 +207,28 @@ pub(crate) enum Note {
     Event(Event),
 }
 
+/// What a task serving a request came back with.
+enum Done {
+    /// The request's reply, and the events serving it made.
+    Replied(Reply, Vec<Event>),
+    /// A mid-program input no one can give now.
+    Unanswered(Request),
+}
+
+/// The error ending a run that waits for the inputs `waiting` (their names).
+fn waits_for(waiting: &[(RequestId, String)]) -> RuntimeError {
+    let mut names: Vec<String> = waiting.iter().map(|(_, n)| format!("`{n}`")).collect();
+    names.dedup();
+    let what = if names.len() == 1 { "input" } else { "inputs" };
+    RuntimeError::unlocated(
+        Code::E219,
+        format!(
+            "the run waits for {what} {} that no one here can give",
+            names.join(", ")
+        ),
+    )
+}
+
 /// Runs `machine` to the end with `driver` (sessions of a driver that answers turns run as
 /// agent loops in the working directory, with the built-in tools and no capabilities
 /// allowed); `on_event` sees every trace event.
@@ -236,7 +258,10 @@ pub async fn run_durable<D: Driver>(
     observer: &mut impl Observer,
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
     let mut queue: VecDeque<Request> = VecDeque::new();
-    let mut tasks: JoinSet<(Reply, Vec<Event>)> = JoinSet::new();
+    let mut tasks: JoinSet<Done> = JoinSet::new();
+    // Inputs no one could give, set aside while the rest of the run goes on; once nothing
+    // else can, the run stops, waiting for them.
+    let mut waiting: Vec<(RequestId, String)> = Vec::new();
     let (notes, mut noted) = mpsc::unbounded_channel::<Note>();
     // The journaled steps of agent loops, by session. Maps keyed by request id use a fast
     // hasher: the ids come from the program's own fibers, not from outside.
@@ -306,6 +331,7 @@ pub async fn run_durable<D: Driver>(
                     }
                     queue.retain(|r| r.id != w);
                     first_failures.remove(&w);
+                    waiting.retain(|(id, _)| *id != w);
                 }
                 let mut replayed = false;
                 for req in requests {
@@ -387,12 +413,18 @@ pub async fn run_durable<D: Driver>(
             let Some(req) = queue.pop_front() else { break };
             let id = req.id.clone();
             let handle = if let (Ask::Input(ask), false) = (&req.ask, hosted) {
-                // Inputs are for people, never the model: the terminal, or no one.
+                // Inputs are for people, never the model: the terminal, or no one (and the
+                // run waits for an answer from outside).
                 let people = workshop.people.clone();
                 let ask = ask.clone();
                 tasks.spawn(async move {
-                    let outcome = people.input(&ask).await.map(Answer::Input);
-                    (Served::from(outcome).into_reply(&req), Vec::new())
+                    match people.input(&ask).await {
+                        Some(v) => Done::Replied(
+                            Served::from(Ok::<_, Failure>(Answer::Input(v))).into_reply(&req),
+                            Vec::new(),
+                        ),
+                        None => Done::Unanswered(req),
+                    }
                 })
             } else if agentic && matches!(req.ask, Ask::Session(_)) {
                 let run = session::run(
@@ -403,18 +435,29 @@ pub async fn run_durable<D: Driver>(
                     session::Outbox::new(notes.clone()),
                     cfg.clone(),
                 );
-                tasks.spawn(async move { (run.await, Vec::new()) })
+                tasks.spawn(async move { Done::Replied(run.await, Vec::new()) })
             } else {
                 let failed = first_failures.remove(&id);
-                tasks.spawn(serve_with_retry(
+                let served = serve_with_retry(
                     driver.clone(),
                     req,
                     cfg.clone(),
                     failed,
                     session::Outbox::new(notes.clone()),
-                ))
+                );
+                tasks.spawn(async move {
+                    let (reply, events) = served.await;
+                    Done::Replied(reply, events)
+                })
             };
             inflight.insert(id, handle);
+        }
+        if inflight.is_empty() && !waiting.is_empty() {
+            // Nothing else can go on: what was answered is durable, and the run waits.
+            if let Some(d) = durable.as_deref_mut() {
+                d.journal.sync().await.map_err(journal_error)?;
+            }
+            return Err(waits_for(&waiting));
         }
         if observer.wants_snapshot(true) {
             observer.snapshot(&machine.snapshot());
@@ -449,7 +492,18 @@ pub async fn run_durable<D: Driver>(
             }
         };
         match joined {
-            Some(Ok((reply, events))) => {
+            Some(Ok(Done::Unanswered(req))) => {
+                inflight.remove(&req.id);
+                if let Ask::Input(ask) = &req.ask {
+                    observer.event(&Event::Waiting {
+                        id: req.id.clone(),
+                        name: ask.name.clone(),
+                        question: ask.question.clone(),
+                    });
+                    waiting.push((req.id.clone(), ask.name.clone()));
+                }
+            }
+            Some(Ok(Done::Replied(reply, events))) => {
                 inflight.remove(&reply.id);
                 for e in &events {
                     observer.event(e);

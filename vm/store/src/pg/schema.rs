@@ -6,11 +6,18 @@
 use super::{describe, PgError, PgStore};
 
 /// The migrations, by version, in order.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "runs, artifacts and journals",
-    include_str!("migrations/0001_runs.sql"),
-)];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "runs, artifacts and journals",
+        include_str!("migrations/0001_runs.sql"),
+    ),
+    (
+        2,
+        "runs waiting for input",
+        include_str!("migrations/0002_waiting.sql"),
+    ),
+];
 
 /// The advisory lock key migrations are applied under ("prose" in ASCII).
 const LOCK: i64 = 0x70_72_6f_73_65;
