@@ -9,6 +9,7 @@ mod support;
 
 mod api;
 mod durable;
+mod waiting;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::Value;

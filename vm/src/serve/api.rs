@@ -138,6 +138,15 @@ impl From<prose_machine::protocol::Usage> for UsageBody {
     }
 }
 
+/// A mid-program input a run waits for.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WaitingBody {
+    /// The input's name (answer with it).
+    pub name: String,
+    /// Its question.
+    pub question: String,
+}
+
 /// A run.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunBody {
@@ -147,9 +156,11 @@ pub struct RunBody {
     pub program: String,
     /// The SHA-256 of its artifact.
     pub artifact: String,
-    /// Where it is: `running`, `interrupted`, `paused`, `finished` or `failed` (the words of
-    /// `prosevm runs`).
+    /// Where it is: `running`, `interrupted`, `paused`, `waiting`, `finished` or `failed`
+    /// (the words of `prosevm runs`).
     pub status: String,
+    /// The inputs it waits for (answer them with `POST /v1/runs/{id}/input`).
+    pub waiting: Vec<WaitingBody>,
     /// Whether this server is driving it now.
     pub live: bool,
     /// When it started (UTC, ISO 8601).
@@ -173,6 +184,14 @@ impl RunBody {
             program: record.program,
             artifact: record.artifact_sha256,
             status: record.status.as_str().to_string(),
+            waiting: record
+                .waiting
+                .into_iter()
+                .map(|w| WaitingBody {
+                    name: w.name,
+                    question: w.question,
+                })
+                .collect(),
             live,
             started: record.started,
             inputs: record
@@ -241,6 +260,26 @@ pub struct Accepted {
     pub state: String,
 }
 
+/// An answer to an input a run waits for.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InputAnswer {
+    /// The input's name.
+    pub name: String,
+    /// Its value (a text, or any JSON value).
+    pub value: serde_json::Value,
+}
+
+/// What an answer left.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InputTaken {
+    /// The run.
+    pub id: String,
+    /// `resuming` once nothing is left waiting, else `waiting`.
+    pub state: String,
+    /// The inputs it still waits for.
+    pub still_waiting: Vec<String>,
+}
+
 /// The server is up.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Health {
@@ -280,6 +319,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(run_events))
         .routes(routes!(cancel_run))
         .routes(routes!(resume_run))
+        .routes(routes!(answer_input))
         .routes(routes!(openapi_json))
 }
 
@@ -611,4 +651,63 @@ mod tests {
             "docs/openapi.json is not what the code generates: run `PROSE_BLESS=1 cargo test -p prosevm --lib serve::api` and commit it"
         );
     }
+}
+
+/// Answers an input the run waits for. Once it waits for nothing more, it goes on from its
+/// journal.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/input",
+    params(("id" = String, Path, description = "the run's id")),
+    request_body = InputAnswer,
+    responses(
+        (status = 200, body = InputTaken, description = "answered; it still waits for others"),
+        (status = 202, body = InputTaken, description = "answered; it goes on"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "it waits for no input now"),
+        (status = 422, body = ErrorBody, description = "it does not wait for an input of that name"),
+    )
+)]
+async fn answer_input(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+    Json(given): Json<InputAnswer>,
+) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
+    let (id, record) = app.store.record(&id).await?;
+    if app.conductor.live(&id).is_some() || record.status != RunStatus::Waiting {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "run {id} waits for no input now (it is {}; a running run waits once nothing else can go on)",
+                record.status.as_str()
+            ),
+        ));
+    }
+    let answered = crate::run::answer::answer(
+        &*app.store,
+        &id,
+        &given.name,
+        Value::from_json(&given.value),
+    )
+    .await?;
+    if !answered.still_waiting.is_empty() {
+        return Ok((
+            StatusCode::OK,
+            Json(InputTaken {
+                id,
+                state: "waiting".into(),
+                still_waiting: answered.still_waiting,
+            }),
+        ));
+    }
+    app.conductor.note_waiting(&id, false);
+    app.conductor.resume(&id, Resuming::default()).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(InputTaken {
+            id,
+            state: "resuming".into(),
+            still_waiting: Vec::new(),
+        }),
+    ))
 }

@@ -16,7 +16,7 @@ use prose_runtime::program::Program;
 use prose_runtime::record::{ExecOptions, RunStatus};
 use prose_runtime::runner::Stop;
 use prose_store::Store;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -51,8 +51,11 @@ pub struct Live {
 /// The runs driven now, by id.
 pub type LiveRuns = Arc<Mutex<HashMap<String, Live>>>;
 
-fn lock(live: &LiveRuns) -> MutexGuard<'_, HashMap<String, Live>> {
-    live.lock().unwrap_or_else(|e| e.into_inner())
+/// The server's runs that wait for inputs, by id: once answered, they are taken up.
+pub type WaitingRuns = Arc<Mutex<BTreeSet<String>>>;
+
+fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// How a resume order went.
@@ -84,6 +87,7 @@ enum Order {
 pub struct Conductor {
     orders: mpsc::UnboundedSender<Order>,
     live: LiveRuns,
+    waiting: WaitingRuns,
 }
 
 /// Why an order could not be given.
@@ -96,14 +100,19 @@ impl Conductor {
     pub fn start(setup: Setup, runtime: tokio::runtime::Handle) -> std::io::Result<Conductor> {
         let (orders, received) = mpsc::unbounded_channel();
         let live = LiveRuns::default();
-        let shared = live.clone();
+        let waiting = WaitingRuns::default();
+        let shared = (live.clone(), waiting.clone());
         std::thread::Builder::new()
             .name("prosevm-runs".into())
             .spawn(move || {
                 let local = tokio::task::LocalSet::new();
                 runtime.block_on(local.run_until(conduct(Arc::new(setup), received, shared)));
             })?;
-        Ok(Conductor { orders, live })
+        Ok(Conductor {
+            orders,
+            live,
+            waiting,
+        })
     }
 
     /// Starts a run of `program` with `inputs`; returns its id once it is in the store.
@@ -136,6 +145,20 @@ impl Conductor {
         answer.await.map_err(|_| gone())?
     }
 
+    /// The server's runs that wait for inputs.
+    pub fn waiting(&self) -> Vec<String> {
+        lock(&self.waiting).iter().cloned().collect()
+    }
+
+    /// Notes that run `id` waits for inputs (`true`), or no longer does (`false`).
+    pub fn note_waiting(&self, id: &str, waits: bool) {
+        if waits {
+            lock(&self.waiting).insert(id.to_string());
+        } else {
+            lock(&self.waiting).remove(id);
+        }
+    }
+
     /// The run `id` if it is driven now.
     pub fn live(&self, id: &str) -> Option<Live> {
         lock(&self.live).get(id).cloned()
@@ -151,7 +174,11 @@ impl Conductor {
     }
 }
 
-async fn conduct(setup: Arc<Setup>, mut orders: mpsc::UnboundedReceiver<Order>, live: LiveRuns) {
+async fn conduct(
+    setup: Arc<Setup>,
+    mut orders: mpsc::UnboundedReceiver<Order>,
+    (live, waiting): (LiveRuns, WaitingRuns),
+) {
     let mut drives: JoinSet<()> = JoinSet::new();
     loop {
         tokio::select! {
@@ -159,14 +186,19 @@ async fn conduct(setup: Arc<Setup>, mut orders: mpsc::UnboundedReceiver<Order>, 
                 None => break,
                 Some(Order::Start { program, inputs, done }) => {
                     let started = match start(&setup, &program, inputs).await {
-                        Ok((run, driver)) => launch(&setup, &live, &mut drives, run, driver).await,
+                        Ok((run, driver)) => launch(&setup, (&live, &waiting), &mut drives, run, driver).await,
                         Err(e) => Err(e),
                     };
                     let _ = done.send(started);
                 }
                 Some(Order::Resume { id, how, done }) => {
+                    if lock(&live).contains_key(&id) {
+                        let held = prose_store::StoreError::Held(format!("run {id} is running"));
+                        let _ = done.send(Err(RunError::Store(held)));
+                        continue;
+                    }
                     let resumed = match resume(&setup, &id, *how).await {
-                        Ok(Some((run, driver))) => launch(&setup, &live, &mut drives, run, driver)
+                        Ok(Some((run, driver))) => launch(&setup, (&live, &waiting), &mut drives, run, driver)
                             .await
                             .map(|_| Resumption::Going),
                         Ok(None) => Ok(Resumption::Finished),
@@ -252,7 +284,7 @@ async fn resume(
 /// cannot be opened is given back as it was.
 async fn launch(
     setup: &Arc<Setup>,
-    live: &LiveRuns,
+    (live, waiting): (&LiveRuns, &WaitingRuns),
     drives: &mut JoinSet<()>,
     run: Run,
     driver: Arc<AnyDriver>,
@@ -270,18 +302,22 @@ async fn launch(
         log,
     };
     lock(live).insert(id.clone(), entry.clone());
-    let (setup, live) = (setup.clone(), live.clone());
+    lock(waiting).remove(&id);
+    let (setup, live, waiting) = (setup.clone(), live.clone(), waiting.clone());
     let key = id.clone();
     drives.spawn_local(async move {
-        drive(&setup, run, driver, &entry).await;
+        let status = drive(&setup, run, driver, &entry).await;
+        if status == RunStatus::Waiting {
+            lock(&waiting).insert(key.clone());
+        }
         lock(&live).remove(&key);
     });
     Ok(id)
 }
 
 /// Drives `run` once a place among the runs driven at once is free, writing its events to
-/// its log.
-async fn drive(setup: &Setup, run: Run, driver: Arc<AnyDriver>, live: &Live) {
+/// its log; returns how it stands after.
+async fn drive(setup: &Setup, run: Run, driver: Arc<AnyDriver>, live: &Live) -> RunStatus {
     let _turn = setup.runs.clone().acquire_owned().await;
     let keeper = run.keeper().map(tokio::spawn);
     let mut writer = Writer::new(run.id(), live.log.clone());
@@ -291,14 +327,17 @@ async fn drive(setup: &Setup, run: Run, driver: Arc<AnyDriver>, live: &Live) {
         k.abort();
     }
     use bytecode_spec::Code;
-    match ended {
-        Ok(Ok(_)) => writer.ended(RunStatus::Finished, None),
-        Ok(Err(e)) if e.code == Code::E216 => writer.ended(RunStatus::Interrupted, None),
-        Ok(Err(e)) if e.code == Code::E217 => writer.ended(RunStatus::Paused, Some(&e.message)),
-        Ok(Err(e)) => writer.ended(RunStatus::Failed, Some(&format!("runtime error: {e}"))),
+    let (status, error) = match ended {
+        Ok(Ok(_)) => (RunStatus::Finished, None),
+        Ok(Err(e)) if e.code == Code::E216 => (RunStatus::Interrupted, None),
+        Ok(Err(e)) if e.code == Code::E217 => (RunStatus::Paused, Some(e.message)),
+        Ok(Err(e)) if e.code == Code::E219 => (RunStatus::Waiting, Some(e.message)),
+        Ok(Err(e)) => (RunStatus::Failed, Some(format!("runtime error: {e}"))),
         Err(e) => {
             eprintln!("prosevm serve: run {id}: {e}");
-            writer.ended(RunStatus::Running, Some(&e.to_string()))
+            (RunStatus::Running, Some(e.to_string()))
         }
-    }
+    };
+    writer.ended(status, error.as_deref());
+    status
 }

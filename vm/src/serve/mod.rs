@@ -12,7 +12,12 @@
 //! GET  /v1/runs[/{id}]          records from the store
 //! GET  /v1/runs/{id}/events     the run's event log, then live (server-sent events)
 //! POST /v1/runs/{id}/cancel     stop → interrupted;   /resume: from its journal
+//! POST /v1/runs/{id}/input      answers an input the run waits for; then it goes on
 //! ```
+//!
+//! A mid-program input no one can give (a server asks no terminal) makes the run wait:
+//! status `waiting`, durable like any other. An answer through the API, or `prosevm answer`
+//! on the store, lets it go on; the server takes up its waiting runs once answered.
 
 pub mod api;
 pub mod auth;
@@ -97,6 +102,7 @@ pub async fn serve(
         conductor: conductor.clone(),
     });
     take_up_unfinished(&app, &dir).await;
+    let watching = tokio::spawn(take_up_answered(app.clone()));
     let token = token.map(Arc::new);
     let (v1, _) = api::routes().split_for_parts();
     let v1 = v1.route_layer(axum::middleware::from_fn_with_state(token, auth::guard));
@@ -106,12 +112,44 @@ pub async fn serve(
         .layer(tower::limit::ConcurrencyLimitLayer::new(
             max_requests.max(1),
         ));
-    axum::serve(listener, router)
+    let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.wait().await;
             conductor.shutdown().await;
         })
-        .await
+        .await;
+    watching.abort();
+    served
+}
+
+/// How often the server looks whether its waiting runs were answered from outside
+/// (`prosevm answer`).
+const ANSWERS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Takes up the server's waiting runs once they wait for nothing more: answered through the
+/// CLI, which writes only the store. (An answer through the API takes its run up at once.)
+async fn take_up_answered(app: Shared) {
+    loop {
+        tokio::time::sleep(ANSWERS_EVERY).await;
+        for id in app.conductor.waiting() {
+            let answered = match app.store.record(&id).await {
+                Ok((_, r)) if r.status == RunStatus::Waiting => r.waiting.is_empty(),
+                // Taken up elsewhere, or gone: no longer this server's to watch.
+                _ => {
+                    app.conductor.note_waiting(&id, false);
+                    continue;
+                }
+            };
+            if !answered || app.conductor.live(&id).is_some() {
+                continue;
+            }
+            app.conductor.note_waiting(&id, false);
+            match app.conductor.resume(&id, Resuming::default()).await {
+                Ok(_) => eprintln!("prosevm serve: run {id} was answered; taking it up"),
+                Err(e) => eprintln!("prosevm serve: cannot take up answered run {id}: {e}"),
+            }
+        }
+    }
 }
 
 /// Takes up every run of this server (a run of one of its artifacts) that an earlier server
@@ -134,16 +172,20 @@ async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
         let left = match row.run_status() {
             Some(RunStatus::Running) => !row.live,
             Some(RunStatus::Interrupted) => noted.contains(&row.id),
+            Some(RunStatus::Waiting) => true,
             _ => false,
         };
         if !left {
             continue;
         }
-        let ours = match app.store.record(&row.id).await {
-            Ok((_, record)) => app.library.holds(&record.origin),
-            Err(_) => false,
+        let Ok((_, record)) = app.store.record(&row.id).await else {
+            continue;
         };
-        if !ours {
+        if !app.library.holds(&record.origin) {
+            continue;
+        }
+        if record.status == RunStatus::Waiting && !record.waiting.is_empty() {
+            app.conductor.note_waiting(&row.id, true);
             continue;
         }
         match app.conductor.resume(&row.id, Resuming::default()).await {
