@@ -131,6 +131,7 @@ fn the_openapi_document_describes_every_route_served() {
         ("/v1/runs/{id}/cancel", "post"),
         ("/v1/runs/{id}/resume", "post"),
         ("/v1/runs/{id}/input", "post"),
+        ("/v1/runs/{id}/report", "get"),
         ("/v1/openapi.json", "get"),
     ] {
         assert!(

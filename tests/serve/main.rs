@@ -2,13 +2,17 @@
 //! address: an artifact uploaded, a run started, its events streamed, its outputs read
 //! ([`api`]); the token and bad uploads refused; and runs that outlive the server, stopped
 //! with SIGTERM or killed with SIGKILL part way and finished by the next server with the
-//! outputs an uninterrupted run gives ([`durable`]).
+//! outputs an uninterrupted run gives ([`durable`]); runs waiting for a person, answered
+//! through the API or the CLI ([`waiting`]); and the web page in headless Chromium
+//! ([`page`]).
 
 #[path = "../support/mod.rs"]
 mod support;
 
 mod api;
+mod browser;
 mod durable;
+mod page;
 mod waiting;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};

@@ -320,6 +320,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(cancel_run))
         .routes(routes!(resume_run))
         .routes(routes!(answer_input))
+        .routes(routes!(run_report))
         .routes(routes!(openapi_json))
 }
 
@@ -710,4 +711,31 @@ async fn answer_input(
             still_waiting: Vec::new(),
         }),
     ))
+}
+
+/// A run's report: one self-contained HTML page (as `prosevm report` writes it), as of its
+/// journal now.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/report",
+    params(("id" = String, Path, description = "the run's id")),
+    responses(
+        (status = 200, content_type = "text/html", description = "the report"),
+        (status = 404, body = ErrorBody),
+    )
+)]
+async fn run_report(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<axum::response::Html<String>, ApiError> {
+    let stored = app.store.read(&id).await?;
+    let views = app.store.views(&stored.id);
+    let id = stored.id.clone();
+    let report = crate::report::Report::of(stored, &views).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("run {id}: its report: {e}"),
+        )
+    })?;
+    Ok(axum::response::Html(crate::report::html::render(&report)))
 }

@@ -1,7 +1,8 @@
 //! Who may use the server. With a token (`--token-file`), every `/v1` request must carry it,
-//! as `Authorization: Bearer TOKEN` or, from the web page, in the `prose_token` cookie the
-//! page set when it was opened with `?token=TOKEN`; anything else gets 401. Tokens are
-//! compared in constant time (their SHA-256 digests, so not even the length shows).
+//! as `Authorization: Bearer TOKEN` or, from the web page, as the `prose_token` cookie the
+//! page set when it was opened with `?token=TOKEN` (the cookie holds the token's SHA-256, so
+//! any token fits in a cookie); anything else gets 401. Tokens are compared in constant time
+//! (their SHA-256 digests, so not even the length shows).
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -38,16 +39,59 @@ impl Token {
         let digest: [u8; 32] = Sha256::digest(given.as_bytes()).into();
         self.0.ct_eq(&digest).into()
     }
+
+    /// Whether `cookie` is the page's cookie for this token (its digest in hex), in
+    /// constant time.
+    fn admits_cookie(&self, cookie: &str) -> bool {
+        let Some(digest) = unhex(cookie) else {
+            return false;
+        };
+        self.0.ct_eq(&digest).into()
+    }
+
+    /// The value of the page's cookie: the token's digest in hex.
+    fn cookie_value(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The `Set-Cookie` value keeping this token for the web page: not readable by scripts,
+    /// sent only to this server's pages.
+    pub fn cookie(&self) -> String {
+        format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+            self.cookie_value()
+        )
+    }
+}
+
+/// 32 bytes from 64 hex digits.
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    let bytes = s.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in bytes.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// What a request carries to prove it may pass.
+enum Given<'a> {
+    Bearer(&'a str),
+    Cookie(&'a str),
 }
 
 /// The token a request carries: a bearer token, else the page's cookie.
-pub fn carried(headers: &HeaderMap) -> Option<&str> {
+fn carried(headers: &HeaderMap) -> Option<Given<'_>> {
     if let Some(bearer) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
     {
-        return Some(bearer.trim());
+        return Some(Given::Bearer(bearer.trim()));
     }
     headers
         .get_all(header::COOKIE)
@@ -55,13 +99,16 @@ pub fn carried(headers: &HeaderMap) -> Option<&str> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .find_map(|c| c.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+        .map(Given::Cookie)
 }
 
 /// Whether a request with `headers` may pass, with the server's `token` (none: everyone).
 pub fn allowed(token: Option<&Token>, headers: &HeaderMap) -> bool {
-    match token {
-        None => true,
-        Some(t) => carried(headers).is_some_and(|given| t.admits(given)),
+    match (token, carried(headers)) {
+        (None, _) => true,
+        (Some(t), Some(Given::Bearer(b))) => t.admits(b),
+        (Some(t), Some(Given::Cookie(c))) => t.admits_cookie(c),
+        (Some(_), None) => false,
     }
 }
 
@@ -84,12 +131,6 @@ pub async fn guard(
         .into_response()
 }
 
-/// The `Set-Cookie` value keeping `token` for the web page: not readable by scripts, sent
-/// only to this server's pages.
-pub fn cookie(token: &str) -> String {
-    format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,29 +138,41 @@ mod tests {
 
     #[test]
     fn only_the_token_passes_by_header_or_cookie() {
-        let t = Token::new("s3cret").expect("token");
+        let t = Token::new("s3cret; x").expect("token");
         let mut h = HeaderMap::new();
         assert!(!allowed(Some(&t), &h));
         assert!(allowed(None, &h));
         h.insert(
             header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer s3cre"),
+            HeaderValue::from_static("Bearer s3cret;"),
         );
         assert!(!allowed(Some(&t), &h));
         h.insert(
             header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer s3cret"),
+            HeaderValue::from_static("Bearer s3cret; x"),
         );
         assert!(allowed(Some(&t), &h));
+        // The cookie the page was given, and nothing else, passes.
+        let set = t.cookie();
+        let value = set
+            .strip_prefix("prose_token=")
+            .and_then(|v| v.split(';').next())
+            .expect("value");
+        assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"));
         let mut h = HeaderMap::new();
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=b; prose_token=s3cret"),
+            HeaderValue::from_str(&format!("a=b; prose_token={value}")).expect("header"),
         );
         assert!(allowed(Some(&t), &h));
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("prose_token_x=s3cret"),
+            HeaderValue::from_static("prose_token=s3cret; x"),
+        );
+        assert!(!allowed(Some(&t), &h));
+        h.insert(
+            header::COOKIE,
+            HeaderValue::from_str(&format!("prose_token_x={value}")).expect("header"),
         );
         assert!(!allowed(Some(&t), &h));
         assert!(Token::new("").is_none());

@@ -24,6 +24,7 @@ pub mod auth;
 pub mod conductor;
 pub mod events;
 pub mod library;
+pub mod page;
 
 use crate::run::{Place, Resuming};
 use api::{App, Shared};
@@ -105,10 +106,17 @@ pub async fn serve(
     let watching = tokio::spawn(take_up_answered(app.clone()));
     let token = token.map(Arc::new);
     let (v1, _) = api::routes().split_for_parts();
-    let v1 = v1.route_layer(axum::middleware::from_fn_with_state(token, auth::guard));
+    let v1 = v1.route_layer(axum::middleware::from_fn_with_state(
+        token.clone(),
+        auth::guard,
+    ));
+    let front = axum::Router::new()
+        .route("/", get(page::show))
+        .with_state(token);
     let router = v1
         .route("/healthz", get(api::healthz))
         .with_state(app)
+        .merge(front)
         .layer(tower::limit::ConcurrencyLimitLayer::new(
             max_requests.max(1),
         ));
