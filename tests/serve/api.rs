@@ -132,6 +132,10 @@ fn the_openapi_document_describes_every_route_served() {
         ("/v1/runs/{id}/resume", "post"),
         ("/v1/runs/{id}/input", "post"),
         ("/v1/runs/{id}/report", "get"),
+        ("/v1/schedules", "post"),
+        ("/v1/schedules", "get"),
+        ("/v1/schedules/{id}", "get"),
+        ("/v1/schedules/{id}", "delete"),
         ("/v1/openapi.json", "get"),
     ] {
         assert!(

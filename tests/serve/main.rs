@@ -13,6 +13,7 @@ mod api;
 mod browser;
 mod durable;
 mod page;
+mod schedules;
 mod waiting;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};

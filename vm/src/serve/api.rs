@@ -5,6 +5,7 @@
 use super::conductor::{Conductor, Resumption};
 use super::events::{self, EventLog};
 use super::library::{Library, Refused};
+use super::schedules::{self, Schedule, Schedules};
 use crate::run::{Resuming, RunError};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -33,6 +34,8 @@ pub struct App {
     pub library: Library,
     /// The runs driven now.
     pub conductor: Conductor,
+    /// The schedules.
+    pub schedules: tokio::sync::Mutex<Schedules>,
 }
 
 /// The handlers' state.
@@ -321,6 +324,8 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(resume_run))
         .routes(routes!(answer_input))
         .routes(routes!(run_report))
+        .routes(routes!(create_schedule, list_schedules))
+        .routes(routes!(get_schedule, delete_schedule))
         .routes(routes!(openapi_json))
 }
 
@@ -400,22 +405,30 @@ async fn create_run(
     State(app): State<Shared>,
     Json(new): Json<NewRun>,
 ) -> Result<(StatusCode, Json<RunCreated>), ApiError> {
-    let program = app.library.get(&new.artifact).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!(
-                "no artifact {} (upload it with PUT /v1/artifacts)",
-                new.artifact
-            ),
-        )
-    })?;
-    let inputs: BTreeMap<String, Value> = new
-        .inputs
+    let program = artifact(&app, &new.artifact)?;
+    let id = app
+        .conductor
+        .start_run(program, values(&new.inputs))
+        .await?;
+    Ok((StatusCode::CREATED, Json(RunCreated { id })))
+}
+
+/// Inputs given as JSON, as a run takes them.
+pub fn values(inputs: &serde_json::Map<String, serde_json::Value>) -> BTreeMap<String, Value> {
+    inputs
         .iter()
         .map(|(k, v)| (k.clone(), Value::from_json(v)))
-        .collect();
-    let id = app.conductor.start_run(program, inputs).await?;
-    Ok((StatusCode::CREATED, Json(RunCreated { id })))
+        .collect()
+}
+
+/// The artifact `sha256` from the library, or 404.
+fn artifact(app: &App, sha256: &str) -> Result<prose_runtime::program::Program, ApiError> {
+    app.library.get(sha256).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no artifact {sha256} (upload it with PUT /v1/artifacts)"),
+        )
+    })
 }
 
 /// Lists runs, newest first, a page at a time.
@@ -738,4 +751,114 @@ async fn run_report(
         )
     })?;
     Ok(axum::response::Html(crate::report::html::render(&report)))
+}
+
+/// A schedule to make.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NewSchedule {
+    /// When runs start: cron's five fields (minute hour day month weekday), or six with
+    /// seconds first, in UTC (`0 9 * * 1-5`: 09:00 on weekdays).
+    pub cron: String,
+    /// The SHA-256 of an uploaded artifact.
+    pub artifact: String,
+    /// The inputs of each run.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Every schedule.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleList {
+    /// The schedules, oldest first.
+    pub schedules: Vec<Schedule>,
+}
+
+/// Makes a schedule: a run of the artifact with the inputs each time the cron expression
+/// comes due. Schedules outlive restarts.
+#[utoipa::path(
+    post,
+    path = "/v1/schedules",
+    request_body = NewSchedule,
+    responses(
+        (status = 201, body = Schedule),
+        (status = 404, body = ErrorBody, description = "no such artifact"),
+        (status = 422, body = ErrorBody, description = "a cron expression that does not read, or inputs the program refuses"),
+    )
+)]
+async fn create_schedule(
+    State(app): State<Shared>,
+    Json(new): Json<NewSchedule>,
+) -> Result<(StatusCode, Json<Schedule>), ApiError> {
+    let unprocessable = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e);
+    schedules::parse(&new.cron).map_err(unprocessable)?;
+    let program = artifact(&app, &new.artifact)?;
+    // Inputs the program would refuse are refused now, not at every run.
+    prose_runtime::record::new_machine(
+        &program.artifact,
+        &values(&new.inputs),
+        &Default::default(),
+    )
+    .map_err(|e| unprocessable(e.to_string()))?;
+    let made = app
+        .schedules
+        .lock()
+        .await
+        .add(&new.cron, new.artifact, new.inputs, chrono::Utc::now())
+        .map_err(unprocessable)?;
+    Ok((StatusCode::CREATED, Json(made)))
+}
+
+/// Lists the schedules.
+#[utoipa::path(get, path = "/v1/schedules", responses((status = 200, body = ScheduleList)))]
+async fn list_schedules(State(app): State<Shared>) -> Json<ScheduleList> {
+    let schedules = app.schedules.lock().await.all().to_vec();
+    Json(ScheduleList { schedules })
+}
+
+/// A schedule: when it next starts a run, and the run it started last.
+#[utoipa::path(
+    get,
+    path = "/v1/schedules/{id}",
+    params(("id" = String, Path, description = "the schedule's id")),
+    responses((status = 200, body = Schedule), (status = 404, body = ErrorBody))
+)]
+async fn get_schedule(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<Schedule>, ApiError> {
+    app.schedules
+        .lock()
+        .await
+        .get(&id)
+        .cloned()
+        .map(Json)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no schedule {id}")))
+}
+
+/// Removes a schedule; the runs it started go on.
+#[utoipa::path(
+    delete,
+    path = "/v1/schedules/{id}",
+    params(("id" = String, Path, description = "the schedule's id")),
+    responses((status = 204, description = "removed"), (status = 404, body = ErrorBody))
+)]
+async fn delete_schedule(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let removed = app
+        .schedules
+        .lock()
+        .await
+        .remove(&id)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    if removed {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no schedule {id}"),
+        ))
+    }
 }

@@ -13,6 +13,7 @@
 //! GET  /v1/runs/{id}/events     the run's event log, then live (server-sent events)
 //! POST /v1/runs/{id}/cancel     stop → interrupted;   /resume: from its journal
 //! POST /v1/runs/{id}/input      answers an input the run waits for; then it goes on
+//! POST /v1/schedules            {"cron","artifact","inputs"}: runs on time ([`schedules`])
 //! ```
 //!
 //! A mid-program input no one can give (a server asks no terminal) makes the run wait:
@@ -25,6 +26,7 @@ pub mod conductor;
 pub mod events;
 pub mod library;
 pub mod page;
+pub mod schedules;
 
 use crate::run::{Place, Resuming};
 use api::{App, Shared};
@@ -97,13 +99,17 @@ pub async fn serve(
         },
         tokio::runtime::Handle::current(),
     )?;
+    let schedules = schedules::Schedules::load(dir.join("schedules.json"))
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     let app: Shared = Arc::new(App {
         store,
         library: library::Library::new(dir.join("artifacts"), trust),
         conductor: conductor.clone(),
+        schedules: tokio::sync::Mutex::new(schedules),
     });
     take_up_unfinished(&app, &dir).await;
     let watching = tokio::spawn(take_up_answered(app.clone()));
+    let firing = tokio::spawn(fire_schedules(app.clone()));
     let token = token.map(Arc::new);
     let (v1, _) = api::routes().split_for_parts();
     let v1 = v1.route_layer(axum::middleware::from_fn_with_state(
@@ -127,6 +133,7 @@ pub async fn serve(
         })
         .await;
     watching.abort();
+    firing.abort();
     served
 }
 
@@ -203,4 +210,45 @@ async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
         }
     }
     let _ = std::fs::remove_file(&file);
+}
+
+/// Starts the runs of schedules as they come due (looking at least every second, so a new
+/// schedule is seen).
+async fn fire_schedules(app: Shared) {
+    loop {
+        let now = chrono::Utc::now();
+        let soonest = app.schedules.lock().await.soonest();
+        let wait = soonest
+            .and_then(|t| (t - now).to_std().ok())
+            .unwrap_or_default()
+            .min(std::time::Duration::from_secs(1));
+        tokio::time::sleep(wait).await;
+        let due = match app.schedules.lock().await.take_due(chrono::Utc::now()) {
+            Ok(due) => due,
+            Err(e) => {
+                eprintln!("prosevm serve: the schedules: {e}");
+                continue;
+            }
+        };
+        for s in due {
+            let started = match app.library.get(&s.artifact) {
+                None => Err(format!("artifact {} is not in the library", s.artifact)),
+                Some(program) => app
+                    .conductor
+                    .start_run(program, api::values(&s.inputs))
+                    .await
+                    .map_err(|e| e.to_string()),
+            };
+            match &started {
+                Ok(run) => eprintln!("prosevm serve: schedule {} started run {run}", s.id),
+                Err(e) => eprintln!(
+                    "prosevm serve: schedule {} could not start a run: {e}",
+                    s.id
+                ),
+            }
+            if let Err(e) = app.schedules.lock().await.started(&s.id, started) {
+                eprintln!("prosevm serve: the schedules: {e}");
+            }
+        }
+    }
 }
