@@ -109,6 +109,24 @@ fn an_uploaded_artifact_runs_and_its_events_and_outputs_come_over_http() {
         .send()
         .expect("GET");
     json(r, 404);
+    // Only run ids name runs: never a path the file store would also take.
+    for path in [
+        "state".to_string(),
+        format!("..%2F..%2Fstate%2Fruns%2F{id}"),
+        format!("{id}%2F"),
+    ] {
+        for (method, tail) in [
+            (Method::GET, ""),
+            (Method::POST, "/resume"),
+            (Method::GET, "/events"),
+        ] {
+            let r = server
+                .request(method.clone(), &format!("/v1/runs/{path}{tail}"))
+                .send()
+                .expect("send");
+            assert_eq!(r.status().as_u16(), 400, "{method} {path}{tail}");
+        }
+    }
 }
 
 #[test]

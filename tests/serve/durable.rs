@@ -138,3 +138,51 @@ fn sigterm_stops_runs_for_the_next_start_and_a_cancelled_run_stays_stopped() {
     let run = server.wait_for(&cancelled, |r| r["status"] == "finished");
     assert_eq!(run["outputs"], want);
 }
+
+#[test]
+fn a_run_another_process_holds_at_start_is_taken_up_once_let_go() {
+    let dir = built("serve-held", PROGRAM);
+    let want = reference(&dir, &["topic=tides"]);
+    // Slow enough that the CLI is still at it when it is killed.
+    let server = Server::start(&dir, &["--mock-latency", "1000"]);
+    let sha = server.upload(&dir);
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    server.wait_for(&id, |r| r["status"] == "running");
+    assert_eq!(server.signal(libc::SIGKILL), None);
+    // Taken up by hand on the CLI, which is killed in turn while the next server starts.
+    let mut cli = support::command("prosevm")
+        .current_dir(&dir)
+        .args(["resume", &id, "--state-dir", "state", "--trace", "quiet"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("resume");
+    let started = std::time::Instant::now();
+    loop {
+        let (_, out, _) = support::output(support::command("prosevm").current_dir(&dir).args([
+            "runs",
+            "--json",
+            "--state-dir",
+            "state",
+        ]));
+        if out.contains("\"live\":true") {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the CLI never held the run: {out}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(30));
+    }
+    let server = Server::start(&dir, &[]);
+    assert!(!server.said().contains("taking up"), "{}", server.said());
+    let _ = cli.kill();
+    let _ = cli.wait();
+    let run = server.wait_for(&id, |r| r["status"] == "finished");
+    assert_eq!(run["outputs"], want);
+    assert!(
+        server.said().contains(&format!("taking up run {id}")),
+        "{}",
+        server.said()
+    );
+}

@@ -12,6 +12,7 @@ mod support;
 mod api;
 mod browser;
 mod durable;
+mod limits;
 mod page;
 mod schedules;
 mod waiting;

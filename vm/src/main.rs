@@ -136,7 +136,8 @@ enum Command {
     /// Serve shipped workflows over HTTP: upload artifacts, start runs with this server's
     /// driver, follow their events, answer them, and a web page at `/` (see the README's "Run
     /// as a service"). Runs live in the store; SIGTERM stops them, to be taken up at the next
-    /// start, as are runs a crash left unfinished.
+    /// start, as are runs a crash left unfinished. `--max-concurrency` counts the requests in
+    /// flight over all the runs it drives.
     Serve {
         /// The address to listen on, HOST:PORT (a non-loopback one needs --token-file).
         #[arg(long, value_name = "HOST:PORT")]

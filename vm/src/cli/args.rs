@@ -312,6 +312,7 @@ impl RunArgs {
                 backoff_unit: Duration::from_millis(self.backoff_unit_ms),
                 stop: Default::default(),
                 budget: Default::default(),
+                shared: None,
             },
             people: People::detect(self.no_input),
             mcp: file.mcp,

@@ -656,7 +656,12 @@ impl Run {
                 .map_err(|e| StoreError::Invalid(e.to_string()))?;
             workshop.set_mcp(hub);
         }
-        let config = place.config.clone();
+        // A program run as a tool runs within its session's place: it shares no places
+        // with other runs (it would wait for the place its own session holds).
+        let config = prose_runtime::runner::RunConfig {
+            shared: None,
+            ..place.config.clone()
+        };
         let workshop = Arc::new_cyclic(|weak| {
             workshop.bind_programs(|name, module| {
                 let tool = ProgramTool::new(

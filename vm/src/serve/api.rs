@@ -86,6 +86,29 @@ impl From<RunError> for ApiError {
     }
 }
 
+/// A run's id as a path names it, in the form every store gives (`20251122-081456-k3x9qa`:
+/// the start's date and time, then six letters or digits), so that no path of the file
+/// system (which the file store would also take) can name a run through the API.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "String")]
+pub struct RunId(String);
+
+impl TryFrom<String> for RunId {
+    type Error = String;
+    fn try_from(id: String) -> Result<RunId, String> {
+        let parts: Vec<&str> = id.split('-').collect();
+        let digits = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+        let fits = matches!(parts.as_slice(), [date, time, tail]
+            if digits(date, 8) && digits(time, 6) && tail.len() == 6
+                && tail.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        if fits {
+            Ok(RunId(id))
+        } else {
+            Err(format!("{id:?} is not a run id"))
+        }
+    }
+}
+
 /// An artifact kept.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ArtifactCreated {
@@ -486,7 +509,7 @@ async fn list_runs(
 )]
 async fn get_run(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Path(RunId(id)): Path<RunId>,
 ) -> Result<Json<RunBody>, ApiError> {
     let (id, record) = app.store.record(&id).await?;
     let live = app.conductor.live(&id).is_some();
@@ -510,7 +533,7 @@ async fn get_run(
 )]
 async fn run_events(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Path(RunId(id)): Path<RunId>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let from = headers
@@ -589,7 +612,7 @@ fn follow(log: Arc<EventLog>, from: usize) -> impl Stream<Item = Result<SseEvent
 )]
 async fn cancel_run(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Path(RunId(id)): Path<RunId>,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     let Some(live) = app.conductor.live(&id) else {
         let (id, record) = app.store.record(&id).await?;
@@ -625,7 +648,7 @@ async fn cancel_run(
 )]
 async fn resume_run(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Path(RunId(id)): Path<RunId>,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     if app.conductor.live(&id).is_some() {
         return Err(ApiError::new(
@@ -684,7 +707,7 @@ mod tests {
 )]
 async fn answer_input(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Path(RunId(id)): Path<RunId>,
     Json(given): Json<InputAnswer>,
 ) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
     let (id, record) = app.store.record(&id).await?;
@@ -714,7 +737,7 @@ async fn answer_input(
             }),
         ));
     }
-    app.conductor.note_waiting(&id, false);
+    app.conductor.watch(&id, None);
     app.conductor.resume(&id, Resuming::default()).await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -739,7 +762,7 @@ async fn answer_input(
 )]
 async fn run_report(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Path(RunId(id)): Path<RunId>,
 ) -> Result<axum::response::Html<String>, ApiError> {
     let stored = app.store.read(&id).await?;
     let views = app.store.views(&stored.id);

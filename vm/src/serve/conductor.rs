@@ -16,7 +16,7 @@ use prose_runtime::program::Program;
 use prose_runtime::record::{ExecOptions, RunStatus};
 use prose_runtime::runner::Stop;
 use prose_store::Store;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{mpsc, oneshot, Semaphore};
@@ -51,8 +51,18 @@ pub struct Live {
 /// The runs driven now, by id.
 pub type LiveRuns = Arc<Mutex<HashMap<String, Live>>>;
 
-/// The server's runs that wait for inputs, by id: once answered, they are taken up.
-pub type WaitingRuns = Arc<Mutex<BTreeSet<String>>>;
+/// Why the server keeps an eye on one of its runs it does not drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// It waits for inputs: once answered, it is taken up.
+    Waiting,
+    /// It was left running, and something still holds it (a lease not yet run out, a
+    /// process): once let go, it is taken up.
+    Held,
+}
+
+/// The runs the server watches, by id.
+pub type WatchedRuns = Arc<Mutex<BTreeMap<String, Watch>>>;
 
 fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
@@ -87,7 +97,7 @@ enum Order {
 pub struct Conductor {
     orders: mpsc::UnboundedSender<Order>,
     live: LiveRuns,
-    waiting: WaitingRuns,
+    watched: WatchedRuns,
 }
 
 /// Why an order could not be given.
@@ -100,8 +110,8 @@ impl Conductor {
     pub fn start(setup: Setup, runtime: tokio::runtime::Handle) -> std::io::Result<Conductor> {
         let (orders, received) = mpsc::unbounded_channel();
         let live = LiveRuns::default();
-        let waiting = WaitingRuns::default();
-        let shared = (live.clone(), waiting.clone());
+        let watched = WatchedRuns::default();
+        let shared = (live.clone(), watched.clone());
         std::thread::Builder::new()
             .name("prosevm-runs".into())
             .spawn(move || {
@@ -111,7 +121,7 @@ impl Conductor {
         Ok(Conductor {
             orders,
             live,
-            waiting,
+            watched,
         })
     }
 
@@ -145,17 +155,23 @@ impl Conductor {
         answer.await.map_err(|_| gone())?
     }
 
-    /// The server's runs that wait for inputs.
-    pub fn waiting(&self) -> Vec<String> {
-        lock(&self.waiting).iter().cloned().collect()
+    /// The runs the server watches, and why.
+    pub fn watched(&self) -> Vec<(String, Watch)> {
+        lock(&self.watched)
+            .iter()
+            .map(|(id, w)| (id.clone(), *w))
+            .collect()
     }
 
-    /// Notes that run `id` waits for inputs (`true`), or no longer does (`false`).
-    pub fn note_waiting(&self, id: &str, waits: bool) {
-        if waits {
-            lock(&self.waiting).insert(id.to_string());
-        } else {
-            lock(&self.waiting).remove(id);
+    /// Watches run `id` for `why`, or (with `None`) no longer.
+    pub fn watch(&self, id: &str, why: Option<Watch>) {
+        match why {
+            Some(w) => {
+                lock(&self.watched).insert(id.to_string(), w);
+            }
+            None => {
+                lock(&self.watched).remove(id);
+            }
         }
     }
 
@@ -177,7 +193,7 @@ impl Conductor {
 async fn conduct(
     setup: Arc<Setup>,
     mut orders: mpsc::UnboundedReceiver<Order>,
-    (live, waiting): (LiveRuns, WaitingRuns),
+    (live, watched): (LiveRuns, WatchedRuns),
 ) {
     let mut drives: JoinSet<()> = JoinSet::new();
     loop {
@@ -186,7 +202,7 @@ async fn conduct(
                 None => break,
                 Some(Order::Start { program, inputs, done }) => {
                     let started = match start(&setup, &program, inputs).await {
-                        Ok((run, driver)) => launch(&setup, (&live, &waiting), &mut drives, run, driver).await,
+                        Ok((run, driver)) => launch(&setup, (&live, &watched), &mut drives, run, driver).await,
                         Err(e) => Err(e),
                     };
                     let _ = done.send(started);
@@ -198,7 +214,7 @@ async fn conduct(
                         continue;
                     }
                     let resumed = match resume(&setup, &id, *how).await {
-                        Ok(Some((run, driver))) => launch(&setup, (&live, &waiting), &mut drives, run, driver)
+                        Ok(Some((run, driver))) => launch(&setup, (&live, &watched), &mut drives, run, driver)
                             .await
                             .map(|_| Resumption::Going),
                         Ok(None) => Ok(Resumption::Finished),
@@ -284,7 +300,7 @@ async fn resume(
 /// cannot be opened is given back as it was.
 async fn launch(
     setup: &Arc<Setup>,
-    (live, waiting): (&LiveRuns, &WaitingRuns),
+    (live, watched): (&LiveRuns, &WatchedRuns),
     drives: &mut JoinSet<()>,
     run: Run,
     driver: Arc<AnyDriver>,
@@ -302,13 +318,13 @@ async fn launch(
         log,
     };
     lock(live).insert(id.clone(), entry.clone());
-    lock(waiting).remove(&id);
-    let (setup, live, waiting) = (setup.clone(), live.clone(), waiting.clone());
+    lock(watched).remove(&id);
+    let (setup, live, watched) = (setup.clone(), live.clone(), watched.clone());
     let key = id.clone();
     drives.spawn_local(async move {
         let status = drive(&setup, run, driver, &entry).await;
         if status == RunStatus::Waiting {
-            lock(&waiting).insert(key.clone());
+            lock(&watched).insert(key.clone(), Watch::Waiting);
         }
         lock(&live).remove(&key);
     });

@@ -28,14 +28,14 @@ pub mod library;
 pub mod page;
 pub mod schedules;
 
-use crate::run::{Place, Resuming};
+use crate::run::{Place, Resuming, RunError};
 use api::{App, Shared};
 use axum::routing::get;
-use conductor::{Conductor, Resumption, Setup};
+use conductor::{Conductor, Resumption, Setup, Watch};
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::record::{ExecOptions, RunStatus};
 use prose_runtime::runner::Stop;
-use prose_store::Store;
+use prose_store::{Store, StoreError};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -50,8 +50,9 @@ pub struct Options {
     pub driver: DriverSettings,
     /// How runs execute.
     pub options: ExecOptions,
-    /// The state directory, the runner's configuration (requests in flight per run),
-    /// people (no one: a server asks no terminal) and MCP servers.
+    /// The state directory, the runner's configuration, people (no one: a server asks no
+    /// terminal) and MCP servers. Its `max_concurrency` holds for the whole server: that
+    /// many requests in flight at once over all the runs it drives.
     pub place: Place,
     /// The token every `/v1` request needs, if any.
     pub token: Option<auth::Token>,
@@ -79,7 +80,7 @@ pub async fn serve(
         dir,
         driver,
         options,
-        place,
+        mut place,
         token,
         trust,
         max_runs,
@@ -88,6 +89,10 @@ pub async fn serve(
     std::fs::create_dir_all(&dir)?;
     // Absolute: runs record their artifact's path, by which the server knows its own.
     let dir = std::fs::canonicalize(&dir)?;
+    // Requests in flight are counted over every run, as `exec` counts them within one.
+    place.config.shared = Some(Arc::new(tokio::sync::Semaphore::new(
+        place.config.max_concurrency.max(1),
+    )));
     let conductor = Conductor::start(
         Setup {
             store: store.clone(),
@@ -108,7 +113,7 @@ pub async fn serve(
         schedules: tokio::sync::Mutex::new(schedules),
     });
     take_up_unfinished(&app, &dir).await;
-    let watching = tokio::spawn(take_up_answered(app.clone()));
+    let watching = tokio::spawn(watch_runs(app.clone()));
     let firing = tokio::spawn(fire_schedules(app.clone()));
     let token = token.map(Arc::new);
     let (v1, _) = api::routes().split_for_parts();
@@ -137,31 +142,45 @@ pub async fn serve(
     served
 }
 
-/// How often the server looks whether its waiting runs were answered from outside
-/// (`prosevm answer`).
-const ANSWERS_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+/// How often the server looks at the runs it watches.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Takes up the server's waiting runs once they wait for nothing more: answered through the
-/// CLI, which writes only the store. (An answer through the API takes its run up at once.)
-async fn take_up_answered(app: Shared) {
+/// Takes up the server's runs it watches once they can go on: a waiting run once it waits
+/// for nothing more (answered through the CLI, which writes only the store; an answer
+/// through the API takes its run up at once), and a run left running once whatever held it
+/// (a lease not yet run out, another process) let it go.
+async fn watch_runs(app: Shared) {
     loop {
-        tokio::time::sleep(ANSWERS_EVERY).await;
-        for id in app.conductor.waiting() {
-            let answered = match app.store.record(&id).await {
-                Ok((_, r)) if r.status == RunStatus::Waiting => r.waiting.is_empty(),
-                // Taken up elsewhere, or gone: no longer this server's to watch.
+        tokio::time::sleep(WATCH_EVERY).await;
+        for (id, why) in app.conductor.watched() {
+            if app.conductor.live(&id).is_some() {
+                continue;
+            }
+            let ready = match (app.store.record(&id).await, why) {
+                (Ok((_, r)), Watch::Waiting) if r.status == RunStatus::Waiting => {
+                    r.waiting.is_empty()
+                }
+                (Ok((_, r)), Watch::Held) if r.status == RunStatus::Running => true,
+                // Taken up or ended elsewhere, or gone: no longer this server's to watch.
                 _ => {
-                    app.conductor.note_waiting(&id, false);
+                    app.conductor.watch(&id, None);
                     continue;
                 }
             };
-            if !answered || app.conductor.live(&id).is_some() {
+            if !ready {
                 continue;
             }
-            app.conductor.note_waiting(&id, false);
             match app.conductor.resume(&id, Resuming::default()).await {
-                Ok(_) => eprintln!("prosevm serve: run {id} was answered; taking it up"),
-                Err(e) => eprintln!("prosevm serve: cannot take up answered run {id}: {e}"),
+                Ok(_) => {
+                    app.conductor.watch(&id, None);
+                    eprintln!("prosevm serve: taking up run {id}");
+                }
+                // Still held: looked at again later.
+                Err(RunError::Store(StoreError::Held(_))) if why == Watch::Held => {}
+                Err(e) => {
+                    app.conductor.watch(&id, None);
+                    eprintln!("prosevm serve: cannot take up run {id}: {e}");
+                }
             }
         }
     }
@@ -185,9 +204,8 @@ async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
     };
     for row in rows {
         let left = match row.run_status() {
-            Some(RunStatus::Running) => !row.live,
+            Some(RunStatus::Running | RunStatus::Waiting) => true,
             Some(RunStatus::Interrupted) => noted.contains(&row.id),
-            Some(RunStatus::Waiting) => true,
             _ => false,
         };
         if !left {
@@ -200,7 +218,11 @@ async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
             continue;
         }
         if record.status == RunStatus::Waiting && !record.waiting.is_empty() {
-            app.conductor.note_waiting(&row.id, true);
+            app.conductor.watch(&row.id, Some(Watch::Waiting));
+            continue;
+        }
+        if record.status == RunStatus::Running && row.live {
+            app.conductor.watch(&row.id, Some(Watch::Held));
             continue;
         }
         match app.conductor.resume(&row.id, Resuming::default()).await {
