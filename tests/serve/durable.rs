@@ -1,5 +1,5 @@
-//! Runs outlive the server: killed with SIGKILL part way, or stopped with SIGTERM, a run is
-//! taken up by the next server from its journal and ends with the outputs an uninterrupted
+//! Runs outlive the server, in every store: killed with SIGKILL part way, or stopped with
+//! SIGTERM, a run is taken up by the next server from its journal and ends with the outputs an uninterrupted
 //! run gives, nothing its journal held asked again; its event stream goes on where the
 //! client left it. A run cancelled through the API stays stopped until resumed.
 
@@ -18,13 +18,15 @@ fn served(log: &Path) -> (usize, usize) {
     (all, ids.len())
 }
 
-/// The status `prosevm runs` gives run `id` in `dir`'s state directory (no server running).
-fn listed_status(dir: &Path, id: &str) -> Value {
+/// The status `prosevm runs` gives run `id` in `store` (no server running).
+fn listed_status(dir: &Path, store: &str, id: &str) -> Value {
     let (code, out, err) = support::output(support::command("prosevm").current_dir(dir).args([
         "runs",
         "--json",
         "--state-dir",
         "state",
+        "--store",
+        store,
     ]));
     assert_eq!(code, 0, "{err}");
     let rows: Vec<Value> = serde_json::from_str(&out).expect("runs");
@@ -35,70 +37,93 @@ fn listed_status(dir: &Path, id: &str) -> Value {
 }
 
 #[test]
-fn a_server_killed_mid_run_finishes_it_at_its_next_start_with_the_same_outputs() {
+fn a_server_killed_mid_run_finishes_it_at_its_next_start_with_the_same_outputs_in_every_store() {
     let dir = built("serve-kill", PROGRAM);
     let want = reference(&dir, &["topic=tides"]);
-    let log = dir.join("served.log");
-    let log_arg = log.display().to_string();
-    let server = Server::start(&dir, &["--mock-latency", "300", "--mock-log", &log_arg]);
-    let sha = server.upload(&dir);
-    let id = server.start_run(&sha, json!({"topic": "tides"}));
-    // Killed once its journal holds two answers.
-    let started = std::time::Instant::now();
-    loop {
-        let page = server.get("/v1/runs");
-        if page["runs"][0]["answered"].as_u64().is_some_and(|n| n >= 2) {
-            break;
+    for kind in support::kinds("serve_kill", &dir) {
+        let name = kind.name;
+        let log = dir.join(format!("served-{name}.log"));
+        let log_arg = log.display().to_string();
+        let server = Server::start(
+            &dir,
+            &[
+                "--store",
+                &kind.store,
+                "--mock-latency",
+                "300",
+                "--mock-log",
+                &log_arg,
+            ],
+        );
+        let sha = server.upload(&dir);
+        let id = server.start_run(&sha, json!({"topic": "tides"}));
+        // Killed once its journal holds two answers.
+        let started = std::time::Instant::now();
+        loop {
+            let page = server.get("/v1/runs");
+            if page["runs"][0]["answered"].as_u64().is_some_and(|n| n >= 2) {
+                break;
+            }
+            assert!(started.elapsed().as_secs() < 60, "{name}: {page}");
+            std::thread::sleep(std::time::Duration::from_millis(30));
         }
-        assert!(started.elapsed().as_secs() < 60, "{page}");
-        std::thread::sleep(std::time::Duration::from_millis(30));
-    }
-    let seen = {
+        let seen = {
+            let r = server
+                .request(Method::GET, &format!("/v1/runs/{id}/events"))
+                .send()
+                .expect("events");
+            events(r, |e| e.data["event"] == "binding" && e.data["name"] == "b")
+        };
+        assert_eq!(server.signal(libc::SIGKILL), None, "killed by the signal");
+        assert_eq!(listed_status(&dir, &kind.store, &id), "running", "{name}");
+
+        let server = Server::start(&dir, &["--store", &kind.store]);
+        // A lease outlives its holder for a while; here it runs out now.
+        support::expire_leases(&kind);
+        let run = server.wait_for(&id, |r| r["status"] == "finished");
+        assert_eq!(run["outputs"], want, "{name}");
+        assert!(
+            server.said().contains(&format!("taking up run {id}")),
+            "{name}: {}",
+            server.said()
+        );
+        // Only the request in flight at the kill was asked twice.
+        let (all, distinct) = served(&log);
+        assert_eq!(
+            distinct,
+            5,
+            "{name}: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(
+            all - distinct <= 1,
+            "{name}: {all} served for {distinct} requests"
+        );
+        // The stream goes on after the last event the client had, through the restart.
+        let last = seen.last().and_then(|e| e.id.clone()).expect("an id");
         let r = server
             .request(Method::GET, &format!("/v1/runs/{id}/events"))
+            .header("Last-Event-ID", last.as_str())
             .send()
             .expect("events");
-        events(r, |e| e.data["event"] == "binding" && e.data["name"] == "b")
-    };
-    assert_eq!(server.signal(libc::SIGKILL), None, "killed by the signal");
-    assert_eq!(listed_status(&dir, &id), "running");
-
-    let server = Server::start(&dir, &[]);
-    let run = server.wait_for(&id, |r| r["status"] == "finished");
-    assert_eq!(run["outputs"], want);
-    assert!(
-        server.said().contains(&format!("taking up run {id}")),
-        "{}",
-        server.said()
-    );
-    // Only the request in flight at the kill was asked twice.
-    let (all, distinct) = served(&log);
-    assert_eq!(
-        distinct,
-        5,
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    assert!(all - distinct <= 1, "{all} served for {distinct} requests");
-    // The stream goes on after the last event the client had, through the restart.
-    let last = seen.last().and_then(|e| e.id.clone()).expect("an id");
-    let r = server
-        .request(Method::GET, &format!("/v1/runs/{id}/events"))
-        .header("Last-Event-ID", last.as_str())
-        .send()
-        .expect("events");
-    let rest = events(r, |e| e.data["event"] == "end");
-    let next: usize = last.parse::<usize>().expect("number") + 1;
-    assert_eq!(rest[0].id.as_deref(), Some(next.to_string().as_str()));
-    // The new drive starts over from the program's start (replaying its journal) and ends.
-    assert!(
-        rest.iter().any(|e| e.data["event"] == "program_start"),
-        "{rest:?}"
-    );
-    assert_eq!(
-        rest.last().map(|e| &e.data["status"]),
-        Some(&Value::from("finished"))
-    );
+        let rest = events(r, |e| e.data["event"] == "end");
+        let next: usize = last.parse::<usize>().expect("number") + 1;
+        assert_eq!(
+            rest[0].id.as_deref(),
+            Some(next.to_string().as_str()),
+            "{name}"
+        );
+        // The new drive starts over from the program's start (replaying its journal) and ends.
+        assert!(
+            rest.iter().any(|e| e.data["event"] == "program_start"),
+            "{name}: {rest:?}"
+        );
+        assert_eq!(
+            rest.last().map(|e| &e.data["status"]),
+            Some(&Value::from("finished")),
+            "{name}"
+        );
+    }
 }
 
 #[test]
@@ -120,7 +145,7 @@ fn sigterm_stops_runs_for_the_next_start_and_a_cancelled_run_stays_stopped() {
     server.wait_for(&id, |r| r["live"] == true);
     std::thread::sleep(std::time::Duration::from_millis(400));
     assert_eq!(server.signal(libc::SIGTERM), Some(0));
-    assert_eq!(listed_status(&dir, &id), "interrupted");
+    assert_eq!(listed_status(&dir, "file:state", &id), "interrupted");
 
     let server = Server::start(&dir, &[]);
     let run = server.wait_for(&id, |r| r["status"] == "finished");
