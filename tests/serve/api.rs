@@ -104,6 +104,18 @@ fn an_uploaded_artifact_runs_and_its_events_and_outputs_come_over_http() {
         .send()
         .expect("POST");
     json(r, 409);
+    // A server without a token answers to loopback names only: no page of a name pointed
+    // at this machine (DNS rebinding) reaches it.
+    for host in ["evil.example", "evil.example:80"] {
+        let r = server
+            .request(Method::GET, "/v1/runs")
+            .header("host", host)
+            .send()
+            .expect("GET");
+        assert!(json(r, 403)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("localhost")));
+    }
     let r = server
         .request(Method::GET, "/v1/runs/20990101-000000-nope00")
         .send()
@@ -191,6 +203,13 @@ fn bad_uploads_unknown_artifacts_and_refused_inputs_are_4xx_with_the_reason() {
             .is_some_and(|e| e.starts_with("not a valid artifact: ")),
         "{e}"
     );
+    // A large body is read whole (up to 64 MiB) and judged by the verifier.
+    let r = server
+        .request(Method::PUT, "/v1/artifacts")
+        .body(vec![0u8; 3 << 20])
+        .send()
+        .expect("PUT");
+    json(r, 422);
     // A real artifact, cut short.
     let mut bytes = std::fs::read(dir.join("prog.pbc")).expect("artifact");
     bytes.truncate(bytes.len() / 2);

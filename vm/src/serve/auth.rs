@@ -112,6 +112,43 @@ pub fn allowed(token: Option<&Token>, headers: &HeaderMap) -> bool {
     }
 }
 
+/// Whether `host` (a request's `Host` header) names this machine's loopback address:
+/// `localhost`, `127.0.0.1` or `[::1]`, with any port.
+pub fn is_loopback_name(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The middleware of a server without a token (which listens only on a loopback address):
+/// a request must name the loopback address as its host, so that no web page can reach the
+/// server through a name of its own that it points at this machine (DNS rebinding).
+pub async fn loopback_names_only(request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| request.uri().host())
+        .unwrap_or("");
+    if is_loopback_name(host) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::FORBIDDEN,
+        axum::Json(super::api::ErrorBody {
+            error: format!(
+                "this server answers to localhost, 127.0.0.1 and [::1] only, not {host:?} (a server with --token-file answers to any name)"
+            ),
+        }),
+    )
+        .into_response()
+}
+
 /// The middleware guarding `/v1`: 401 without the token.
 pub async fn guard(
     State(token): State<Option<Arc<Token>>>,
@@ -135,6 +172,30 @@ pub async fn guard(
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn loopback_names_are_told_from_others() {
+        for host in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:9",
+            "[::1]:80",
+            "[::1]",
+            "LOCALHOST",
+        ] {
+            assert!(is_loopback_name(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:8080",
+            "10.0.0.1:80",
+            "",
+            "localhost.evil:80",
+            "[::2]:80",
+        ] {
+            assert!(!is_loopback_name(host), "{host}");
+        }
+    }
 
     #[test]
     fn only_the_token_passes_by_header_or_cookie() {

@@ -64,6 +64,9 @@ pub struct Options {
     pub max_requests: usize,
 }
 
+/// The largest request body taken (an artifact with its bundled skills): 64 MiB.
+const MAX_BODY: usize = 64 << 20;
+
 /// The file in the server's directory naming the runs a shutdown interrupted.
 const RESUME_FILE: &str = "resume-on-start";
 
@@ -123,14 +126,19 @@ pub async fn serve(
     ));
     let front = axum::Router::new()
         .route("/", get(page::show))
-        .with_state(token);
-    let router = v1
+        .with_state(token.clone());
+    let open = token.is_none();
+    let mut router = v1
         .route("/healthz", get(api::healthz))
         .with_state(app)
         .merge(front)
-        .layer(tower::limit::ConcurrencyLimitLayer::new(
-            max_requests.max(1),
-        ));
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY));
+    if open {
+        router = router.layer(axum::middleware::from_fn(auth::loopback_names_only));
+    }
+    let router = router.layer(tower::limit::ConcurrencyLimitLayer::new(
+        max_requests.max(1),
+    ));
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.wait().await;
