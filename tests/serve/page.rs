@@ -1,7 +1,8 @@
 //! The web page in a real headless Chromium: opened once with `?token=`, it keeps the token
 //! in a cookie scripts cannot read and lists the runs; a run's view follows it live (its
-//! report's cards appear as the run asks, without a reload), answers the input a run waits
-//! for through its form, and cancels and resumes; and nothing goes to the console.
+//! report's cards appear as the run asks, without a reload), shows parallel branches side by
+//! side, answers the input a run waits for through its form, and cancels and resumes; and
+//! nothing goes to the console.
 
 use super::browser::{chromium, Browser};
 use super::{built, client, Server, PROGRAM};
@@ -11,6 +12,15 @@ const ASKS: &str = "let draft = session \"Draft a note\"
 input audience: \"Who reads it\"
 output r = session \"Rewrite for {audience}\"
   context: draft
+";
+
+/// Three sessions at once, then one joining them.
+const FANOUT: &str = "parallel:
+  a = session \"One\"
+  b = session \"Two\"
+  c = session \"Three\"
+output r = session \"Join\"
+  context: { a, b, c }
 ";
 
 /// The run view's status and how many request cards its report shows.
@@ -103,6 +113,42 @@ fn the_page_lists_runs_and_follows_answers_and_steers_a_live_run_without_console
     if let Some(path) = std::env::var_os("PROSE_SCREENSHOT") {
         std::fs::write(path, &shot).expect("screenshot");
     }
+
+    // Parallel branches side by side: a lane each, their sessions on one row.
+    let fanout = built("serve-page-fanout", FANOUT);
+    let bytes = std::fs::read(fanout.join("prog.pbc")).expect("artifact");
+    let r = server
+        .request(reqwest::Method::PUT, "/v1/artifacts")
+        .body(bytes)
+        .send()
+        .expect("PUT");
+    let fanout_sha = super::json(r, 201)["sha256"]
+        .as_str()
+        .expect("sha")
+        .to_string();
+    let parallel = server.start_run(&fanout_sha, json!({}));
+    b.eval(&format!("location.hash = '#/runs/{parallel}'; true"));
+    b.wait_until(
+        &format!(
+            "{} && document.getElementById('report').dataset.cards === '4'",
+            status_is("finished")
+        ),
+        PROGRESS,
+    );
+    let places = b.eval(
+        "Array.prototype.map.call(document.querySelectorAll('#report .card.k-session'), function (c) { return [c.style.gridColumnStart, c.style.gridRowStart]; })",
+    );
+    let places = places.as_array().expect("cards").clone();
+    assert_eq!(places.len(), 4, "{places:?}");
+    let branches: Vec<&Value> = places.iter().take(3).collect();
+    let mut columns: Vec<String> = branches.iter().map(|p| p[0].to_string()).collect();
+    columns.sort();
+    columns.dedup();
+    assert_eq!(columns.len(), 3, "the branches share a lane: {places:?}");
+    assert!(
+        branches.iter().all(|p| p[1] == branches[0][1]),
+        "the branches are not side by side: {places:?}"
+    );
 
     // A run waiting for a person: its form takes the answer, and the run goes on.
     let bytes = std::fs::read(dir.join("asks.pbc")).expect("artifact");
