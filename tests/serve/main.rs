@@ -14,6 +14,7 @@ mod browser;
 mod durable;
 mod limits;
 mod page;
+mod queue;
 mod schedules;
 mod waiting;
 

@@ -163,6 +163,11 @@ enum Command {
         /// HTTP requests handled at once; more wait.
         #[arg(long, default_value_t = 64)]
         max_requests: usize,
+        /// With a Postgres store, also work its queue like `prosevm worker`: claim runs
+        /// submitted there and runs whose worker died (up to --max-runs of them at once), and
+        /// follow them like the server's own.
+        #[arg(long)]
+        worker: bool,
         #[command(flatten)]
         opts: RunArgs,
     },
@@ -360,6 +365,7 @@ fn main() -> ExitCode {
             trust,
             max_runs,
             max_requests,
+            worker,
             mut opts,
         } => {
             opts.program_dir = PathBuf::from(".");
@@ -371,6 +377,7 @@ fn main() -> ExitCode {
                     trust,
                     max_runs,
                     max_requests,
+                    worker,
                 },
                 &opts,
             )

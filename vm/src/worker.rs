@@ -42,6 +42,36 @@ pub struct WorkerOptions {
     /// without them a worker does only the store's work (persistent agents' memory files
     /// are written either way).
     pub views: bool,
+    /// Who follows the runs it drives (a server: their events, their stops); none for a
+    /// plain worker.
+    pub follower: Option<Arc<dyn Follower>>,
+}
+
+/// Who follows the runs a worker drives.
+pub trait Follower: Send + Sync {
+    /// `run` is about to be driven: what sees its events.
+    fn follow(&self, run: &Run) -> Box<dyn Following>;
+}
+
+/// The following of one run: sees its events, then how its drive ended.
+pub trait Following: prose_runtime::runner::Observer {
+    /// The drive ended: `status` is how the run stands, `error` why it stopped, if it did.
+    fn ended(self: Box<Self>, status: prose_runtime::record::RunStatus, error: Option<&str>);
+}
+
+/// A following as an observer the run lifecycle can take.
+struct Follows<'a>(&'a mut dyn Following);
+
+impl prose_runtime::runner::Observer for Follows<'_> {
+    fn event(&mut self, e: &prose_machine::trace::Event) {
+        self.0.event(e)
+    }
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        self.0.wants_snapshot(idle)
+    }
+    fn snapshot(&mut self, s: &prose_machine::snapshot::Snapshot) {
+        self.0.snapshot(s)
+    }
 }
 
 impl Default for WorkerOptions {
@@ -54,6 +84,7 @@ impl Default for WorkerOptions {
             place: Place::default(),
             exit_when_idle: false,
             views: true,
+            follower: None,
         }
     }
 }
@@ -291,17 +322,35 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
         Ok(d) => d,
         Err(e) => return give_up_run(run, e).await,
     };
-    match run
-        .drive(driver, &mut |_: &prose_machine::trace::Event| {})
-        .await
-    {
+    let mut following = opts.follower.as_ref().map(|f| f.follow(&run));
+    let driven = match following.as_deref_mut() {
+        Some(f) => run.drive(driver, &mut Follows(f)).await,
+        None => {
+            run.drive(driver, &mut |_: &prose_machine::trace::Event| {})
+                .await
+        }
+    };
+    let ended = match driven {
         Ok(Ok(_)) => Ended::Finished,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E216 => Ended::Requeued,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E217 => Ended::Paused,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E219 => Ended::Waiting,
         Ok(Err(e)) => Ended::Failed(e.to_string()),
         Err(e) => Ended::Lost(e.to_string()),
+    };
+    if let Some(f) = following {
+        use prose_runtime::record::RunStatus;
+        let (status, error) = match &ended {
+            Ended::Finished => (RunStatus::Finished, None),
+            Ended::Requeued => (RunStatus::Interrupted, None),
+            Ended::Paused => (RunStatus::Paused, None),
+            Ended::Waiting => (RunStatus::Waiting, None),
+            Ended::Failed(e) => (RunStatus::Failed, Some(e.as_str())),
+            Ended::Lost(e) => (RunStatus::Running, Some(e.as_str())),
+        };
+        f.ended(status, error);
     }
+    ended
 }
 
 /// Records that the run `held` holds, whose record was `record`, cannot be run here and why

@@ -26,6 +26,8 @@ pub struct ServeArgs {
     pub max_runs: usize,
     /// HTTP requests handled at once.
     pub max_requests: usize,
+    /// Also work the Postgres store's queue.
+    pub worker: bool,
 }
 
 /// The address `listen` names.
@@ -93,6 +95,25 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
         Ok(s) => Arc::<dyn prose_store::Store>::from(s),
         Err(code) => return code,
     };
+    let queue = match (&args.store, args.worker) {
+        (_, false) => None,
+        (Some(url), true) if prose_store::pg::is_url(url) => {
+            let root = prose_store::state_root(opts.state_dir.as_deref());
+            match rt.block_on(prosevm::worker::connect(url, args.max_runs)) {
+                Ok(pg) => Some(serve::QueueWork {
+                    store: pg.with_views(root.join("pg")),
+                    concurrency: args.max_runs,
+                }),
+                Err(e) => return fail(e, 2),
+            }
+        }
+        _ => {
+            return fail(
+                "--worker works the queue of a Postgres store: give --store postgres://…",
+                2,
+            )
+        }
+    };
     let listener = match rt.block_on(tokio::net::TcpListener::bind(addr)) {
         Ok(l) => l,
         Err(e) => return fail(format!("cannot listen on {addr}: {e}"), 2),
@@ -119,6 +140,7 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
             trust,
             max_runs: args.max_runs,
             max_requests: args.max_requests,
+            queue,
         },
         shutdown,
     ));

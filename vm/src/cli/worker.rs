@@ -110,6 +110,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
         },
         exit_when_idle: args.exit_when_idle,
         views: !args.no_views,
+        follower: None,
     };
     let id = WorkerId::new();
     let shutdown = Stop::default();

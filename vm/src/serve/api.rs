@@ -624,6 +624,12 @@ async fn cancel_run(
             ),
         ));
     };
+    if live.queued {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run {id} was claimed from the Postgres store's queue: stopped, it would be queued again for any worker, so it is not cancelled here"),
+        ));
+    }
     live.stop.ask();
     Ok((
         StatusCode::ACCEPTED,

@@ -46,6 +46,9 @@ pub struct Live {
     pub stop: Stop,
     /// Its event log.
     pub log: Arc<EventLog>,
+    /// It was claimed from the Postgres store's queue by the server's worker: stopped, it
+    /// would be queued again for any worker, so it is not cancelled here.
+    pub queued: bool,
 }
 
 /// The runs driven now, by id.
@@ -173,6 +176,14 @@ impl Conductor {
                 lock(&self.watched).remove(id);
             }
         }
+    }
+
+    /// The follower of the runs the server's worker claims from the Postgres store's
+    /// queue: they are live here, with event logs, like the runs the conductor drives.
+    pub fn follower(&self) -> Arc<dyn crate::worker::Follower> {
+        Arc::new(QueueFollower {
+            live: self.live.clone(),
+        })
     }
 
     /// The run `id` if it is driven now.
@@ -316,6 +327,7 @@ async fn launch(
     let entry = Live {
         stop: run.stop_handle(),
         log,
+        queued: false,
     };
     lock(live).insert(id.clone(), entry.clone());
     lock(watched).remove(&id);
@@ -356,4 +368,67 @@ async fn drive(setup: &Setup, run: Run, driver: Arc<AnyDriver>, live: &Live) -> 
     };
     writer.ended(status, error.as_deref());
     status
+}
+
+/// Follows the runs the server's worker drives.
+struct QueueFollower {
+    live: LiveRuns,
+}
+
+impl crate::worker::Follower for QueueFollower {
+    fn follow(&self, run: &Run) -> Box<dyn crate::worker::Following> {
+        let id = run.id().to_string();
+        let log = match EventLog::open(run.path()) {
+            Ok(log) => Arc::new(log),
+            Err(e) => {
+                eprintln!("prosevm serve: run {id}: its event log: {e}; it is not followed");
+                return Box::new(Unfollowed);
+            }
+        };
+        lock(&self.live).insert(
+            id.clone(),
+            Live {
+                stop: run.stop_handle(),
+                log: log.clone(),
+                queued: true,
+            },
+        );
+        Box::new(Followed {
+            writer: Writer::new(&id, log),
+            live: self.live.clone(),
+            id,
+        })
+    }
+}
+
+/// A run of the queue followed: its events go to its log.
+struct Followed {
+    writer: Writer,
+    live: LiveRuns,
+    id: String,
+}
+
+impl prose_runtime::runner::Observer for Followed {
+    fn event(&mut self, e: &prose_machine::trace::Event) {
+        self.writer.event(e);
+    }
+}
+
+impl crate::worker::Following for Followed {
+    fn ended(self: Box<Self>, status: RunStatus, error: Option<&str>) {
+        let Followed { writer, live, id } = *self;
+        writer.ended(status, error);
+        lock(&live).remove(&id);
+    }
+}
+
+/// A run of the queue whose log could not be opened.
+struct Unfollowed;
+
+impl prose_runtime::runner::Observer for Unfollowed {
+    fn event(&mut self, _: &prose_machine::trace::Event) {}
+}
+
+impl crate::worker::Following for Unfollowed {
+    fn ended(self: Box<Self>, _: RunStatus, _: Option<&str>) {}
 }

@@ -16,6 +16,10 @@
 //! POST /v1/schedules            {"cron","artifact","inputs"}: runs on time ([`schedules`])
 //! ```
 //!
+//! With a Postgres store and a [`QueueWork`], the server also works the store's queue with
+//! the library's worker ([`crate::worker`]), which tells the conductor's table of the runs it
+//! claims, so their events and status are served like the server's own.
+//!
 //! A mid-program input no one can give (a server asks no terminal) makes the run wait:
 //! status `waiting`, durable like any other. An answer through the API, or `prosevm answer`
 //! on the store, lets it go on; the server takes up its waiting runs once answered.
@@ -62,6 +66,17 @@ pub struct Options {
     pub max_runs: usize,
     /// HTTP requests handled at once.
     pub max_requests: usize,
+    /// The Postgres store's queue, when the server also works it like `prosevm worker`.
+    pub queue: Option<QueueWork>,
+}
+
+/// The server as a worker of the Postgres store's queue: it claims runs submitted there
+/// (`prosevm submit`) and runs whose worker died, and follows them like its own.
+pub struct QueueWork {
+    /// The store, its views under the state directory's `pg/`.
+    pub store: prose_store::pg::PgStore,
+    /// Runs claimed at once.
+    pub concurrency: usize,
 }
 
 /// The largest request body taken (an artifact with its bundled skills): 64 MiB.
@@ -88,6 +103,7 @@ pub async fn serve(
         trust,
         max_runs,
         max_requests,
+        queue,
     } = opts;
     std::fs::create_dir_all(&dir)?;
     // Absolute: runs record their artifact's path, by which the server knows its own.
@@ -101,7 +117,7 @@ pub async fn serve(
             store: store.clone(),
             driver,
             options,
-            place,
+            place: place.clone(),
             runs: Arc::new(tokio::sync::Semaphore::new(max_runs.max(1))),
             resume_file: dir.join(RESUME_FILE),
         },
@@ -139,10 +155,20 @@ pub async fn serve(
     let router = router.layer(tower::limit::ConcurrencyLimitLayer::new(
         max_requests.max(1),
     ));
+    let queue = match queue {
+        Some(q) => Some(work_queue(q, place, conductor.follower())?),
+        None => None,
+    };
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.wait().await;
+            if let Some((stop, _)) = &queue {
+                stop.ask();
+            }
             conductor.shutdown().await;
+            if let Some((_, stopped)) = queue {
+                let _ = stopped.await;
+            }
         })
         .await;
     watching.abort();
@@ -281,4 +307,45 @@ async fn fire_schedules(app: Shared) {
             }
         }
     }
+}
+
+/// Works the Postgres store's queue on a thread of its own (a worker drives its runs on one
+/// thread, as the conductor does), its runs followed by `follower`; returns what stops it
+/// (its runs are then queued again) and what says it has stopped.
+fn work_queue(
+    q: QueueWork,
+    place: Place,
+    follower: Arc<dyn crate::worker::Follower>,
+) -> std::io::Result<(Stop, tokio::sync::oneshot::Receiver<()>)> {
+    use crate::worker::{self, Ended, WorkerEvent, WorkerOptions};
+    let opts = WorkerOptions {
+        concurrency: q.concurrency.max(1),
+        workdir: std::env::current_dir()?,
+        place,
+        follower: Some(follower),
+        ..WorkerOptions::default()
+    };
+    let stop = Stop::default();
+    let stopping = stop.clone();
+    let (done, stopped) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::Builder::new()
+        .name("prosevm-queue".into())
+        .spawn(move || {
+            let id = prose_store::pg::lease::WorkerId::new();
+            let log = |e: &WorkerEvent| match e {
+                WorkerEvent::Claimed { run, .. } => {
+                    eprintln!("prosevm serve: claimed run {run} from the queue")
+                }
+                WorkerEvent::Ended { run, how } => match how {
+                    Ended::Requeued => eprintln!("prosevm serve: run {run} queued again"),
+                    Ended::Lost(e) => eprintln!("prosevm serve: run {run} let go: {e}"),
+                    _ => {}
+                },
+                WorkerEvent::Trouble(t) => eprintln!("prosevm serve: the queue: {t}"),
+            };
+            runtime.block_on(worker::work(&q.store, &id, &opts, &stopping, &log));
+            let _ = done.send(());
+        })?;
+    Ok((stop, stopped))
 }
