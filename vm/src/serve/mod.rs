@@ -48,7 +48,8 @@ use std::sync::Arc;
 pub struct Options {
     /// Where runs are kept.
     pub store: Arc<dyn Store>,
-    /// The server's own directory: its artifacts, and the runs to resume at start.
+    /// The server's own directory: its artifacts, its schedules, and the runs to resume at
+    /// start.
     pub dir: PathBuf,
     /// The driver every run is answered by, with the server's credentials.
     pub driver: DriverSettings,
