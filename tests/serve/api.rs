@@ -301,6 +301,20 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
     ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("without a token"), "{err}");
+    // Inputs come with each run, and no host sits on a server's stdin.
+    for (flags, says) in [
+        (["--input", "topic=x"], "takes no inputs"),
+        (["--driver", "stdio"], "no host on its stdin"),
+    ] {
+        let (code, _, err) = support::output(
+            support::command("prosevm")
+                .current_dir(&dir)
+                .args(["serve", "--listen", "127.0.0.1:0"])
+                .args(flags),
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
     // An empty token file is no token.
     std::fs::write(dir.join("empty"), "\n").expect("file");
     let (code, _, err) = support::output(support::command("prosevm").current_dir(&dir).args([

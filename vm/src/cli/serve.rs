@@ -80,6 +80,15 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
         (Ok(d), Ok(p), Ok(o)) => (d, p, o),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, 2),
     };
+    if matches!(
+        driver,
+        prose_runtime::driver::settings::DriverSettings::Stdio { .. }
+    ) {
+        return fail(
+            "serve cannot use --driver stdio: a server has no host on its stdin (use a provider, the command driver or the mock)",
+            2,
+        );
+    }
     // A server asks no terminal: questions for people wait for an answer through the API.
     place.people = People::Nobody;
     let rt = match runtime() {
