@@ -393,3 +393,69 @@ fn a_run_killed_part_way_resumes_to_the_same_outputs_in_every_store() {
         );
     }
 }
+
+/// A mid-program input after two sessions.
+const ASKS: &str = "let a = session \"Draft\"
+input audience: \"Who reads it\"
+output r = session \"Rewrite for {audience}\"
+  context: a
+";
+
+#[test]
+fn a_waiting_run_is_answered_and_goes_on_in_every_store() {
+    let dir = setup("stores-waiting");
+    std::fs::write(dir.join("asks.prose"), ASKS).expect("program");
+    for kind in kinds("cli_waiting", &dir) {
+        let name = kind.name;
+        let (code, _, err) = support::output(prosevm(&dir).args([
+            "run",
+            "asks.prose",
+            "--store",
+            &kind.store,
+            "--trace",
+            "quiet",
+        ]));
+        assert_eq!(code, 3, "{name}: {err}");
+        let row = wait_for_run(&dir, &kind, |r| r["status"] == "waiting");
+        let id = row["id"].as_str().expect("id").to_string();
+        assert_eq!(
+            (&row["answered"], &row["live"]),
+            (&Value::from(1), &Value::from(false)),
+            "{name}"
+        );
+        let (code, _, err) = support::output(prosevm(&dir).args([
+            "answer",
+            &id,
+            "audience=sailors",
+            "--store",
+            &kind.store,
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        // Still waiting until resumed, and its record holds the answer.
+        let (code, out, err) =
+            support::output(prosevm(&dir).args(["inspect", &id, "--json", "--store", &kind.store]));
+        assert_eq!(code, 0, "{name}: {err}");
+        let view: Value = serde_json::from_str(&out).expect("inspect");
+        assert_eq!(view["status"], "waiting", "{name}: {view}");
+        assert_eq!(view["inputs"]["audience"], "sailors", "{name}");
+        let (code, out, err) = support::output(prosevm(&dir).args([
+            "resume",
+            &id,
+            "--store",
+            &kind.store,
+            "--trace",
+            "quiet",
+            "--output",
+            "json",
+        ]));
+        assert_eq!(code, 0, "{name}: {err}");
+        let outputs: Value = serde_json::from_str(&out).expect("outputs");
+        assert_eq!(outputs["r"], "[mock] Rewrite for sailors", "{name}");
+        let row = wait_for_run(&dir, &kind, |r| r["id"] == id.as_str());
+        assert_eq!(
+            (&row["status"], &row["answered"]),
+            (&Value::from("finished"), &Value::from(2)),
+            "{name}"
+        );
+    }
+}

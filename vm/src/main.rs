@@ -6,7 +6,7 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use cli::args::{parse_listed_status, RunArgs};
-use cli::{build, exec, memo, runs, worker};
+use cli::{build, exec, memo, runs, serve, worker};
 use prose_runtime::record::RunStatus;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -156,6 +156,41 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Serve shipped workflows over HTTP: upload artifacts, start runs with this server's
+    /// driver, follow their events, answer them, and a web page at `/` (see the README's "Run
+    /// as a service"). Runs live in the store; SIGTERM stops them, to be taken up at the next
+    /// start, as are runs a crash left unfinished. `--max-concurrency` counts the requests in
+    /// flight over all the runs it drives.
+    Serve {
+        /// The address to listen on, HOST:PORT (a non-loopback one needs --token-file).
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: String,
+        /// The store keeping the runs: a directory (or file:DIR), sqlite:PATH, or a
+        /// postgres:// URL (default: the file store under --state-dir).
+        #[arg(
+            long,
+            env = "PROSE_STORE",
+            hide_env_values = true,
+            value_name = "STORE"
+        )]
+        store: Option<String>,
+        /// A file holding the token every API request must bear (Authorization: Bearer).
+        #[arg(long, value_name = "FILE")]
+        token_file: Option<PathBuf>,
+        /// Runs driven at once; more wait their turn (started and durable).
+        #[arg(long, default_value_t = 4)]
+        max_runs: usize,
+        /// HTTP requests handled at once; more wait.
+        #[arg(long, default_value_t = 64)]
+        max_requests: usize,
+        /// With a Postgres store, also work its queue like `prosevm worker`: claim runs
+        /// submitted there and runs whose worker died (up to --max-runs of them at once), and
+        /// follow them like the server's own.
+        #[arg(long)]
+        worker: bool,
+        #[command(flatten)]
+        opts: RunArgs,
+    },
     /// Continue an interrupted run (by id or path) without asking anything twice.
     Resume {
         /// The run's id or directory.
@@ -216,6 +251,17 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         width: usize,
     },
+    /// Give a waiting run the mid-program inputs no one could give when it asked (it then
+    /// goes on under `prosevm serve`, or with `prosevm resume`).
+    Answer {
+        /// The run's id or directory.
+        run: String,
+        /// The answer, NAME=VALUE (one or more).
+        #[arg(required = true, value_name = "NAME=VALUE")]
+        answers: Vec<String>,
+        #[command(flatten)]
+        at: runs::At,
+    },
     /// List runs: id, program, status, start time, answers journaled; or prune them.
     Runs {
         /// Where runs live (default: `.prose` in the working directory).
@@ -235,8 +281,8 @@ enum Command {
         /// running it now).
         #[arg(long)]
         json: bool,
-        /// Only runs with this status: running, interrupted, paused, finished or failed, and
-        /// on the Postgres store queued (repeatable).
+        /// Only runs with this status: running, interrupted, paused, waiting, finished or
+        /// failed, and on the Postgres store queued (repeatable).
         #[arg(long = "status", value_name = "STATUS", value_parser = parse_listed_status)]
         statuses: Vec<String>,
         #[command(subcommand)]
@@ -421,6 +467,28 @@ fn main() -> ExitCode {
             }
             Err((e, status)) => cli::fail(e, status),
         },
+        Command::Serve {
+            listen,
+            store,
+            token_file,
+            max_runs,
+            max_requests,
+            worker,
+            mut opts,
+        } => {
+            opts.program_dir = PathBuf::from(".");
+            serve::serve(
+                serve::ServeArgs {
+                    listen,
+                    store,
+                    token_file,
+                    max_runs,
+                    max_requests,
+                    worker,
+                },
+                &opts,
+            )
+        }
         Command::Resume {
             run,
             store,
@@ -476,6 +544,7 @@ fn main() -> ExitCode {
             clear,
             json,
         } => memo::memo(store.as_deref(), state_dir.as_deref(), clear, json),
+        Command::Answer { run, answers, at } => runs::answer(&at, &run, &answers),
         Command::Report { run, at, output } => runs::report(&at, &run, output.as_deref()),
         Command::Inspect {
             run,

@@ -9,8 +9,6 @@
 //! another worker is claiming, and every write is fenced by the claim's epoch.
 
 use crate::run::{Place, Resuming, Run, RunError};
-use prose_runtime::driver::Driver;
-use prose_runtime::memo::Memoised;
 use prose_runtime::record::{RunFailure, RunRecord, RunStatus};
 use prose_runtime::runner::Stop;
 use prose_store::pg::lease::{self, Claim, Epoch, WorkerId};
@@ -44,6 +42,36 @@ pub struct WorkerOptions {
     /// without them a worker does only the store's work (persistent agents' memory files
     /// are written either way).
     pub views: bool,
+    /// Who follows the runs it drives (a server: their events, their stops); none for a
+    /// plain worker.
+    pub follower: Option<Arc<dyn Follower>>,
+}
+
+/// Who follows the runs a worker drives.
+pub trait Follower: Send + Sync {
+    /// `run` is about to be driven: what sees its events.
+    fn follow(&self, run: &Run) -> Box<dyn Following>;
+}
+
+/// The following of one run: sees its events, then how its drive ended.
+pub trait Following: prose_runtime::runner::Observer {
+    /// The drive ended: `status` is how the run stands, `error` why it stopped, if it did.
+    fn ended(self: Box<Self>, status: prose_runtime::record::RunStatus, error: Option<&str>);
+}
+
+/// A following as an observer the run lifecycle can take.
+struct Follows<'a>(&'a mut dyn Following);
+
+impl prose_runtime::runner::Observer for Follows<'_> {
+    fn event(&mut self, e: &prose_machine::trace::Event) {
+        self.0.event(e)
+    }
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        self.0.wants_snapshot(idle)
+    }
+    fn snapshot(&mut self, s: &prose_machine::snapshot::Snapshot) {
+        self.0.snapshot(s)
+    }
 }
 
 impl Default for WorkerOptions {
@@ -56,6 +84,7 @@ impl Default for WorkerOptions {
             place: Place::default(),
             exit_when_idle: false,
             views: true,
+            follower: None,
         }
     }
 }
@@ -69,6 +98,8 @@ pub enum Ended {
     Failed(String),
     /// It paused at its budget (recorded, resumable with a larger one).
     Paused,
+    /// It waits for inputs no one could give (recorded; resumable once answered).
+    Waiting,
     /// The worker stopped it: it is queued again.
     Requeued,
     /// Its claim was lost, or the store failed: nothing more was recorded by this worker.
@@ -101,7 +132,7 @@ pub enum WorkerEvent {
 pub struct WorkerReport {
     /// Runs finished.
     pub finished: usize,
-    /// Runs that failed or paused.
+    /// Runs that failed, paused, or wait for an input.
     pub failed: usize,
     /// Runs stopped and queued again.
     pub requeued: usize,
@@ -157,7 +188,7 @@ async fn work_here(
     let limit = opts.concurrency.max(1);
     let count = |how: &Ended, report: &mut WorkerReport| match how {
         Ended::Finished => report.finished += 1,
-        Ended::Failed(_) | Ended::Paused => report.failed += 1,
+        Ended::Failed(_) | Ended::Paused | Ended::Waiting => report.failed += 1,
         Ended::Requeued => report.requeued += 1,
         Ended::Lost(_) => report.lost += 1,
     };
@@ -287,31 +318,40 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
             }
         }
     };
-    let memo = run
-        .record()
-        .options
-        .memo
-        .then(|| prose_store::Store::memo(&claim.store));
-    let driver = match run.record().driver.connect() {
-        Ok(d) => Arc::new(Memoised::new(d, memo)),
+    let memo = crate::run::memo_for(&claim.store, run.record().options.memo);
+    let driver = match crate::run::connect(&run.record().driver, run.artifact(), memo).await {
+        Ok(d) => d,
         Err(e) => return give_up_run(run, e).await,
     };
-    if let Err(e) = driver
-        .check_models(&crate::run::models_named(run.artifact()))
-        .await
-    {
-        return give_up_run(run, e).await;
-    }
-    match run
-        .drive(driver, &mut |_: &prose_machine::trace::Event| {})
-        .await
-    {
+    let mut following = opts.follower.as_ref().map(|f| f.follow(&run));
+    let driven = match following.as_deref_mut() {
+        Some(f) => run.drive(driver, &mut Follows(f)).await,
+        None => {
+            run.drive(driver, &mut |_: &prose_machine::trace::Event| {})
+                .await
+        }
+    };
+    let ended = match driven {
         Ok(Ok(_)) => Ended::Finished,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E216 => Ended::Requeued,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E217 => Ended::Paused,
+        Ok(Err(e)) if e.code == bytecode_spec::Code::E220 => Ended::Waiting,
         Ok(Err(e)) => Ended::Failed(e.to_string()),
         Err(e) => Ended::Lost(e.to_string()),
+    };
+    if let Some(f) = following {
+        use prose_runtime::record::RunStatus;
+        let (status, error) = match &ended {
+            Ended::Finished => (RunStatus::Finished, None),
+            Ended::Requeued => (RunStatus::Interrupted, None),
+            Ended::Paused => (RunStatus::Paused, None),
+            Ended::Waiting => (RunStatus::Waiting, None),
+            Ended::Failed(e) => (RunStatus::Failed, Some(e.as_str())),
+            Ended::Lost(e) => (RunStatus::Running, Some(e.as_str())),
+        };
+        f.ended(status, error);
     }
+    ended
 }
 
 /// Records that the run `held` holds, whose record was `record`, cannot be run here and why

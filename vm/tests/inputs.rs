@@ -1,7 +1,7 @@
 //! Inputs come from people: `--input NAME=VALUE` for any input (top-level or mid-program), a
-//! host, or the terminal; with none of these, a clear error that names the input, never a
-//! model's guess. `resume --input` gives a resumed run what it still needs; an unknown name
-//! is an error with the closest declared name.
+//! host, or the terminal; with none of these, the run waits (status `waiting`, naming the
+//! input), never taking a model's guess. `prosevm answer` or `resume --input` gives it what
+//! it needs; an unknown name is an error with the closest declared name.
 
 mod support;
 
@@ -43,7 +43,7 @@ fn a_mid_program_input_given_on_the_command_line_is_never_asked() {
 }
 
 #[test]
-fn an_input_with_no_one_to_ask_is_a_clear_error_and_never_goes_to_the_model() {
+fn an_input_with_no_one_to_ask_makes_the_run_wait_and_never_goes_to_the_model() {
     let dir = support::scratch("inputs-missing");
     std::fs::write(dir.join("prog.prose"), ASKS).expect("program");
     let (url, seen) = provider(vec![ok("a draft")]);
@@ -59,35 +59,56 @@ fn an_input_with_no_one_to_ask_is_a_clear_error_and_never_goes_to_the_model() {
                 "quiet",
             ]),
     );
-    assert_eq!(code, 1);
+    assert_eq!(code, 3, "{err}");
     assert!(err.contains("input `audience`"), "{err}");
-    assert!(err.contains("--input audience=VALUE"), "{err}");
+    assert!(err.contains("NAME=VALUE"), "{err}");
     assert_eq!(
         seen.lock().expect("seen").len(),
         1,
         "only the first session"
     );
-    // The run is resumable: `resume --input` gives what it still needs, and the answered
-    // session is not asked again.
     let run = std::fs::read_dir(dir.join(".prose/runs"))
         .expect("runs")
         .flatten()
         .find(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .expect("the run");
     let id = run.file_name().to_string_lossy().into_owned();
-    let (url2, seen2) = provider(vec![ok("for sailors")]);
-    let (code, out, err) = support::output(
-        vm(&dir)
-            .args([
-                "resume",
-                &id,
-                "--input",
-                "audience=sailors",
-                "--trace",
-                "quiet",
-            ])
-            .args(["--driver", "openai", "--model", "m", "--base-url", &url2]),
+    // The run waits, saying for what.
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.path().join("run.json")).expect("run.json"),
+    )
+    .expect("JSON");
+    assert_eq!(record["status"], "waiting");
+    assert_eq!(record["waiting"][0]["name"], "audience");
+    assert_eq!(record["waiting"][0]["question"], "Who reads it");
+    assert_eq!(record["error"]["code"], "E220");
+    // Only what it waits for is answered.
+    let (code, _, err) = support::output(vm(&dir).args(["answer", &id, "topic=reefs"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("does not wait for `topic`; it waits for `audience`"),
+        "{err}"
     );
+    let (code, _, err) = support::output(vm(&dir).args(["answer", &id, "audience"]));
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = support::output(vm(&dir).args(["answer", &id, "audience=sailors"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("has its answers"), "{err}");
+    assert!(err.contains(&format!("prosevm resume {id}")), "{err}");
+    // Answered once: a second answer finds nothing waiting.
+    let (code, _, err) = support::output(vm(&dir).args(["answer", &id, "audience=pilots"]));
+    assert_eq!(code, 1, "{err}");
+    // The resumed run goes on with the answer; the answered session is not asked again.
+    let (url2, seen2) = provider(vec![ok("for sailors")]);
+    let (code, out, err) =
+        support::output(vm(&dir).args(["resume", &id, "--trace", "quiet"]).args([
+            "--driver",
+            "openai",
+            "--model",
+            "m",
+            "--base-url",
+            &url2,
+        ]));
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "r: for sailors\n");
     let seen2 = seen2.lock().expect("seen");
@@ -95,6 +116,39 @@ fn an_input_with_no_one_to_ask_is_a_clear_error_and_never_goes_to_the_model() {
     assert!(seen2[0].body["messages"][1]["content"]
         .as_str()
         .is_some_and(|c| c.contains("Rewrite for sailors") && c.contains("a draft")));
+}
+
+#[test]
+fn a_waiting_run_also_takes_what_it_needs_on_resume() {
+    let dir = support::scratch("inputs-resume");
+    std::fs::write(dir.join("prog.prose"), ASKS).expect("program");
+    let (code, _, err) = support::output(vm(&dir).args([
+        "run",
+        "prog.prose",
+        "--input",
+        "topic=tides",
+        "--trace",
+        "quiet",
+    ]));
+    assert_eq!(code, 3, "{err}");
+    let (code, out, _) = support::output(vm(&dir).args(["runs", "--status", "waiting"]));
+    assert_eq!((code, out.lines().count()), (0, 2), "{out}");
+    let id = out
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split_whitespace().next())
+        .expect("id")
+        .to_string();
+    let (code, out, err) = support::output(vm(&dir).args([
+        "resume",
+        &id,
+        "--input",
+        "audience=sailors",
+        "--trace",
+        "quiet",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: [mock] Rewrite for sailors\n");
 }
 
 #[test]

@@ -229,6 +229,16 @@ pub enum Event {
         /// Why the previous attempt failed.
         error: String,
     },
+    /// A mid-program input no one can give now: the run goes on with what does not need it,
+    /// then stops, waiting, until someone answers (`prosevm answer`, the server's API).
+    Waiting {
+        /// The request.
+        id: RequestId,
+        /// The input's name.
+        name: String,
+        /// Its question.
+        question: String,
+    },
     /// A request failed for good.
     RequestFailed {
         /// The request.
@@ -353,6 +363,9 @@ impl Event {
             },
             Event::LoopExit { iterations, reason } => {
                 format!("[Loop] Loop exited after {iterations} iteration(s): {reason}")
+            }
+            Event::Waiting { name, question, .. } => {
+                format!("[Input] Waiting for `{name}`: {}", short(question))
             }
             Event::TryEnter => "[Try] Entering try block".into(),
             Event::Catch { message } => format!("[Try] Caught: {}", short(message)),

@@ -1,10 +1,10 @@
 //! Who answers the questions meant for a person (a mid-program input, a permission an agent's
 //! `permissions:` say to ask for) when the driver's host does not: a person at the terminal,
-//! or no one. Never a model: with no one to ask, an input without a value is an error that
-//! names it, and a permission is refused.
+//! or no one. Never a model: with no one to ask, an input without a value makes the run wait
+//! for an answer from outside (status `waiting`), and a permission is refused.
 
 use crate::agent::permissions::{NoPrompter, Prompter, TtyPrompter};
-use prose_machine::protocol::{Failure, InputAsk};
+use prose_machine::protocol::InputAsk;
 use prose_machine::value::Value;
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::{Arc, Mutex};
@@ -41,17 +41,11 @@ impl People {
         }
     }
 
-    /// The value of a mid-program input: a line typed at the terminal, or an error naming
-    /// the input when there is no one to ask.
-    pub async fn input(&self, ask: &InputAsk) -> Result<Value, Failure> {
-        let unanswered = || {
-            Failure(format!(
-                "the program asks for input `{}` ({}) and there is no one to ask: pass --input {}=VALUE (on resume too)",
-                ask.name, ask.question, ask.name
-            ))
-        };
+    /// The value of a mid-program input: a line typed at the terminal; `None` when there is
+    /// no one to ask now (the run waits for an answer from outside).
+    pub async fn input(&self, ask: &InputAsk) -> Option<Value> {
         let People::Terminal(lock) = self else {
-            return Err(unanswered());
+            return None;
         };
         let lock = lock.clone();
         let (name, question) = (ask.name.clone(), ask.question.clone());
@@ -69,9 +63,6 @@ impl People {
         .await
         .ok()
         .flatten();
-        match line {
-            Some(l) => Ok(Value::text(l.trim_end_matches(['\n', '\r']))),
-            None => Err(unanswered()),
-        }
+        line.map(|l| Value::text(l.trim_end_matches(['\n', '\r'])))
     }
 }

@@ -27,6 +27,8 @@ pub enum RunStatus {
     Interrupted,
     /// Stopped before a request that might go over the budget: resumable with a larger one.
     Paused,
+    /// Stopped for mid-program inputs no one could give: resumable once they are answered.
+    Waiting,
     /// Ended with its outputs.
     Finished,
     /// Ended with an error; resuming asks the failed request again.
@@ -35,10 +37,11 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// Every status, in the order a run can reach them.
-    pub const ALL: [RunStatus; 5] = [
+    pub const ALL: [RunStatus; 6] = [
         RunStatus::Running,
         RunStatus::Interrupted,
         RunStatus::Paused,
+        RunStatus::Waiting,
         RunStatus::Finished,
         RunStatus::Failed,
     ];
@@ -49,6 +52,7 @@ impl RunStatus {
             RunStatus::Running => "running",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Paused => "paused",
+            RunStatus::Waiting => "waiting",
             RunStatus::Finished => "finished",
             RunStatus::Failed => "failed",
         }
@@ -65,6 +69,17 @@ pub struct RunFailure {
     /// The request whose failure ended the run, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<RequestId>,
+}
+
+/// A mid-program input a waiting run needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingInput {
+    /// The request that asked for it.
+    pub request: RequestId,
+    /// The input's name: the answer is given by it (`prosevm answer RUN NAME=VALUE`).
+    pub name: String,
+    /// Its question.
+    pub question: String,
 }
 
 /// Options that change how a run executes, kept so a resumed run executes the same way.
@@ -208,6 +223,10 @@ pub struct RunRecord {
     /// The run it was forked from (`prosevm fork`), if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+    /// The inputs a waiting run still needs (answered ones leave the list, their values
+    /// joining `inputs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<WaitingInput>,
 }
 
 impl RunRecord {
@@ -239,6 +258,7 @@ impl RunRecord {
             usage: None,
             skills: Vec::new(),
             forked_from: None,
+            waiting: Vec::new(),
         }
     }
 }

@@ -328,6 +328,7 @@ impl RunArgs {
                 backoff_unit: Duration::from_millis(self.backoff_unit_ms),
                 stop: Default::default(),
                 budget: Default::default(),
+                shared: None,
             },
             people: People::detect(self.no_input),
             trust: prosec::ship::keys::trusted(&self.trust, &file)?,
@@ -419,7 +420,7 @@ mod tests {
         let e = parse_status("done").expect_err("unknown");
         assert_eq!(
             e,
-            "unknown status `done` (want one of: running, interrupted, paused, finished, failed)"
+            "unknown status `done` (want one of: running, interrupted, paused, waiting, finished, failed)"
         );
     }
 

@@ -253,18 +253,8 @@ fn connect(
     artifact: &bytecode_spec::verify::Verified,
     memo: Option<Arc<dyn MemoStore>>,
 ) -> Result<Connected, ExitCode> {
-    use prose_runtime::driver::Driver;
-    // The driver's HTTP client and reader threads belong to this runtime.
-    let driver = {
-        let _in_runtime = runtime.enter();
-        Arc::new(Memoised::new(
-            settings.connect().map_err(|e| fail(e, 2))?,
-            memo,
-        ))
-    };
-    let models = prosevm::run::models_named(artifact);
-    runtime
-        .block_on(driver.check_models(&models))
+    let driver = runtime
+        .block_on(prosevm::run::connect(settings, artifact, memo))
         .map_err(|e| fail(e, 2))?;
     Ok(Connected { driver, runtime })
 }
@@ -363,6 +353,33 @@ fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>)
                 format!(
                     "run {id} paused at its budget: {}; continue it with a larger one: prosevm resume {id} --max-cost USD (or --max-tokens N)",
                     e.message
+                ),
+                3,
+            )
+        }
+        Err(e) if e.code == bytecode_spec::Code::E220 => {
+            watchers.ended(&Ending {
+                run_id: &id,
+                run_dir: &run_dir,
+                status: RunStatus::Waiting,
+                outputs: 0,
+                error: Some(&e.message),
+                resume_with: resume_with.as_deref(),
+            });
+            if stdio {
+                stdio::send(&serde_json::json!({
+                    "type": "done",
+                    "run": id,
+                    "status": "waiting",
+                    "error": e.message,
+                }));
+            }
+            fail(
+                format!(
+                    "run {id} waits: {}; answer with: {}, then continue it with: {}",
+                    e.message,
+                    prose_runtime::observe::summary::answer_command(&id, resume_with.as_deref()),
+                    prose_runtime::observe::summary::resume_command(&id, resume_with.as_deref()),
                 ),
                 3,
             )

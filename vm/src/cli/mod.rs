@@ -8,6 +8,7 @@ pub mod build;
 pub mod exec;
 pub mod memo;
 pub mod runs;
+pub mod serve;
 pub mod worker;
 
 use prose_store::{Locator, Store, StoreError};

@@ -51,6 +51,62 @@ impl At {
     }
 }
 
+/// `prosevm answer RUN NAME=VALUE...`: gives a waiting run the inputs it waits for; says
+/// what it still waits for, or how it goes on.
+pub fn answer(at: &At, run: &str, answers: &[String]) -> ExitCode {
+    let mut given = Vec::new();
+    for a in answers {
+        match a.split_once('=') {
+            Some((name, value)) if !name.is_empty() => given.push((name, value)),
+            _ => return fail(format!("{a:?}: expected NAME=VALUE"), 2),
+        }
+    }
+    let (rt, store) = match at.open() {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let mut left = None;
+    for (name, value) in given {
+        let answered = rt.block_on(prosevm::run::answer::answer(
+            &*store,
+            run,
+            name,
+            prose_machine::value::Value::text(value),
+        ));
+        match answered {
+            Ok(a) => left = Some(a),
+            Err(e) => return super::run_error(e),
+        }
+    }
+    if let Some(a) = left {
+        if a.still_waiting.is_empty() {
+            let flags = match (&at.store, &at.state_dir) {
+                (Some(s), _) if prose_store::pg::is_url(s) => {
+                    " --store <the postgres:// URL>".to_string()
+                }
+                (Some(s), _) => format!(" --store {s}"),
+                (None, Some(d)) => format!(" --state-dir {}", d.display()),
+                (None, None) => String::new(),
+            };
+            eprintln!(
+                "run {} has its answers; under `prosevm serve` it goes on by itself, else continue it with: prosevm resume {}{flags}",
+                a.id, a.id
+            );
+        } else {
+            eprintln!(
+                "run {} still waits for {}",
+                a.id,
+                a.still_waiting
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// `prosevm runs`: every run with its program, status, start time, answers journaled, and
 /// tokens and cost; with `--json`, one array for tools.
 pub fn runs(at: &At, json: bool, statuses: &[String]) -> ExitCode {

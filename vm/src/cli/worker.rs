@@ -124,6 +124,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
         },
         exit_when_idle: args.exit_when_idle,
         views: !args.no_views,
+        follower: None,
     };
     let id = WorkerId::new();
     let shutdown = Stop::default();
@@ -147,6 +148,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
             Ended::Finished => eprintln!("[worker] run {run} finished"),
             Ended::Failed(e) => eprintln!("[worker] run {run} failed: {e}"),
             Ended::Paused => eprintln!("[worker] run {run} paused at its budget"),
+            Ended::Waiting => eprintln!("[worker] run {run} waits for an input"),
             Ended::Requeued => eprintln!("[worker] run {run} interrupted and queued again"),
             Ended::Lost(e) => eprintln!("[worker] run {run} let go: {e}"),
         },
@@ -154,7 +156,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
     let report = rt.block_on(worker::work(&store, &id, &opts, &shutdown, &log));
     if !quiet {
         eprintln!(
-            "prosevm worker {id}: stopped; {} finished, {} failed or paused, {} queued again, {} let go",
+            "prosevm worker {id}: stopped; {} finished, {} failed, paused or waiting, {} queued again, {} let go",
             report.finished, report.failed, report.requeued, report.lost
         );
     }

@@ -8,7 +8,8 @@ use prose_runtime::observe::{grouped, human_duration};
 use std::fmt::Write;
 use std::time::Duration;
 
-const STYLE: &str = include_str!("report.css");
+/// The report's style sheet (the server's web page uses it too).
+pub const STYLE: &str = include_str!("report.css");
 const SCRIPT: &str = include_str!("report.js");
 
 /// `s` as HTML text or attribute value.

@@ -10,6 +10,7 @@
 //! run id ──────────────┴─ Run::resume(store, id, place, how) ──────────────────┴─ run.drive(driver, observer)
 //! ```
 
+pub mod answer;
 pub mod compare;
 mod fork;
 pub mod rebuild;
@@ -28,11 +29,14 @@ use prose_runtime::agent::mcp::McpHub;
 use prose_runtime::agent::protected::Protected;
 use prose_runtime::agent::skills::{bundled_skills_dir, user_skills_dir, SkillSearch};
 use prose_runtime::agent::workshop::{SkillPlaces, Workshop};
-use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::driver::settings::{AnyDriver, DriverSettings};
 use prose_runtime::driver::Driver;
+use prose_runtime::memo::{MemoStore, Memoised};
 use prose_runtime::people::People;
 use prose_runtime::program::Program;
-use prose_runtime::record::{new_machine, ExecOptions, RunFailure, RunRecord, RunStatus};
+use prose_runtime::record::{
+    new_machine, ExecOptions, RunFailure, RunRecord, RunStatus, WaitingInput,
+};
 use prose_runtime::runner::journal::{JournalSink, Replies};
 use prose_runtime::runner::program_skill::ProgramTool;
 use prose_runtime::runner::{run_durable, Durable, Observer, RunConfig};
@@ -295,6 +299,26 @@ pub fn models_named(artifact: &Verified) -> Vec<Option<String>> {
     models.sort();
     models.dedup();
     models
+}
+
+/// The driver `settings` describe, connected, with `memo` in front of it (answers kept
+/// across runs), once its provider is known to offer every model `artifact`'s sessions
+/// name: what a run is driven with. Call it on the runtime that will drive the run (the
+/// driver's HTTP client and reader threads belong to it).
+pub async fn connect(
+    settings: &DriverSettings,
+    artifact: &Verified,
+    memo: Option<Arc<dyn MemoStore>>,
+) -> Result<Arc<Memoised<AnyDriver>>, String> {
+    use prose_runtime::driver::Driver;
+    let driver = Arc::new(Memoised::new(settings.connect()?, memo));
+    driver.check_models(&models_named(artifact)).await?;
+    Ok(driver)
+}
+
+/// The memo of `store` for a run whose options say `on` (`--memo`, `memo = true`).
+pub fn memo_for(store: &dyn Store, on: bool) -> Option<Arc<dyn MemoStore>> {
+    on.then(|| store.memo())
 }
 
 /// Every skill name the program's sessions carry (agents' skills are merged into them).
@@ -634,6 +658,8 @@ impl Run {
             new_machine(artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
         record.status = RunStatus::Running;
         record.error = None;
+        // What it still waits for, it asks again (and waits again if no one answers).
+        record.waiting.clear();
         Ok((record, machine))
     }
 
@@ -757,7 +783,12 @@ impl Run {
                 .map_err(|e| StoreError::Invalid(e.to_string()))?;
             workshop.set_mcp(hub);
         }
-        let config = place.config.clone();
+        // A program run as a tool runs within its session's place: it shares no places
+        // with other runs (it would wait for the place its own session holds).
+        let config = prose_runtime::runner::RunConfig {
+            shared: None,
+            ..place.config.clone()
+        };
         let workshop = Arc::new_cyclic(|weak| {
             workshop.bind_programs(|name, module| {
                 let tool = ProgramTool::new(
@@ -793,7 +824,11 @@ impl Run {
         if !held.writes_views() {
             view.without_files();
         }
-        let mut watch = Watch { view, observer };
+        let mut watch = Watch {
+            view,
+            observer,
+            waiting: Vec::new(),
+        };
         let result = run_durable(
             machine,
             driver,
@@ -818,6 +853,15 @@ impl Run {
             }
             Err(e) if e.code == bytecode_spec::Code::E216 => {
                 record.status = RunStatus::Interrupted;
+            }
+            Err(e) if e.code == bytecode_spec::Code::E220 => {
+                record.status = RunStatus::Waiting;
+                record.waiting = std::mem::take(&mut watch.waiting);
+                record.error = Some(RunFailure {
+                    code: e.code.to_string(),
+                    message: e.message.clone(),
+                    request: None,
+                });
             }
             Err(e) if e.code == bytecode_spec::Code::E217 => {
                 record.status = RunStatus::Paused;
@@ -920,14 +964,23 @@ fn still_holding(
     Ok((kept, asked_again))
 }
 
-/// The run directory's views and the caller's observer, watching together.
+/// The run directory's views and the caller's observer, watching together; and the inputs
+/// the run waits for, as the runner reports them.
 struct Watch<'a, O> {
     view: RunView,
     observer: &'a mut O,
+    waiting: Vec<WaitingInput>,
 }
 
 impl<O: Observer> Observer for Watch<'_, O> {
     fn event(&mut self, e: &Event) {
+        if let Event::Waiting { id, name, question } = e {
+            self.waiting.push(WaitingInput {
+                request: id.clone(),
+                name: name.clone(),
+                question: question.clone(),
+            });
+        }
         self.view.observe(e);
         self.observer.event(e);
     }

@@ -60,6 +60,15 @@ impl Envelope {
         }
     }
 
+    /// The envelope of run `run`'s lines, numbered from `seq`: a log of several drives of
+    /// one run (started, then resumed) numbers its lines on.
+    pub fn numbered_from(run: impl Into<String>, seq: u64) -> Envelope {
+        Envelope {
+            run: run.into(),
+            seq,
+        }
+    }
+
     fn line(&mut self, body: Body) -> String {
         let line = Line {
             run: &self.run,

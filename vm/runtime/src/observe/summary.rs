@@ -207,6 +207,12 @@ impl Summary {
             }
         }
         lines.push(format!("[Summary] run directory: {dir}"));
+        if ending.status == RunStatus::Waiting {
+            lines.push(format!(
+                "[Summary] answer: {}",
+                answer_command(ending.run_id, ending.resume_with)
+            ));
+        }
         if ending.status != RunStatus::Finished {
             lines.push(format!(
                 "[Summary] resume: {}",
@@ -231,6 +237,15 @@ pub fn resume_command(id: &str, resume_with: Option<&str>) -> String {
     match resume_with {
         Some(flags) => format!("prosevm resume {id} {flags}"),
         None => format!("prosevm resume {id}"),
+    }
+}
+
+/// The command answering an input run `id` waits for (found with `resume_with`, as for
+/// [`resume_command`]).
+pub fn answer_command(id: &str, resume_with: Option<&str>) -> String {
+    match resume_with {
+        Some(flags) => format!("prosevm answer {id} NAME=VALUE {flags}"),
+        None => format!("prosevm answer {id} NAME=VALUE"),
     }
 }
 

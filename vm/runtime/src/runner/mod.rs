@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
 
 /// Requests an instant driver answers before the machine runs again.
@@ -47,6 +47,9 @@ pub struct RunConfig {
     pub stop: Stop,
     /// The run's token and cost budget (it pauses with [`Code::E217`] before going over).
     pub budget: Budget,
+    /// Places in flight shared with other runs (a server's): each request sent holds one
+    /// besides counting against `max_concurrency`. Inputs for people need none.
+    pub shared: Option<Arc<Semaphore>>,
 }
 
 impl Default for RunConfig {
@@ -56,6 +59,7 @@ impl Default for RunConfig {
             backoff_unit: Duration::from_secs(1),
             stop: Stop::default(),
             budget: Budget::default(),
+            shared: None,
         }
     }
 }
@@ -207,6 +211,40 @@ pub(crate) enum Note {
     Event(Event),
 }
 
+/// What a task serving a request came back with.
+enum Done {
+    /// The request's reply, and the events serving it made.
+    Replied(Reply, Vec<Event>),
+    /// A mid-program input no one can give now.
+    Unanswered(Request),
+}
+
+/// A place among the requests in flight shared with other runs, once one is free; never
+/// for a run that shares none.
+async fn free_place(shared: Option<Arc<Semaphore>>) -> OwnedSemaphorePermit {
+    match shared {
+        Some(s) => match s.acquire_owned().await {
+            Ok(p) => p,
+            Err(_) => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// The error ending a run that waits for the inputs `waiting` (their names).
+fn waits_for(waiting: &[(RequestId, String)]) -> RuntimeError {
+    let mut names: Vec<String> = waiting.iter().map(|(_, n)| format!("`{n}`")).collect();
+    names.dedup();
+    let what = if names.len() == 1 { "input" } else { "inputs" };
+    RuntimeError::unlocated(
+        Code::E220,
+        format!(
+            "the run waits for {what} {} that no one here can give",
+            names.join(", ")
+        ),
+    )
+}
+
 /// Runs `machine` to the end with `driver` (sessions of a driver that answers turns run as
 /// agent loops in the working directory, with the built-in tools and no capabilities
 /// allowed); `on_event` sees every trace event.
@@ -236,7 +274,12 @@ pub async fn run_durable<D: Driver>(
     observer: &mut impl Observer,
 ) -> Result<Vec<(String, Value)>, RuntimeError> {
     let mut queue: VecDeque<Request> = VecDeque::new();
-    let mut tasks: JoinSet<(Reply, Vec<Event>)> = JoinSet::new();
+    let mut tasks: JoinSet<Done> = JoinSet::new();
+    // Inputs no one could give, set aside while the rest of the run goes on; once nothing
+    // else can, the run stops, waiting for them.
+    let mut waiting: Vec<(RequestId, String)> = Vec::new();
+    // A place shared with other runs, taken while waiting and not used yet.
+    let mut spare: Option<OwnedSemaphorePermit> = None;
     let (notes, mut noted) = mpsc::unbounded_channel::<Note>();
     // The journaled steps of agent loops, by session. Maps keyed by request id use a fast
     // hasher: the ids come from the program's own fibers, not from outside.
@@ -273,7 +316,7 @@ pub async fn run_durable<D: Driver>(
         Some(why) => RuntimeError::unlocated(Code::E217, why),
         None => RuntimeError::unlocated(Code::E216, "the run was interrupted; it can be resumed"),
     };
-    loop {
+    'run: loop {
         if cfg.stop.asked() {
             if let Some(d) = durable.as_deref_mut() {
                 d.journal.sync().await.map_err(journal_error)?;
@@ -306,6 +349,7 @@ pub async fn run_durable<D: Driver>(
                     }
                     queue.retain(|r| r.id != w);
                     first_failures.remove(&w);
+                    waiting.retain(|(id, _)| *id != w);
                 }
                 let mut replayed = false;
                 for req in requests {
@@ -383,16 +427,41 @@ pub async fn run_durable<D: Driver>(
         if let Some(d) = durable.as_deref_mut() {
             d.journal.sync().await.map_err(journal_error)?;
         }
+        // Whether a request waits for a place shared with other runs.
+        let mut blocked = false;
         while inflight.len() < limit {
+            let Some(front) = queue.front() else { break };
+            let for_people = !hosted && matches!(front.ask, Ask::Input(_));
+            let place = match (&cfg.shared, for_people) {
+                (Some(shared), false) => {
+                    match spare
+                        .take()
+                        .or_else(|| shared.clone().try_acquire_owned().ok())
+                    {
+                        Some(p) => Some(p),
+                        None => {
+                            blocked = true;
+                            break;
+                        }
+                    }
+                }
+                _ => None,
+            };
             let Some(req) = queue.pop_front() else { break };
             let id = req.id.clone();
             let handle = if let (Ask::Input(ask), false) = (&req.ask, hosted) {
-                // Inputs are for people, never the model: the terminal, or no one.
+                // Inputs are for people, never the model: the terminal, or no one (and the
+                // run waits for an answer from outside).
                 let people = workshop.people.clone();
                 let ask = ask.clone();
                 tasks.spawn(async move {
-                    let outcome = people.input(&ask).await.map(Answer::Input);
-                    (Served::from(outcome).into_reply(&req), Vec::new())
+                    match people.input(&ask).await {
+                        Some(v) => Done::Replied(
+                            Served::from(Ok::<_, Failure>(Answer::Input(v))).into_reply(&req),
+                            Vec::new(),
+                        ),
+                        None => Done::Unanswered(req),
+                    }
                 })
             } else if agentic && matches!(req.ask, Ask::Session(_)) {
                 let run = session::run(
@@ -403,18 +472,33 @@ pub async fn run_durable<D: Driver>(
                     session::Outbox::new(notes.clone()),
                     cfg.clone(),
                 );
-                tasks.spawn(async move { (run.await, Vec::new()) })
+                tasks.spawn(async move {
+                    let _place = place;
+                    Done::Replied(run.await, Vec::new())
+                })
             } else {
                 let failed = first_failures.remove(&id);
-                tasks.spawn(serve_with_retry(
+                let served = serve_with_retry(
                     driver.clone(),
                     req,
                     cfg.clone(),
                     failed,
                     session::Outbox::new(notes.clone()),
-                ))
+                );
+                tasks.spawn(async move {
+                    let _place = place;
+                    let (reply, events) = served.await;
+                    Done::Replied(reply, events)
+                })
             };
             inflight.insert(id, handle);
+        }
+        if inflight.is_empty() && queue.is_empty() && !waiting.is_empty() {
+            // Nothing else can go on: what was answered is durable, and the run waits.
+            if let Some(d) = durable.as_deref_mut() {
+                d.journal.sync().await.map_err(journal_error)?;
+            }
+            return Err(waits_for(&waiting));
         }
         if observer.wants_snapshot(true) {
             observer.snapshot(&machine.snapshot());
@@ -445,11 +529,27 @@ pub async fn run_durable<D: Driver>(
                         let _ = done.send(written);
                     }
                 },
-                joined = tasks.join_next() => break joined,
+                place = free_place(cfg.shared.clone()), if blocked => {
+                    // A place came free: the request waiting for it is sent.
+                    spare = Some(place);
+                    continue 'run;
+                }
+                joined = tasks.join_next(), if !blocked || !tasks.is_empty() => break joined,
             }
         };
         match joined {
-            Some(Ok((reply, events))) => {
+            Some(Ok(Done::Unanswered(req))) => {
+                inflight.remove(&req.id);
+                if let Ask::Input(ask) = &req.ask {
+                    observer.event(&Event::Waiting {
+                        id: req.id.clone(),
+                        name: ask.name.clone(),
+                        question: ask.question.clone(),
+                    });
+                    waiting.push((req.id.clone(), ask.name.clone()));
+                }
+            }
+            Some(Ok(Done::Replied(reply, events))) => {
                 inflight.remove(&reply.id);
                 for e in &events {
                     observer.event(e);

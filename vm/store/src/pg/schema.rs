@@ -17,6 +17,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "the memo of model answers",
         include_str!("migrations/0002_memo.sql"),
     ),
+    (
+        3,
+        "runs waiting for input",
+        include_str!("migrations/0003_waiting.sql"),
+    ),
 ];
 
 /// The advisory lock key migrations are applied under ("prose" in ASCII).

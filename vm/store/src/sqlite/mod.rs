@@ -122,9 +122,13 @@ fn connect(path: &Path) -> Result<Connection, StoreError> {
     }
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(sql)?;
-    conn.pragma_update(None, "foreign_keys", "ON")
+    // Migrations first, with foreign keys not enforced (the bundled SQLite enforces them
+    // by default): one makes a table anew.
+    conn.pragma_update(None, "foreign_keys", "OFF")
         .map_err(sql)?;
     schema::migrate(&mut conn)?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .map_err(sql)?;
     Ok(conn)
 }
 

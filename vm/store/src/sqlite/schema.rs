@@ -10,9 +10,11 @@ use rusqlite::{Connection, TransactionBehavior};
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_runs.sql"),
     include_str!("migrations/0002_memo.sql"),
+    include_str!("migrations/0003_waiting.sql"),
 ];
 
 /// Applies the migrations the database lacks; refuses a database newer than this build.
+/// Foreign keys must not be enforced on `conn` yet: a migration may make a table anew.
 pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -34,4 +36,55 @@ pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
     tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)
         .map_err(sql)?;
     tx.commit().map_err(sql)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database made by the first migration keeps its runs and journals when the store
+    /// opens it and applies the second, which lets a run wait.
+    #[test]
+    fn runs_and_journals_survive_the_migration_that_adds_waiting() {
+        let dir = std::env::temp_dir().join(format!("prose-sqlite-migrate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("runs.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            conn.pragma_update(None, "foreign_keys", "ON").expect("fk");
+            conn.execute_batch(MIGRATIONS[0]).expect("migration 1");
+            conn.pragma_update(None, "user_version", 1)
+                .expect("version");
+            conn.execute_batch(
+                "INSERT INTO prose_artifacts VALUES ('abc', x'00', 'p.prose');
+                 INSERT INTO prose_runs (id, program, artifact_sha256, status, record, started)
+                      VALUES ('r1', 'p', 'abc', 'interrupted', '{}', '2025-01-01T00:00:00Z');
+                 INSERT INTO prose_journal VALUES ('r1', 0, '0:0', 1, '{}');",
+            )
+            .expect("rows");
+            assert!(conn
+                .execute("UPDATE prose_runs SET status = 'waiting'", [])
+                .is_err());
+        }
+        super::super::SqliteStore::open(&path, dir.join("views")).expect("the store opens");
+        let conn = Connection::open(&path).expect("open");
+        conn.pragma_update(None, "foreign_keys", "ON").expect("fk");
+        let count = |table: &str| -> i64 {
+            conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .expect("count")
+        };
+        assert_eq!((count("prose_runs"), count("prose_journal")), (1, 1));
+        conn.execute("UPDATE prose_runs SET status = 'waiting'", [])
+            .expect("waiting is a status now");
+        let broken: Option<String> = conn
+            .query_row("PRAGMA foreign_key_check", [], |r| r.get(0))
+            .ok();
+        assert_eq!(broken, None, "a journal row lost its run");
+        // Journal rows still belong to their run: removing it removes them.
+        conn.execute("DELETE FROM prose_runs WHERE id = 'r1'", [])
+            .expect("delete");
+        assert_eq!(count("prose_journal"), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -1,0 +1,329 @@
+//! The API over HTTP: upload → run → stream → outputs, listing and paging, the OpenAPI
+//! document, bad uploads and the token.
+
+use super::{built, client, events, json, reference, support, Server, PROGRAM};
+use reqwest::Method;
+use serde_json::{json, Value};
+
+#[test]
+fn an_uploaded_artifact_runs_and_its_events_and_outputs_come_over_http() {
+    let dir = built("serve-api", PROGRAM);
+    let want = reference(&dir, &["topic=tides"]);
+    let server = Server::start(&dir, &["--mock-latency", "20"]);
+    assert_eq!(server.get("/healthz")["status"], "ok");
+
+    let sha = server.upload(&dir);
+    let bytes = std::fs::read(dir.join("prog.pbc")).expect("artifact");
+    assert_eq!(sha, prose_runtime::program::sha256_hex(&bytes));
+    // Uploading it again is no error.
+    assert_eq!(server.upload(&dir), sha);
+
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    // The stream starts at the first event and follows the run to its end.
+    let r = server
+        .request(Method::GET, &format!("/v1/runs/{id}/events"))
+        .send()
+        .expect("events");
+    let all = events(r, |e| e.data["event"] == "end");
+    assert_eq!(all[0].data["event"], "program_start", "{all:?}");
+    let last = all.last().expect("events");
+    assert_eq!(
+        (&last.data["event"], &last.data["status"]),
+        (&Value::from("end"), &Value::from("finished"))
+    );
+    for (n, e) in all.iter().enumerate() {
+        assert_eq!(e.id.as_deref(), Some(n.to_string().as_str()), "{e:?}");
+        assert_eq!(
+            (&e.data["run"], &e.data["seq"]),
+            (&Value::from(id.as_str()), &Value::from(n))
+        );
+    }
+    let sessions = all.iter().filter(|e| e.data["event"] == "session").count();
+    assert_eq!(sessions, 5, "{all:?}");
+
+    let run = server.get(&format!("/v1/runs/{id}"));
+    assert_eq!(run["status"], "finished", "{run}");
+    assert_eq!(run["outputs"], want);
+    assert_eq!(run["inputs"], json!({"topic": "tides"}));
+    assert_eq!(run["artifact"], sha.as_str());
+
+    // Last-Event-ID resumes after the event it names.
+    let r = server
+        .request(Method::GET, &format!("/v1/runs/{id}/events"))
+        .header("Last-Event-ID", "2")
+        .send()
+        .expect("events");
+    let tail = events(r, |_| false);
+    assert_eq!(tail.len(), all.len() - 3);
+    assert_eq!(tail[0].id.as_deref(), Some("3"));
+    assert_eq!(tail[0].data, all[3].data);
+
+    // Listed, filtered, paged.
+    let second = server.start_run(&sha, json!({"topic": "reefs"}));
+    server.wait_for(&second, |r| r["status"] == "finished");
+    let page = server.get("/v1/runs");
+    let ids: Vec<&str> = page["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id"))
+        .collect();
+    // Newest first: ids sort by start time (to the second, then at random).
+    let mut newest_first = vec![second.as_str(), id.as_str()];
+    newest_first.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(ids, newest_first);
+    assert!(page["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .all(|r| r["answered"] == 5));
+    let first_page = server.get("/v1/runs?limit=1");
+    assert_eq!(first_page["runs"].as_array().map(Vec::len), Some(1));
+    assert_eq!(first_page["next"], newest_first[0]);
+    let rest = server.get(&format!("/v1/runs?limit=1&before={}", newest_first[0]));
+    assert_eq!(rest["runs"][0]["id"], newest_first[1]);
+    assert_eq!(rest["next"], Value::Null);
+    assert_eq!(server.get("/v1/runs?status=failed")["runs"], json!([]));
+    assert_eq!(server.get("/v1/runs?program=nope")["runs"], json!([]));
+    let r = server
+        .request(Method::GET, "/v1/runs?status=done")
+        .send()
+        .expect("GET");
+    assert!(json(r, 400)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("done")));
+
+    // A finished run is not resumed, and one not running is not cancelled.
+    let r = server
+        .request(Method::POST, &format!("/v1/runs/{id}/resume"))
+        .send()
+        .expect("POST");
+    json(r, 409);
+    let r = server
+        .request(Method::POST, &format!("/v1/runs/{id}/cancel"))
+        .send()
+        .expect("POST");
+    json(r, 409);
+    // A server without a token answers to loopback names only: no page of a name pointed
+    // at this machine (DNS rebinding) reaches it.
+    for host in ["evil.example", "evil.example:80"] {
+        let r = server
+            .request(Method::GET, "/v1/runs")
+            .header("host", host)
+            .send()
+            .expect("GET");
+        assert!(json(r, 403)["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("localhost")));
+    }
+    let r = server
+        .request(Method::GET, "/v1/runs/20990101-000000-nope00")
+        .send()
+        .expect("GET");
+    json(r, 404);
+    // Only run ids name runs: never a path the file store would also take.
+    for path in [
+        "state".to_string(),
+        format!("..%2F..%2Fstate%2Fruns%2F{id}"),
+        format!("{id}%2F"),
+    ] {
+        for (method, tail) in [
+            (Method::GET, ""),
+            (Method::POST, "/resume"),
+            (Method::GET, "/events"),
+        ] {
+            let r = server
+                .request(method.clone(), &format!("/v1/runs/{path}{tail}"))
+                .send()
+                .expect("send");
+            assert_eq!(r.status().as_u16(), 400, "{method} {path}{tail}");
+        }
+    }
+}
+
+#[test]
+fn the_openapi_document_describes_every_route_served() {
+    let dir = built("serve-openapi", PROGRAM);
+    let server = Server::start(&dir, &[]);
+    let doc = server.get("/v1/openapi.json");
+    assert!(
+        doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")),
+        "{doc}"
+    );
+    let paths = doc["paths"].as_object().expect("paths");
+    for (path, method) in [
+        ("/healthz", "get"),
+        ("/v1/artifacts", "put"),
+        ("/v1/runs", "post"),
+        ("/v1/runs", "get"),
+        ("/v1/runs/{id}", "get"),
+        ("/v1/runs/{id}/events", "get"),
+        ("/v1/runs/{id}/cancel", "post"),
+        ("/v1/runs/{id}/resume", "post"),
+        ("/v1/runs/{id}/input", "post"),
+        ("/v1/runs/{id}/report", "get"),
+        ("/v1/schedules", "post"),
+        ("/v1/schedules", "get"),
+        ("/v1/schedules/{id}", "get"),
+        ("/v1/schedules/{id}", "delete"),
+        ("/v1/openapi.json", "get"),
+    ] {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} is not in the document"
+        );
+    }
+    // What the server serves is the document the repository keeps.
+    let kept: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json"),
+        )
+        .expect("docs/openapi.json"),
+    )
+    .expect("JSON");
+    assert!(
+        doc == kept,
+        "docs/openapi.json is not what the server serves"
+    );
+}
+
+#[test]
+fn bad_uploads_unknown_artifacts_and_refused_inputs_are_4xx_with_the_reason() {
+    let dir = built("serve-bad", PROGRAM);
+    let server = Server::start(&dir, &[]);
+    let r = server
+        .request(Method::PUT, "/v1/artifacts")
+        .body("not an artifact at all")
+        .send()
+        .expect("PUT");
+    let e = json(r, 422);
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("not a valid artifact: ")),
+        "{e}"
+    );
+    // A large body is read whole (up to 64 MiB) and judged by the verifier.
+    let r = server
+        .request(Method::PUT, "/v1/artifacts")
+        .body(vec![0u8; 3 << 20])
+        .send()
+        .expect("PUT");
+    json(r, 422);
+    // A real artifact, cut short.
+    let mut bytes = std::fs::read(dir.join("prog.pbc")).expect("artifact");
+    bytes.truncate(bytes.len() / 2);
+    let r = server
+        .request(Method::PUT, "/v1/artifacts")
+        .body(bytes)
+        .send()
+        .expect("PUT");
+    json(r, 422);
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .json(&json!({"artifact": "ab".repeat(32), "inputs": {}}))
+        .send()
+        .expect("POST");
+    assert!(json(r, 404)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("PUT /v1/artifacts")));
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .json(&json!({"artifact": "../../etc/passwd"}))
+        .send()
+        .expect("POST");
+    json(r, 404);
+    // The program needs its input.
+    let sha = server.upload(&dir);
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .json(&json!({"artifact": sha, "inputs": {}}))
+        .send()
+        .expect("POST");
+    let e = json(r, 422);
+    assert!(
+        e["error"].as_str().is_some_and(|e| e.contains("topic")),
+        "{e}"
+    );
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .body("{not json")
+        .header("content-type", "application/json")
+        .send()
+        .expect("POST");
+    assert!(r.status().is_client_error());
+    // Nothing was started by any of it.
+    assert_eq!(server.get("/v1/runs")["runs"], json!([]));
+}
+
+#[test]
+fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
+    let dir = built("serve-token", PROGRAM);
+    let server = Server::start_with(&dir, &[], Some("correct horse"));
+    let url = |p: &str| format!("{}{p}", server.base);
+    for (method, path) in [
+        (Method::GET, "/v1/runs"),
+        (Method::PUT, "/v1/artifacts"),
+        (Method::POST, "/v1/runs"),
+        (Method::GET, "/v1/openapi.json"),
+        (Method::GET, "/v1/runs/x/events"),
+    ] {
+        let r = client()
+            .request(method.clone(), url(path))
+            .send()
+            .expect("send");
+        assert_eq!(r.status().as_u16(), 401, "{method} {path}");
+        assert_eq!(
+            r.headers()
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok()),
+            Some("Bearer")
+        );
+        let r = client()
+            .request(method.clone(), url(path))
+            .bearer_auth("correct hors")
+            .send()
+            .expect("send");
+        assert_eq!(r.status().as_u16(), 401, "{method} {path}");
+    }
+    // The token opens the API; health needs none.
+    assert_eq!(server.get("/v1/runs")["runs"], json!([]));
+    let r = client().get(url("/healthz")).send().expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
+
+    // Listening beyond the loopback address without a token is refused at start.
+    let (code, _, err) = support::output(support::command("prosevm").current_dir(&dir).args([
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--state-dir",
+        "state",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("without a token"), "{err}");
+    // Inputs come with each run, and no host sits on a server's stdin.
+    for (flags, says) in [
+        (["--input", "topic=x"], "takes no inputs"),
+        (["--driver", "stdio"], "no host on its stdin"),
+    ] {
+        let (code, _, err) = support::output(
+            support::command("prosevm")
+                .current_dir(&dir)
+                .args(["serve", "--listen", "127.0.0.1:0"])
+                .args(flags),
+        );
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+    // An empty token file is no token.
+    std::fs::write(dir.join("empty"), "\n").expect("file");
+    let (code, _, err) = support::output(support::command("prosevm").current_dir(&dir).args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--token-file",
+        "empty",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds no token"), "{err}");
+}

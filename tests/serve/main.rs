@@ -1,0 +1,283 @@
+//! `prosevm serve` in real processes, driven over real HTTP (reqwest) on the loopback
+//! address: an artifact uploaded, a run started, its events streamed, its outputs read
+//! ([`api`]); the token and bad uploads refused; and runs that outlive the server, stopped
+//! with SIGTERM or killed with SIGKILL part way and finished by the next server with the
+//! outputs an uninterrupted run gives ([`durable`]); runs waiting for a person, answered
+//! through the API or the CLI ([`waiting`]); and the web page in headless Chromium
+//! ([`page`]).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod api;
+mod browser;
+mod durable;
+mod limits;
+mod page;
+mod queue;
+mod schedules;
+mod waiting;
+
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// Five sessions, one after another.
+pub const PROGRAM: &str = "input topic: \"what to write about\"
+let a = session \"Step one about {topic}\"
+let b = session \"Step two\"
+  context: a
+let c = session \"Step three\"
+  context: b
+let d = session \"Step four\"
+  context: c
+output r = session \"Step five\"
+  context: d
+";
+
+/// A scratch directory holding `prog.prose` built into `prog.pbc`.
+pub fn built(name: &str, source: &str) -> PathBuf {
+    let dir = support::scratch(name);
+    std::fs::write(dir.join("prog.prose"), source).expect("program");
+    let (code, _, err) = support::output(support::command("prosec").current_dir(&dir).args([
+        "build",
+        "prog.prose",
+        "-o",
+        "prog.pbc",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    dir
+}
+
+/// What `prosevm exec` of `dir`'s `prog.pbc` outputs with `inputs` (as JSON), uninterrupted.
+pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
+    let mut cmd = support::command("prosevm");
+    cmd.current_dir(dir).args([
+        "exec",
+        "prog.pbc",
+        "--state-dir",
+        "reference",
+        "--trace",
+        "quiet",
+        "--output",
+        "json",
+    ]);
+    for i in inputs {
+        cmd.args(["--input", i]);
+    }
+    let (code, out, err) = support::output(&mut cmd);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).expect("outputs")
+}
+
+/// A `prosevm serve` process, killed with SIGKILL when dropped.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Where its stderr goes.
+    pub log: PathBuf,
+    token: Option<String>,
+}
+
+impl Server {
+    /// Starts `prosevm serve` in `dir` on a free loopback port, with its state in `state/`
+    /// and `extra` flags; waits until it listens.
+    pub fn start(dir: &Path, extra: &[&str]) -> Server {
+        Server::start_with(dir, extra, None)
+    }
+
+    /// [`Server::start`], with the token in `token-file` when `token` is given.
+    pub fn start_with(dir: &Path, extra: &[&str], token: Option<&str>) -> Server {
+        let log = dir.join(format!(
+            "serve-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ));
+        let mut cmd = support::command("prosevm");
+        cmd.current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0", "--state-dir", "state"]);
+        if let Some(t) = token {
+            std::fs::write(dir.join("token-file"), format!("{t}\n")).expect("token");
+            cmd.args(["--token-file", "token-file"]);
+        }
+        let child = cmd
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("prosevm serve starts");
+        let started = Instant::now();
+        let base = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if let Some(addr) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("prosevm serve: listening on "))
+            {
+                break addr.trim().to_string();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the server did not start: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Server {
+            child,
+            base,
+            log,
+            token: token.map(str::to_string),
+        }
+    }
+
+    /// What the server said on stderr.
+    pub fn said(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A request to `path`, bearing the token if the server has one.
+    pub fn request(&self, method: reqwest::Method, path: &str) -> RequestBuilder {
+        let r = client().request(method, format!("{}{path}", self.base));
+        match &self.token {
+            Some(t) => r.bearer_auth(t),
+            None => r,
+        }
+    }
+
+    /// `GET path` as JSON, expecting 200.
+    pub fn get(&self, path: &str) -> Value {
+        let r = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .expect("GET");
+        json(r, 200)
+    }
+
+    /// Uploads `dir`'s `prog.pbc`; returns its SHA-256.
+    pub fn upload(&self, dir: &Path) -> String {
+        let bytes = std::fs::read(dir.join("prog.pbc")).expect("artifact");
+        let r = self
+            .request(reqwest::Method::PUT, "/v1/artifacts")
+            .body(bytes)
+            .send()
+            .expect("PUT");
+        json(r, 201)["sha256"].as_str().expect("sha256").to_string()
+    }
+
+    /// Starts a run of artifact `sha256` with `inputs`; returns its id.
+    pub fn start_run(&self, sha256: &str, inputs: Value) -> String {
+        let r = self
+            .request(reqwest::Method::POST, "/v1/runs")
+            .json(&serde_json::json!({"artifact": sha256, "inputs": inputs}))
+            .send()
+            .expect("POST");
+        json(r, 201)["id"].as_str().expect("id").to_string()
+    }
+
+    /// Waits (up to two minutes) until run `id` is as `done` says; returns its record.
+    pub fn wait_for(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let run = self.get(&format!("/v1/runs/{id}"));
+            if done(&run) {
+                return run;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "run {id} is still {run}; the server said:\n{}",
+                self.said()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends `signal` to the server and waits for it to exit; returns its exit code.
+    pub fn signal(mut self, signal: i32) -> Option<i32> {
+        // SAFETY: kill(2) with the pid of a child this test started and still owns.
+        unsafe {
+            libc::kill(self.child.id() as i32, signal);
+        }
+        let status = self.child.wait().expect("wait");
+        status.code()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The HTTP client of the tests.
+pub fn client() -> Client {
+    prose_runtime::tls::install_crypto_provider();
+    Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("client")
+}
+
+/// `r`'s body as JSON, once its status is checked to be `status`.
+pub fn json(r: Response, status: u16) -> Value {
+    let got = r.status().as_u16();
+    let text = r.text().expect("body");
+    assert_eq!(got, status, "{text}");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// One server-sent event.
+#[derive(Debug)]
+pub struct Sse {
+    /// Its id.
+    pub id: Option<String>,
+    /// Its data, as JSON.
+    pub data: Value,
+}
+
+/// Reads the server-sent events of `r` until the stream ends or `stop` holds for one.
+pub fn events(r: Response, stop: impl Fn(&Sse) -> bool) -> Vec<Sse> {
+    assert_eq!(r.status().as_u16(), 200);
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    let mut out = Vec::new();
+    let (mut id, mut data) = (None, String::new());
+    for line in BufReader::new(r).lines() {
+        let line = line.expect("a line");
+        if line.is_empty() {
+            if !data.is_empty() {
+                let e = Sse {
+                    id: id.take(),
+                    data: serde_json::from_str(&data).expect("JSON data"),
+                };
+                data.clear();
+                let done = stop(&e);
+                out.push(e);
+                if done {
+                    break;
+                }
+            }
+            continue;
+        }
+        if let Some(v) = line.strip_prefix("id:") {
+            id = Some(v.trim().to_string());
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push_str(v.strip_prefix(' ').unwrap_or(v));
+        }
+    }
+    out
+}

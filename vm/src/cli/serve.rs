@@ -1,0 +1,153 @@
+//! `prosevm serve`: the HTTP service ([`prosevm::serve`]) on an address, over a store, with
+//! the driver the flags choose.
+
+use super::args::RunArgs;
+use super::{fail, open_store, runtime};
+use prose_runtime::people::People;
+use prose_runtime::runner::Stop;
+use prosevm::serve::{self, auth::Token};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// The flags of `prosevm serve` besides the driver's.
+pub struct ServeArgs {
+    /// `HOST:PORT` (`localhost` for the loopback address).
+    pub listen: String,
+    /// The store keeping the runs.
+    pub store: Option<String>,
+    /// The file holding the API's token.
+    pub token_file: Option<PathBuf>,
+    /// Runs driven at once.
+    pub max_runs: usize,
+    /// HTTP requests handled at once.
+    pub max_requests: usize,
+    /// Also work the Postgres store's queue.
+    pub worker: bool,
+}
+
+/// The address `listen` names.
+fn address(listen: &str) -> Result<SocketAddr, String> {
+    if let Some(port) = listen.strip_prefix("localhost:") {
+        let port = port
+            .parse::<u16>()
+            .map_err(|_| format!("--listen {listen:?}: not a port"))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    listen
+        .parse()
+        .map_err(|_| format!("--listen {listen:?}: expected HOST:PORT, e.g. 127.0.0.1:8080"))
+}
+
+/// `prosevm serve`: serves until SIGTERM or Ctrl-C (then the runs it drives are stopped,
+/// to be taken up at its next start); a second signal exits at once.
+pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
+    if !opts.inputs.is_empty() || opts.input_file.is_some() {
+        return fail(
+            "serve takes no inputs: each run brings its own (POST /v1/runs)",
+            2,
+        );
+    }
+    let addr = match address(&args.listen) {
+        Ok(a) => a,
+        Err(e) => return fail(e, 2),
+    };
+    let token = match &args.token_file {
+        Some(f) => match Token::read(f) {
+            Ok(t) => Some(t),
+            Err(e) => return fail(e, 2),
+        },
+        None => None,
+    };
+    if token.is_none() && !addr.ip().is_loopback() {
+        return fail(
+            format!("refusing to serve on {addr} without a token: anyone who can reach it could run programs with this server's keys (give --token-file FILE, or listen on a loopback address)"),
+            2,
+        );
+    }
+    let (driver, mut place, options) = match (opts.driver(), opts.place(), opts.options()) {
+        (Ok(d), Ok(p), Ok(o)) => (d, p, o),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, 2),
+    };
+    if matches!(
+        driver,
+        prose_runtime::driver::settings::DriverSettings::Stdio { .. }
+    ) {
+        return fail(
+            "serve cannot use --driver stdio: a server has no host on its stdin (use a provider, the command driver or the mock)",
+            2,
+        );
+    }
+    // A server asks no terminal: questions for people wait for an answer through the API.
+    place.people = People::Nobody;
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let store = match open_store(
+        &rt,
+        args.store.as_deref(),
+        opts.state_dir.as_deref(),
+        args.max_runs + 2,
+    ) {
+        Ok(s) => Arc::<dyn prose_store::Store>::from(s),
+        Err(code) => return code,
+    };
+    let queue = match (&args.store, args.worker) {
+        (_, false) => None,
+        (Some(url), true) if prose_store::pg::is_url(url) => {
+            let root = prose_store::state_root(opts.state_dir.as_deref());
+            match rt.block_on(prosevm::worker::connect(url, args.max_runs)) {
+                Ok(pg) => Some(serve::QueueWork {
+                    store: pg.with_views(root.join("pg")),
+                    concurrency: args.max_runs,
+                }),
+                Err(e) => return fail(e, 2),
+            }
+        }
+        _ => {
+            return fail(
+                "--worker works the queue of a Postgres store: give --store postgres://…",
+                2,
+            )
+        }
+    };
+    let listener = match rt.block_on(tokio::net::TcpListener::bind(addr)) {
+        Ok(l) => l,
+        Err(e) => return fail(format!("cannot listen on {addr}: {e}"), 2),
+    };
+    let bound = listener.local_addr().unwrap_or(addr);
+    let shutdown = Stop::default();
+    super::exec::stop_on_signals(
+        &rt,
+        shutdown.clone(),
+        "prosevm serve",
+        "stopping: interrupting the runs, to be taken up at the next start",
+    );
+    eprintln!("prosevm serve: listening on http://{bound}");
+    let dir = prose_store::state_root(opts.state_dir.as_deref()).join("serve");
+    let served = rt.block_on(serve::serve(
+        listener,
+        serve::Options {
+            store,
+            dir,
+            driver,
+            options,
+            trust: place.trust.clone(),
+            place,
+            token,
+            max_runs: args.max_runs,
+            max_requests: args.max_requests,
+            queue,
+        },
+        shutdown,
+    ));
+    match served {
+        Ok(()) => {
+            eprintln!("prosevm serve: stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("serving on {bound}: {e}"), 2),
+    }
+}

@@ -1,0 +1,897 @@
+//! The HTTP API under `/v1`, JSON in and out, and its OpenAPI document. Each handler carries
+//! its own `#[utoipa::path]`; the router and the document are both made from those
+//! annotations ([`routes`]), so the document describes exactly what is served.
+
+use super::conductor::{Conductor, Resumption};
+use super::events::{self, EventLog};
+use super::library::{Library, Refused};
+use super::schedules::{self, Schedule, Schedules};
+use crate::run::{Resuming, RunError};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::stream::{self, Stream, StreamExt};
+use prose_machine::value::Value;
+use prose_runtime::record::{RunRecord, RunStatus};
+use prose_store::{Store, StoreError};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// What the handlers share.
+pub struct App {
+    /// Where runs are kept.
+    pub store: Arc<dyn Store>,
+    /// The artifacts uploaded.
+    pub library: Library,
+    /// The runs driven now.
+    pub conductor: Conductor,
+    /// The schedules.
+    pub schedules: tokio::sync::Mutex<Schedules>,
+}
+
+/// The handlers' state.
+pub type Shared = Arc<App>;
+
+/// An error, as every failed request answers.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: String,
+}
+
+/// A failed request: its status and why.
+#[derive(Debug)]
+pub struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError(status, message.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(ErrorBody { error: self.1 })).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        let status = match &e {
+            StoreError::NoRun(_) => StatusCode::NOT_FOUND,
+            StoreError::Held(_) => StatusCode::CONFLICT,
+            StoreError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.to_string())
+    }
+}
+
+impl From<RunError> for ApiError {
+    fn from(e: RunError) -> ApiError {
+        match e {
+            RunError::Store(e) => e.into(),
+            RunError::Program(e) => ApiError(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+            RunError::Setup(e) => ApiError(StatusCode::UNPROCESSABLE_ENTITY, e),
+            e @ RunError::Unequipped(_) => {
+                ApiError(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            }
+            e @ RunError::Untrusted(_) => ApiError(StatusCode::FORBIDDEN, e.to_string()),
+        }
+    }
+}
+
+/// A run's id as a path names it, in the form every store gives (`20251122-081456-k3x9qa`:
+/// the start's date and time, then six letters or digits), so that no path of the file
+/// system (which the file store would also take) can name a run through the API.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "String")]
+pub struct RunId(String);
+
+impl TryFrom<String> for RunId {
+    type Error = String;
+    fn try_from(id: String) -> Result<RunId, String> {
+        let parts: Vec<&str> = id.split('-').collect();
+        let digits = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+        let fits = matches!(parts.as_slice(), [date, time, tail]
+            if digits(date, 8) && digits(time, 6) && tail.len() == 6
+                && tail.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        if fits {
+            Ok(RunId(id))
+        } else {
+            Err(format!("{id:?} is not a run id"))
+        }
+    }
+}
+
+/// An artifact kept.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ArtifactCreated {
+    /// Its SHA-256, in hex: how runs name it.
+    pub sha256: String,
+}
+
+/// A run to start.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NewRun {
+    /// The SHA-256 of an uploaded artifact.
+    pub artifact: String,
+    /// Its top-level inputs, by name (texts, numbers, lists or objects).
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A run started.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunCreated {
+    /// Its id.
+    pub id: String,
+}
+
+/// Why a run failed, or why it stopped.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunFailureBody {
+    /// The error's code (`E210`, ...).
+    pub code: String,
+    /// The error.
+    pub message: String,
+}
+
+/// Tokens and cost.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct UsageBody {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// US dollars, where prices are known.
+    pub cost: Option<f64>,
+}
+
+impl From<prose_machine::protocol::Usage> for UsageBody {
+    fn from(u: prose_machine::protocol::Usage) -> UsageBody {
+        UsageBody {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cost: u.cost,
+        }
+    }
+}
+
+/// A mid-program input a run waits for.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WaitingBody {
+    /// The input's name (answer with it).
+    pub name: String,
+    /// Its question.
+    pub question: String,
+}
+
+/// A run.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunBody {
+    /// Its id.
+    pub id: String,
+    /// The program's name.
+    pub program: String,
+    /// The SHA-256 of its artifact.
+    pub artifact: String,
+    /// Where it is: `running`, `interrupted`, `paused`, `waiting`, `finished` or `failed`
+    /// (the words of `prosevm runs`).
+    pub status: String,
+    /// The inputs it waits for (answer them with `POST /v1/runs/{id}/input`).
+    pub waiting: Vec<WaitingBody>,
+    /// Whether this server is driving it now.
+    pub live: bool,
+    /// When it started (UTC, ISO 8601).
+    pub started: String,
+    /// The inputs it was given.
+    #[schema(value_type = Object)]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// Its outputs, once finished.
+    #[schema(value_type = Option<Object>)]
+    pub outputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Why it failed or paused.
+    pub error: Option<RunFailureBody>,
+    /// Tokens and cost, as of when it last stopped.
+    pub usage: Option<UsageBody>,
+}
+
+impl RunBody {
+    fn of(record: RunRecord, live: bool) -> RunBody {
+        RunBody {
+            id: record.id,
+            program: record.program,
+            artifact: record.artifact_sha256,
+            status: record.status.as_str().to_string(),
+            waiting: record
+                .waiting
+                .into_iter()
+                .map(|w| WaitingBody {
+                    name: w.name,
+                    question: w.question,
+                })
+                .collect(),
+            live,
+            started: record.started,
+            inputs: record
+                .inputs
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect(),
+            outputs: record.outputs,
+            error: record.error.map(|e| RunFailureBody {
+                code: e.code,
+                message: e.message,
+            }),
+            usage: record.usage.map(UsageBody::from),
+        }
+    }
+}
+
+/// A run as listed.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunSummary {
+    /// Its id.
+    pub id: String,
+    /// The program's name.
+    pub program: String,
+    /// Where it is (`unreadable` when its record cannot be read).
+    pub status: String,
+    /// Whether this server is driving it now.
+    pub live: bool,
+    /// When it started.
+    pub started: Option<String>,
+    /// Answers its journal holds.
+    pub answered: usize,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// A page of runs, newest first (run ids sort by start time, to the second).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RunPage {
+    /// The runs.
+    pub runs: Vec<RunSummary>,
+    /// Pass as `before` for the next page; none on the last.
+    pub next: Option<String>,
+}
+
+/// Which runs to list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RunFilter {
+    /// Only runs with this status.
+    pub status: Option<String>,
+    /// Only runs of this program (by name).
+    pub program: Option<String>,
+    /// Runs on a page (default 50, at most 500).
+    pub limit: Option<usize>,
+    /// Only runs older than this one (the `next` of the page before).
+    pub before: Option<String>,
+}
+
+/// How a stop or resume was taken.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Accepted {
+    /// The run.
+    pub id: String,
+    /// What happens now: `stopping` or `resuming`.
+    pub state: String,
+}
+
+/// An answer to an input a run waits for.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InputAnswer {
+    /// The input's name.
+    pub name: String,
+    /// Its value (a text, or any JSON value).
+    pub value: serde_json::Value,
+}
+
+/// What an answer left.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InputTaken {
+    /// The run.
+    pub id: String,
+    /// `resuming` once nothing is left waiting, else `waiting`.
+    pub state: String,
+    /// The inputs it still waits for.
+    pub still_waiting: Vec<String>,
+}
+
+/// The server is up.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    /// `ok`.
+    pub status: String,
+}
+
+struct Bearer;
+
+impl Modify for Bearer {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "prosevm serve",
+        description = "Shipped OpenProse workflows as a service: upload artifacts, start runs, follow their events, answer their questions."
+    ),
+    modifiers(&Bearer),
+    security(("bearer" = []))
+)]
+struct Doc;
+
+/// The routes under `/v1` and `/healthz`, and the OpenAPI document describing them.
+pub fn routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::with_openapi(Doc::openapi())
+        .routes(routes!(put_artifact))
+        .routes(routes!(create_run, list_runs))
+        .routes(routes!(get_run))
+        .routes(routes!(run_events))
+        .routes(routes!(cancel_run))
+        .routes(routes!(resume_run))
+        .routes(routes!(answer_input))
+        .routes(routes!(run_report))
+        .routes(routes!(create_schedule, list_schedules))
+        .routes(routes!(get_schedule, delete_schedule))
+        .routes(routes!(openapi_json))
+}
+
+/// The OpenAPI document of the API (as `GET /v1/openapi.json` serves it).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let (_, mut doc) = routes().split_for_parts();
+    let (_, health) = OpenApiRouter::<Shared>::new()
+        .routes(routes!(healthz))
+        .split_for_parts();
+    doc.paths.paths.extend(health.paths.paths);
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    doc
+}
+
+/// This document.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    responses((status = 200, content_type = "application/json", description = "the OpenAPI document of this API"))
+)]
+async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
+    static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
+    Json(DOC.get_or_init(openapi).clone())
+}
+
+/// Whether the server is up.
+#[utoipa::path(get, path = "/healthz", security(()), responses((status = 200, body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".into(),
+    })
+}
+
+/// Uploads an artifact (`prosec build`'s `.pbc`). It is verified, and its signature checked
+/// when the server trusts keys, before it is kept.
+#[utoipa::path(
+    put,
+    path = "/v1/artifacts",
+    request_body(content = String, content_type = "application/octet-stream", description = "the artifact's bytes"),
+    responses(
+        (status = 201, body = ArtifactCreated),
+        (status = 403, body = ErrorBody, description = "not signed by a trusted key"),
+        (status = 422, body = ErrorBody, description = "not a valid artifact: the verifier's reason"),
+    )
+)]
+async fn put_artifact(
+    State(app): State<Shared>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<ArtifactCreated>), ApiError> {
+    let library = app.clone();
+    let added = tokio::task::spawn_blocking(move || library.library.add(body.to_vec()))
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    match added {
+        Ok(sha256) => Ok((StatusCode::CREATED, Json(ArtifactCreated { sha256 }))),
+        Err(Refused::Invalid(why)) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("not a valid artifact: {why}"),
+        )),
+        Err(Refused::Untrusted(why)) => Err(ApiError::new(StatusCode::FORBIDDEN, why)),
+        Err(Refused::Io(why)) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, why)),
+    }
+}
+
+/// Starts a run of an uploaded artifact with the server's driver.
+#[utoipa::path(
+    post,
+    path = "/v1/runs",
+    request_body = NewRun,
+    responses(
+        (status = 201, body = RunCreated),
+        (status = 404, body = ErrorBody, description = "no such artifact"),
+        (status = 422, body = ErrorBody, description = "the program refuses the inputs, or the driver cannot serve it"),
+    )
+)]
+async fn create_run(
+    State(app): State<Shared>,
+    Json(new): Json<NewRun>,
+) -> Result<(StatusCode, Json<RunCreated>), ApiError> {
+    let program = artifact(&app, &new.artifact)?;
+    let id = app
+        .conductor
+        .start_run(program, values(&new.inputs))
+        .await?;
+    Ok((StatusCode::CREATED, Json(RunCreated { id })))
+}
+
+/// Inputs given as JSON, as a run takes them.
+pub fn values(inputs: &serde_json::Map<String, serde_json::Value>) -> BTreeMap<String, Value> {
+    inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::from_json(v)))
+        .collect()
+}
+
+/// The artifact `sha256` from the library, or 404.
+fn artifact(app: &App, sha256: &str) -> Result<prose_runtime::program::Program, ApiError> {
+    app.library.get(sha256).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no artifact {sha256} (upload it with PUT /v1/artifacts)"),
+        )
+    })
+}
+
+/// Lists runs, newest first, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/v1/runs",
+    params(RunFilter),
+    responses((status = 200, body = RunPage), (status = 400, body = ErrorBody))
+)]
+async fn list_runs(
+    State(app): State<Shared>,
+    Query(filter): Query<RunFilter>,
+) -> Result<Json<RunPage>, ApiError> {
+    if let Some(s) = &filter.status {
+        let known = RunStatus::ALL.iter().any(|st| st.as_str() == s) || s == "queued";
+        if !known {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("unknown status `{s}`"),
+            ));
+        }
+    }
+    let limit = filter.limit.unwrap_or(50).clamp(1, 500);
+    let mut rows = app.store.list().await?;
+    rows.reverse();
+    let mut runs = rows
+        .into_iter()
+        .filter(|r| filter.before.as_ref().is_none_or(|b| r.id < *b))
+        .filter(|r| filter.status.as_ref().is_none_or(|s| r.status_text() == s))
+        .filter(|r| filter.program.as_ref().is_none_or(|p| r.program == *p))
+        .take(limit + 1)
+        .map(|r| RunSummary {
+            live: app.conductor.live(&r.id).is_some(),
+            status: r.status_text().to_string(),
+            id: r.id,
+            program: r.program,
+            started: r.started,
+            answered: r.answered,
+            error: r.error,
+        })
+        .collect::<Vec<_>>();
+    let next = (runs.len() > limit).then(|| {
+        runs.truncate(limit);
+        runs[limit - 1].id.clone()
+    });
+    Ok(Json(RunPage { runs, next }))
+}
+
+/// A run: its status, and its outputs once finished.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}",
+    params(("id" = String, Path, description = "the run's id")),
+    responses((status = 200, body = RunBody), (status = 404, body = ErrorBody))
+)]
+async fn get_run(
+    State(app): State<Shared>,
+    Path(RunId(id)): Path<RunId>,
+) -> Result<Json<RunBody>, ApiError> {
+    let (id, record) = app.store.record(&id).await?;
+    let live = app.conductor.live(&id).is_some();
+    Ok(Json(RunBody::of(record, live)))
+}
+
+/// A run's events as server-sent events: the lines `--trace json` prints, from the first,
+/// then live until the run stops. Each event's id is its line's number; a client
+/// reconnecting with `Last-Event-ID` gets the lines after it.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/events",
+    params(
+        ("id" = String, Path, description = "the run's id"),
+        ("Last-Event-ID" = Option<String>, Header, description = "the last event received"),
+    ),
+    responses(
+        (status = 200, content_type = "text/event-stream", description = "one event per trace line, its data the line's JSON"),
+        (status = 404, body = ErrorBody),
+    )
+)]
+async fn run_events(
+    State(app): State<Shared>,
+    Path(RunId(id)): Path<RunId>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let from = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(0, |n| n + 1);
+    let stream = match app.conductor.live(&id) {
+        Some(live) => follow(live.log, from).left_stream(),
+        None => {
+            let (id, _) = app.store.record(&id).await?;
+            let lines = events::read(&app.store.views(&id).join(events::FILE));
+            stream::iter(
+                lines
+                    .into_iter()
+                    .enumerate()
+                    .skip(from)
+                    .map(|(n, line)| Ok(sse(n, &line))),
+            )
+            .right_stream()
+        }
+    };
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+fn sse(n: usize, line: &str) -> SseEvent {
+    SseEvent::default().id(n.to_string()).data(line)
+}
+
+/// The lines of `log` from number `from` on, as they come, until its drive ends.
+fn follow(log: Arc<EventLog>, from: usize) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    struct Follow {
+        log: Arc<EventLog>,
+        next: usize,
+        changed: tokio::sync::watch::Receiver<()>,
+        ready: VecDeque<(usize, Arc<str>)>,
+    }
+    let changed = log.watch();
+    let start = Follow {
+        log,
+        next: from,
+        changed,
+        ready: VecDeque::new(),
+    };
+    stream::unfold(start, |mut f| async move {
+        loop {
+            if let Some((n, line)) = f.ready.pop_front() {
+                return Some((Ok(sse(n, &line)), f));
+            }
+            f.changed.borrow_and_update();
+            let (lines, ended) = f.log.since(f.next);
+            if !lines.is_empty() {
+                for line in lines {
+                    f.ready.push_back((f.next, line));
+                    f.next += 1;
+                }
+                continue;
+            }
+            if ended || f.changed.changed().await.is_err() {
+                return None;
+            }
+        }
+    })
+}
+
+/// Stops a run the server is driving: it ends `interrupted`, and can be resumed.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/cancel",
+    params(("id" = String, Path, description = "the run's id")),
+    responses(
+        (status = 202, body = Accepted),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "the server is not driving it"),
+    )
+)]
+async fn cancel_run(
+    State(app): State<Shared>,
+    Path(RunId(id)): Path<RunId>,
+) -> Result<(StatusCode, Json<Accepted>), ApiError> {
+    let Some(live) = app.conductor.live(&id) else {
+        let (id, record) = app.store.record(&id).await?;
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "run {id} is not being driven here (it is {})",
+                record.status.as_str()
+            ),
+        ));
+    };
+    if live.queued {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run {id} was claimed from the Postgres store's queue: stopped, it would be queued again for any worker, so it is not cancelled here"),
+        ));
+    }
+    live.stop.ask();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Accepted {
+            id,
+            state: "stopping".into(),
+        }),
+    ))
+}
+
+/// Takes a stopped run up again from its journal: nothing it was answered is asked again.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/resume",
+    params(("id" = String, Path, description = "the run's id")),
+    responses(
+        (status = 202, body = Accepted),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "it is running, or finished"),
+        (status = 422, body = ErrorBody, description = "it cannot go on (a changed journal, a driver that cannot serve it)"),
+    )
+)]
+async fn resume_run(
+    State(app): State<Shared>,
+    Path(RunId(id)): Path<RunId>,
+) -> Result<(StatusCode, Json<Accepted>), ApiError> {
+    if app.conductor.live(&id).is_some() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run {id} is running"),
+        ));
+    }
+    let (id, _) = app.store.record(&id).await?;
+    match app.conductor.resume(&id, Resuming::default()).await? {
+        Resumption::Going => Ok((
+            StatusCode::ACCEPTED,
+            Json(Accepted {
+                id,
+                state: "resuming".into(),
+            }),
+        )),
+        Resumption::Finished => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run {id} has finished"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `docs/openapi.json` is the document the code generates (`PROSE_BLESS=1` rewrites it).
+    #[test]
+    fn the_kept_openapi_document_is_the_generated_one() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
+        let generated = super::openapi().to_pretty_json().expect("JSON") + "\n";
+        if std::env::var_os("PROSE_BLESS").is_some() {
+            std::fs::write(&path, &generated).expect("docs/openapi.json");
+        }
+        let kept = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            kept == generated,
+            "docs/openapi.json is not what the code generates: run `PROSE_BLESS=1 cargo test -p prosevm --lib serve::api` and commit it"
+        );
+    }
+}
+
+/// Answers an input the run waits for. Once it waits for nothing more, it goes on from its
+/// journal.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/input",
+    params(("id" = String, Path, description = "the run's id")),
+    request_body = InputAnswer,
+    responses(
+        (status = 200, body = InputTaken, description = "answered; it still waits for others"),
+        (status = 202, body = InputTaken, description = "answered; it goes on"),
+        (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody, description = "it waits for no input now"),
+        (status = 422, body = ErrorBody, description = "it does not wait for an input of that name"),
+    )
+)]
+async fn answer_input(
+    State(app): State<Shared>,
+    Path(RunId(id)): Path<RunId>,
+    Json(given): Json<InputAnswer>,
+) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
+    let (id, record) = app.store.record(&id).await?;
+    if app.conductor.live(&id).is_some() || record.status != RunStatus::Waiting {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "run {id} waits for no input now (it is {}; a running run waits once nothing else can go on)",
+                record.status.as_str()
+            ),
+        ));
+    }
+    let answered = crate::run::answer::answer(
+        &*app.store,
+        &id,
+        &given.name,
+        Value::from_json(&given.value),
+    )
+    .await?;
+    if !answered.still_waiting.is_empty() {
+        return Ok((
+            StatusCode::OK,
+            Json(InputTaken {
+                id,
+                state: "waiting".into(),
+                still_waiting: answered.still_waiting,
+            }),
+        ));
+    }
+    app.conductor.watch(&id, None);
+    app.conductor.resume(&id, Resuming::default()).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(InputTaken {
+            id,
+            state: "resuming".into(),
+            still_waiting: Vec::new(),
+        }),
+    ))
+}
+
+/// A run's report: one self-contained HTML page (as `prosevm report` writes it), as of its
+/// journal now.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/report",
+    params(("id" = String, Path, description = "the run's id")),
+    responses(
+        (status = 200, content_type = "text/html", description = "the report"),
+        (status = 404, body = ErrorBody),
+    )
+)]
+async fn run_report(
+    State(app): State<Shared>,
+    Path(RunId(id)): Path<RunId>,
+) -> Result<axum::response::Html<String>, ApiError> {
+    let stored = app.store.read(&id).await?;
+    let views = app.store.views(&stored.id);
+    let id = stored.id.clone();
+    let report = crate::report::Report::of(stored, &views).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("run {id}: its report: {e}"),
+        )
+    })?;
+    Ok(axum::response::Html(crate::report::html::render(&report)))
+}
+
+/// A schedule to make.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct NewSchedule {
+    /// When runs start: cron's five fields (minute hour day month weekday), or six with
+    /// seconds first, in UTC (`0 9 * * 1-5`: 09:00 on weekdays).
+    pub cron: String,
+    /// The SHA-256 of an uploaded artifact.
+    pub artifact: String,
+    /// The inputs of each run.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Every schedule.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ScheduleList {
+    /// The schedules, oldest first.
+    pub schedules: Vec<Schedule>,
+}
+
+/// Makes a schedule: a run of the artifact with the inputs each time the cron expression
+/// comes due. Schedules outlive restarts.
+#[utoipa::path(
+    post,
+    path = "/v1/schedules",
+    request_body = NewSchedule,
+    responses(
+        (status = 201, body = Schedule),
+        (status = 404, body = ErrorBody, description = "no such artifact"),
+        (status = 422, body = ErrorBody, description = "a cron expression that does not read, or inputs the program refuses"),
+    )
+)]
+async fn create_schedule(
+    State(app): State<Shared>,
+    Json(new): Json<NewSchedule>,
+) -> Result<(StatusCode, Json<Schedule>), ApiError> {
+    let unprocessable = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e);
+    schedules::parse(&new.cron).map_err(unprocessable)?;
+    let program = artifact(&app, &new.artifact)?;
+    // Inputs the program would refuse are refused now, not at every run.
+    prose_runtime::record::new_machine(
+        &program.artifact,
+        &values(&new.inputs),
+        &Default::default(),
+    )
+    .map_err(|e| unprocessable(e.to_string()))?;
+    let made = app
+        .schedules
+        .lock()
+        .await
+        .add(&new.cron, new.artifact, new.inputs, chrono::Utc::now())
+        .map_err(unprocessable)?;
+    Ok((StatusCode::CREATED, Json(made)))
+}
+
+/// Lists the schedules.
+#[utoipa::path(get, path = "/v1/schedules", responses((status = 200, body = ScheduleList)))]
+async fn list_schedules(State(app): State<Shared>) -> Json<ScheduleList> {
+    let schedules = app.schedules.lock().await.all().to_vec();
+    Json(ScheduleList { schedules })
+}
+
+/// A schedule: when it next starts a run, and the run it started last.
+#[utoipa::path(
+    get,
+    path = "/v1/schedules/{id}",
+    params(("id" = String, Path, description = "the schedule's id")),
+    responses((status = 200, body = Schedule), (status = 404, body = ErrorBody))
+)]
+async fn get_schedule(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<Json<Schedule>, ApiError> {
+    app.schedules
+        .lock()
+        .await
+        .get(&id)
+        .cloned()
+        .map(Json)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no schedule {id}")))
+}
+
+/// Removes a schedule; the runs it started go on.
+#[utoipa::path(
+    delete,
+    path = "/v1/schedules/{id}",
+    params(("id" = String, Path, description = "the schedule's id")),
+    responses((status = 204, description = "removed"), (status = 404, body = ErrorBody))
+)]
+async fn delete_schedule(
+    State(app): State<Shared>,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let removed = app
+        .schedules
+        .lock()
+        .await
+        .remove(&id)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+    if removed {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no schedule {id}"),
+        ))
+    }
+}

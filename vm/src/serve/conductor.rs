@@ -1,0 +1,442 @@
+//! The runs a server drives. A run's machine lives on one thread, so every run is started,
+//! taken up and driven on the conductor's thread (a local task set on the server's runtime,
+//! as the worker drives its runs); its requests and everything else go to the runtime's
+//! other threads. Handlers give the conductor orders and find the runs it drives, with their
+//! stops and event logs, in a shared table.
+//!
+//! Runs are started and resumed with the library's run lifecycle ([`Run::start`],
+//! [`Run::resume`], [`Run::drive`]) over the server's store: the conductor only decides
+//! when, and keeps the logs the streams follow.
+
+use super::events::{EventLog, Writer};
+use crate::run::{self, Place, Resumed, Resuming, Run, RunError};
+use prose_machine::value::Value;
+use prose_runtime::driver::settings::{AnyDriver, DriverSettings};
+use prose_runtime::memo::Memoised;
+use prose_runtime::program::Program;
+use prose_runtime::record::{ExecOptions, RunStatus};
+use prose_runtime::runner::Stop;
+use prose_store::Store;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinSet;
+
+/// What every run of the server shares: where runs are kept, the driver and options they
+/// run with, and how many may be driven at once.
+pub struct Setup {
+    /// The store keeping the runs.
+    pub store: Arc<dyn Store>,
+    /// The driver of every run the server starts (its credentials are the server's).
+    pub driver: DriverSettings,
+    /// How runs execute.
+    pub options: ExecOptions,
+    /// The state directory, the runner's configuration, people and MCP servers.
+    pub place: Place,
+    /// Runs driven at once; the others wait their turn, held and durable.
+    pub runs: Arc<Semaphore>,
+    /// The file naming the runs a shutdown interrupted, to be resumed at the next start.
+    pub resume_file: PathBuf,
+}
+
+/// A run being driven (or waiting its turn).
+#[derive(Clone)]
+pub struct Live {
+    /// Stops it (it ends interrupted, resumable).
+    pub stop: Stop,
+    /// Its event log.
+    pub log: Arc<EventLog>,
+    /// It was claimed from the Postgres store's queue by the server's worker: stopped, it
+    /// would be queued again for any worker, so it is not cancelled here.
+    pub queued: bool,
+}
+
+/// The runs driven now, by id.
+pub type LiveRuns = Arc<Mutex<HashMap<String, Live>>>;
+
+/// Why the server keeps an eye on one of its runs it does not drive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watch {
+    /// It waits for inputs: once answered, it is taken up.
+    Waiting,
+    /// It was left running, and something still holds it (a lease not yet run out, a
+    /// process): once let go, it is taken up.
+    Held,
+}
+
+/// The runs the server watches, by id.
+pub type WatchedRuns = Arc<Mutex<BTreeMap<String, Watch>>>;
+
+fn lock<T>(shared: &Mutex<T>) -> MutexGuard<'_, T> {
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How a resume order went.
+pub enum Resumption {
+    /// The run goes on.
+    Going,
+    /// It had finished: there is nothing to do.
+    Finished,
+}
+
+enum Order {
+    Start {
+        program: Box<Program>,
+        inputs: BTreeMap<String, Value>,
+        done: oneshot::Sender<Result<String, RunError>>,
+    },
+    Resume {
+        id: String,
+        how: Box<Resuming>,
+        done: oneshot::Sender<Result<Resumption, RunError>>,
+    },
+    Shutdown {
+        done: oneshot::Sender<()>,
+    },
+}
+
+/// The handle on the conductor's thread.
+#[derive(Clone)]
+pub struct Conductor {
+    orders: mpsc::UnboundedSender<Order>,
+    live: LiveRuns,
+    watched: WatchedRuns,
+}
+
+/// Why an order could not be given.
+fn gone() -> RunError {
+    RunError::Setup("the server is stopping".into())
+}
+
+impl Conductor {
+    /// Starts the conductor's thread, driving runs on `runtime` as `setup` says.
+    pub fn start(setup: Setup, runtime: tokio::runtime::Handle) -> std::io::Result<Conductor> {
+        let (orders, received) = mpsc::unbounded_channel();
+        let live = LiveRuns::default();
+        let watched = WatchedRuns::default();
+        let shared = (live.clone(), watched.clone());
+        std::thread::Builder::new()
+            .name("prosevm-runs".into())
+            .spawn(move || {
+                let local = tokio::task::LocalSet::new();
+                runtime.block_on(local.run_until(conduct(Arc::new(setup), received, shared)));
+            })?;
+        Ok(Conductor {
+            orders,
+            live,
+            watched,
+        })
+    }
+
+    /// Starts a run of `program` with `inputs`; returns its id once it is in the store.
+    pub async fn start_run(
+        &self,
+        program: Program,
+        inputs: BTreeMap<String, Value>,
+    ) -> Result<String, RunError> {
+        let (done, answer) = oneshot::channel();
+        self.orders
+            .send(Order::Start {
+                program: Box::new(program),
+                inputs,
+                done,
+            })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+
+    /// Takes run `id` up again, changed as `how` says.
+    pub async fn resume(&self, id: &str, how: Resuming) -> Result<Resumption, RunError> {
+        let (done, answer) = oneshot::channel();
+        self.orders
+            .send(Order::Resume {
+                id: id.to_string(),
+                how: Box::new(how),
+                done,
+            })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+
+    /// The runs the server watches, and why.
+    pub fn watched(&self) -> Vec<(String, Watch)> {
+        lock(&self.watched)
+            .iter()
+            .map(|(id, w)| (id.clone(), *w))
+            .collect()
+    }
+
+    /// Watches run `id` for `why`, or (with `None`) no longer.
+    pub fn watch(&self, id: &str, why: Option<Watch>) {
+        match why {
+            Some(w) => {
+                lock(&self.watched).insert(id.to_string(), w);
+            }
+            None => {
+                lock(&self.watched).remove(id);
+            }
+        }
+    }
+
+    /// The follower of the runs the server's worker claims from the Postgres store's
+    /// queue: they are live here, with event logs, like the runs the conductor drives.
+    pub fn follower(&self) -> Arc<dyn crate::worker::Follower> {
+        Arc::new(QueueFollower {
+            live: self.live.clone(),
+        })
+    }
+
+    /// The run `id` if it is driven now.
+    pub fn live(&self, id: &str) -> Option<Live> {
+        lock(&self.live).get(id).cloned()
+    }
+
+    /// Stops every run (each ends interrupted), noting them to be resumed at the next start;
+    /// returns once all have stopped.
+    pub async fn shutdown(&self) {
+        let (done, answer) = oneshot::channel();
+        if self.orders.send(Order::Shutdown { done }).is_ok() {
+            let _ = answer.await;
+        }
+    }
+}
+
+async fn conduct(
+    setup: Arc<Setup>,
+    mut orders: mpsc::UnboundedReceiver<Order>,
+    (live, watched): (LiveRuns, WatchedRuns),
+) {
+    let mut drives: JoinSet<()> = JoinSet::new();
+    loop {
+        tokio::select! {
+            order = orders.recv() => match order {
+                None => break,
+                Some(Order::Start { program, inputs, done }) => {
+                    let started = match start(&setup, &program, inputs).await {
+                        Ok((run, driver)) => launch(&setup, (&live, &watched), &mut drives, run, driver).await,
+                        Err(e) => Err(e),
+                    };
+                    let _ = done.send(started);
+                }
+                Some(Order::Resume { id, how, done }) => {
+                    if lock(&live).contains_key(&id) {
+                        let held = prose_store::StoreError::Held(format!("run {id} is running"));
+                        let _ = done.send(Err(RunError::Store(held)));
+                        continue;
+                    }
+                    let resumed = match resume(&setup, &id, *how).await {
+                        Ok(Some((run, driver))) => launch(&setup, (&live, &watched), &mut drives, run, driver)
+                            .await
+                            .map(|_| Resumption::Going),
+                        Ok(None) => Ok(Resumption::Finished),
+                        Err(e) => Err(e),
+                    };
+                    let _ = done.send(resumed);
+                }
+                Some(Order::Shutdown { done }) => {
+                    let ids: Vec<String> = lock(&live).keys().cloned().collect();
+                    if !ids.is_empty() {
+                        let mut text = ids.join("\n");
+                        text.push('\n');
+                        if let Err(e) = std::fs::write(&setup.resume_file, text) {
+                            eprintln!(
+                                "prosevm serve: cannot note the runs to resume in {}: {e}",
+                                setup.resume_file.display()
+                            );
+                        }
+                    }
+                    for l in lock(&live).values() {
+                        l.stop.ask();
+                    }
+                    while drives.join_next().await.is_some() {}
+                    let _ = done.send(());
+                    break;
+                }
+            },
+            Some(_) = drives.join_next(), if !drives.is_empty() => {}
+        }
+    }
+}
+
+/// A place for one run: the server's, with a stop of its own.
+fn place(setup: &Setup) -> Place {
+    let mut place = setup.place.clone();
+    place.config.stop = Stop::default();
+    place
+}
+
+/// Starts a run of `program` in the store, its driver connected first (a driver that cannot
+/// serve the program creates no run).
+async fn start(
+    setup: &Setup,
+    program: &Program,
+    inputs: BTreeMap<String, Value>,
+) -> Result<(Run, Arc<Memoised<AnyDriver>>), RunError> {
+    let memo = run::memo_for(&*setup.store, setup.options.memo);
+    let driver = run::connect(&setup.driver, &program.artifact, memo)
+        .await
+        .map_err(RunError::Setup)?;
+    let run = Run::start(
+        &*setup.store,
+        program,
+        inputs,
+        setup.driver.clone(),
+        setup.options.clone(),
+        &place(setup),
+    )
+    .await?;
+    Ok((run, driver))
+}
+
+/// Takes run `id` up again with its driver connected; `None` when it had finished.
+async fn resume(
+    setup: &Setup,
+    id: &str,
+    how: Resuming,
+) -> Result<Option<(Run, Arc<Memoised<AnyDriver>>)>, RunError> {
+    let run = match Run::resume(&*setup.store, id, &place(setup), how).await? {
+        Resumed::Finished(_) => return Ok(None),
+        Resumed::Ready(run) => *run,
+    };
+    let memo = run::memo_for(&*setup.store, run.record().options.memo);
+    match run::connect(&run.record().driver, run.artifact(), memo).await {
+        Ok(driver) => Ok(Some((run, driver))),
+        Err(e) => {
+            // Given back as it was, for a later resume.
+            let _ = run.give_back().await;
+            Err(RunError::Setup(e))
+        }
+    }
+}
+
+/// Registers `run` as live and drives it in a task of `drives`; a run whose event log
+/// cannot be opened is given back as it was.
+async fn launch(
+    setup: &Arc<Setup>,
+    (live, watched): (&LiveRuns, &WatchedRuns),
+    drives: &mut JoinSet<()>,
+    run: Run,
+    driver: Arc<Memoised<AnyDriver>>,
+) -> Result<String, RunError> {
+    let id = run.id().to_string();
+    let log = match EventLog::open(run.path()) {
+        Ok(l) => Arc::new(l),
+        Err(e) => {
+            let _ = run.give_back().await;
+            return Err(RunError::Setup(format!("run {id}: its event log: {e}")));
+        }
+    };
+    let entry = Live {
+        stop: run.stop_handle(),
+        log,
+        queued: false,
+    };
+    lock(live).insert(id.clone(), entry.clone());
+    lock(watched).remove(&id);
+    let (setup, live, watched) = (setup.clone(), live.clone(), watched.clone());
+    let key = id.clone();
+    drives.spawn_local(async move {
+        let status = drive(&setup, run, driver, &entry).await;
+        if status == RunStatus::Waiting {
+            lock(&watched).insert(key.clone(), Watch::Waiting);
+        }
+        lock(&live).remove(&key);
+    });
+    Ok(id)
+}
+
+/// Drives `run` once a place among the runs driven at once is free, writing its events to
+/// its log; returns how it stands after.
+async fn drive(
+    setup: &Setup,
+    run: Run,
+    driver: Arc<Memoised<AnyDriver>>,
+    live: &Live,
+) -> RunStatus {
+    let _turn = setup.runs.clone().acquire_owned().await;
+    let keeper = run.keeper().map(tokio::spawn);
+    let mut writer = Writer::new(run.id(), live.log.clone());
+    let id = run.id().to_string();
+    let ended = run.drive(driver, &mut writer).await;
+    if let Some(k) = keeper {
+        k.abort();
+    }
+    use bytecode_spec::Code;
+    let (status, error) = match ended {
+        Ok(Ok(_)) => (RunStatus::Finished, None),
+        Ok(Err(e)) if e.code == Code::E216 => (RunStatus::Interrupted, None),
+        Ok(Err(e)) if e.code == Code::E217 => (RunStatus::Paused, Some(e.message)),
+        Ok(Err(e)) if e.code == Code::E220 => (RunStatus::Waiting, Some(e.message)),
+        Ok(Err(e)) => (RunStatus::Failed, Some(format!("runtime error: {e}"))),
+        Err(e) => {
+            eprintln!("prosevm serve: run {id}: {e}");
+            (RunStatus::Running, Some(e.to_string()))
+        }
+    };
+    writer.ended(status, error.as_deref());
+    status
+}
+
+/// Follows the runs the server's worker drives.
+struct QueueFollower {
+    live: LiveRuns,
+}
+
+impl crate::worker::Follower for QueueFollower {
+    fn follow(&self, run: &Run) -> Box<dyn crate::worker::Following> {
+        let id = run.id().to_string();
+        let log = match EventLog::open(run.path()) {
+            Ok(log) => Arc::new(log),
+            Err(e) => {
+                eprintln!("prosevm serve: run {id}: its event log: {e}; it is not followed");
+                return Box::new(Unfollowed);
+            }
+        };
+        lock(&self.live).insert(
+            id.clone(),
+            Live {
+                stop: run.stop_handle(),
+                log: log.clone(),
+                queued: true,
+            },
+        );
+        Box::new(Followed {
+            writer: Writer::new(&id, log),
+            live: self.live.clone(),
+            id,
+        })
+    }
+}
+
+/// A run of the queue followed: its events go to its log.
+struct Followed {
+    writer: Writer,
+    live: LiveRuns,
+    id: String,
+}
+
+impl prose_runtime::runner::Observer for Followed {
+    fn event(&mut self, e: &prose_machine::trace::Event) {
+        self.writer.event(e);
+    }
+}
+
+impl crate::worker::Following for Followed {
+    fn ended(self: Box<Self>, status: RunStatus, error: Option<&str>) {
+        let Followed { writer, live, id } = *self;
+        writer.ended(status, error);
+        lock(&live).remove(&id);
+    }
+}
+
+/// A run of the queue whose log could not be opened.
+struct Unfollowed;
+
+impl prose_runtime::runner::Observer for Unfollowed {
+    fn event(&mut self, _: &prose_machine::trace::Event) {}
+}
+
+impl crate::worker::Following for Unfollowed {
+    fn ended(self: Box<Self>, _: RunStatus, _: Option<&str>) {}
+}

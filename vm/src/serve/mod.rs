@@ -1,0 +1,352 @@
+//! `prosevm serve`: shipped workflows as a service. An HTTP API under `/v1` ([`api`]) takes
+//! artifacts, starts runs of them with the server's driver, streams their events and answers
+//! for them; a token guards it ([`auth`]). Runs live in the server's store like any other
+//! run, started and resumed through the library's run lifecycle ([`crate::run`]) on the
+//! conductor's thread ([`conductor`]); each run's events are logged beside its views
+//! ([`events`]). Nothing is kept only in memory: after a stop (SIGTERM) or a crash, the next
+//! start takes up every run of this server that had not ended, from its journal.
+//!
+//! ```text
+//! PUT  /v1/artifacts            .pbc → {"sha256"}          (library)
+//! POST /v1/runs                 {"artifact","inputs"} → {"id"}
+//! GET  /v1/runs[/{id}]          records from the store
+//! GET  /v1/runs/{id}/events     the run's event log, then live (server-sent events)
+//! POST /v1/runs/{id}/cancel     stop → interrupted;   /resume: from its journal
+//! POST /v1/runs/{id}/input      answers an input the run waits for; then it goes on
+//! POST /v1/schedules            {"cron","artifact","inputs"}: runs on time ([`schedules`])
+//! ```
+//!
+//! With a Postgres store and a [`QueueWork`], the server also works the store's queue with
+//! the library's worker ([`crate::worker`]), which tells the conductor's table of the runs it
+//! claims, so their events and status are served like the server's own.
+//!
+//! A mid-program input no one can give (a server asks no terminal) makes the run wait:
+//! status `waiting`, durable like any other. An answer through the API, or `prosevm answer`
+//! on the store, lets it go on; the server takes up its waiting runs once answered.
+
+pub mod api;
+pub mod auth;
+pub mod conductor;
+pub mod events;
+pub mod library;
+pub mod page;
+pub mod schedules;
+
+use crate::run::{Place, Resuming, RunError};
+use api::{App, Shared};
+use axum::routing::get;
+use conductor::{Conductor, Resumption, Setup, Watch};
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::record::{ExecOptions, RunStatus};
+use prose_runtime::runner::Stop;
+use prose_store::{Store, StoreError};
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How a server serves.
+pub struct Options {
+    /// Where runs are kept.
+    pub store: Arc<dyn Store>,
+    /// The server's own directory: its artifacts, its schedules, and the runs to resume at
+    /// start.
+    pub dir: PathBuf,
+    /// The driver every run is answered by, with the server's credentials.
+    pub driver: DriverSettings,
+    /// How runs execute.
+    pub options: ExecOptions,
+    /// The state directory, the runner's configuration, people (no one: a server asks no
+    /// terminal) and MCP servers. Its `max_concurrency` holds for the whole server: that
+    /// many requests in flight at once over all the runs it drives.
+    pub place: Place,
+    /// The token every `/v1` request needs, if any.
+    pub token: Option<auth::Token>,
+    /// Keys an artifact must be signed by to be accepted (none: any verified artifact).
+    pub trust: Vec<bytecode_spec::signature::TrustKey>,
+    /// Runs driven at once.
+    pub max_runs: usize,
+    /// HTTP requests handled at once.
+    pub max_requests: usize,
+    /// The Postgres store's queue, when the server also works it like `prosevm worker`.
+    pub queue: Option<QueueWork>,
+}
+
+/// The server as a worker of the Postgres store's queue: it claims runs submitted there
+/// (`prosevm submit`) and runs whose worker died, and follows them like its own.
+pub struct QueueWork {
+    /// The store, its views under the state directory's `pg/`.
+    pub store: prose_store::pg::PgStore,
+    /// Runs claimed at once.
+    pub concurrency: usize,
+}
+
+/// The largest request body taken (an artifact with its bundled skills): 64 MiB.
+const MAX_BODY: usize = 64 << 20;
+
+/// The file in the server's directory naming the runs a shutdown interrupted.
+const RESUME_FILE: &str = "resume-on-start";
+
+/// Serves on `listener` until `shutdown` is asked; then stops every run it drives (each
+/// ends interrupted, noted to be resumed at the next start) and returns. Runs of this server
+/// left unfinished by an earlier one (stopped, or killed) are taken up first.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    opts: Options,
+    shutdown: Stop,
+) -> std::io::Result<()> {
+    let Options {
+        store,
+        dir,
+        driver,
+        options,
+        mut place,
+        token,
+        trust,
+        max_runs,
+        max_requests,
+        queue,
+    } = opts;
+    std::fs::create_dir_all(&dir)?;
+    // Absolute: runs record their artifact's path, by which the server knows its own.
+    let dir = std::fs::canonicalize(&dir)?;
+    // Requests in flight are counted over every run, as `exec` counts them within one.
+    place.config.shared = Some(Arc::new(tokio::sync::Semaphore::new(
+        place.config.max_concurrency.max(1),
+    )));
+    let conductor = Conductor::start(
+        Setup {
+            store: store.clone(),
+            driver,
+            options,
+            place: place.clone(),
+            runs: Arc::new(tokio::sync::Semaphore::new(max_runs.max(1))),
+            resume_file: dir.join(RESUME_FILE),
+        },
+        tokio::runtime::Handle::current(),
+    )?;
+    let schedules = schedules::Schedules::load(dir.join("schedules.json"))
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    let app: Shared = Arc::new(App {
+        store,
+        library: library::Library::new(dir.join("artifacts"), trust),
+        conductor: conductor.clone(),
+        schedules: tokio::sync::Mutex::new(schedules),
+    });
+    take_up_unfinished(&app, &dir).await;
+    let watching = tokio::spawn(watch_runs(app.clone()));
+    let firing = tokio::spawn(fire_schedules(app.clone()));
+    let token = token.map(Arc::new);
+    let (v1, _) = api::routes().split_for_parts();
+    let v1 = v1.route_layer(axum::middleware::from_fn_with_state(
+        token.clone(),
+        auth::guard,
+    ));
+    let front = axum::Router::new()
+        .route("/", get(page::show))
+        .with_state(token.clone());
+    let open = token.is_none();
+    let mut router = v1
+        .route("/healthz", get(api::healthz))
+        .with_state(app)
+        .merge(front)
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY));
+    if open {
+        router = router.layer(axum::middleware::from_fn(auth::loopback_names_only));
+    }
+    let router = router.layer(tower::limit::ConcurrencyLimitLayer::new(
+        max_requests.max(1),
+    ));
+    let queue = match queue {
+        Some(q) => Some(work_queue(q, place, conductor.follower())?),
+        None => None,
+    };
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.wait().await;
+            if let Some((stop, _)) = &queue {
+                stop.ask();
+            }
+            conductor.shutdown().await;
+            if let Some((_, stopped)) = queue {
+                let _ = stopped.await;
+            }
+        })
+        .await;
+    watching.abort();
+    firing.abort();
+    served
+}
+
+/// How often the server looks at the runs it watches.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Takes up the server's runs it watches once they can go on: a waiting run once it waits
+/// for nothing more (answered through the CLI, which writes only the store; an answer
+/// through the API takes its run up at once), and a run left running once whatever held it
+/// (a lease not yet run out, another process) let it go.
+async fn watch_runs(app: Shared) {
+    loop {
+        tokio::time::sleep(WATCH_EVERY).await;
+        for (id, why) in app.conductor.watched() {
+            if app.conductor.live(&id).is_some() {
+                continue;
+            }
+            let ready = match (app.store.record(&id).await, why) {
+                (Ok((_, r)), Watch::Waiting) if r.status == RunStatus::Waiting => {
+                    r.waiting.is_empty()
+                }
+                (Ok((_, r)), Watch::Held) if r.status == RunStatus::Running => true,
+                // Taken up or ended elsewhere, or gone: no longer this server's to watch.
+                _ => {
+                    app.conductor.watch(&id, None);
+                    continue;
+                }
+            };
+            if !ready {
+                continue;
+            }
+            match app.conductor.resume(&id, Resuming::default()).await {
+                Ok(_) => {
+                    app.conductor.watch(&id, None);
+                    eprintln!("prosevm serve: taking up run {id}");
+                }
+                // Still held: looked at again later.
+                Err(RunError::Store(StoreError::Held(_))) if why == Watch::Held => {}
+                Err(e) => {
+                    app.conductor.watch(&id, None);
+                    eprintln!("prosevm serve: cannot take up run {id}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Takes up every run of this server (a run of one of its artifacts) that an earlier server
+/// left unfinished: killed while running, or interrupted by its shutdown.
+async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
+    let file = dir.join(RESUME_FILE);
+    let noted: HashSet<String> = std::fs::read_to_string(&file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let rows = match app.store.list().await {
+        Ok(rows) => rows,
+        Err(e) => {
+            eprintln!("prosevm serve: cannot list the runs to take up: {e}");
+            return;
+        }
+    };
+    for row in rows {
+        let left = match row.run_status() {
+            Some(RunStatus::Running | RunStatus::Waiting) => true,
+            Some(RunStatus::Interrupted) => noted.contains(&row.id),
+            _ => false,
+        };
+        if !left {
+            continue;
+        }
+        let Ok((_, record)) = app.store.record(&row.id).await else {
+            continue;
+        };
+        if !app.library.holds(&record.origin) {
+            continue;
+        }
+        if record.status == RunStatus::Waiting && !record.waiting.is_empty() {
+            app.conductor.watch(&row.id, Some(Watch::Waiting));
+            continue;
+        }
+        if record.status == RunStatus::Running && row.live {
+            app.conductor.watch(&row.id, Some(Watch::Held));
+            continue;
+        }
+        match app.conductor.resume(&row.id, Resuming::default()).await {
+            Ok(Resumption::Going) => eprintln!("prosevm serve: taking up run {}", row.id),
+            Ok(Resumption::Finished) => {}
+            Err(e) => eprintln!("prosevm serve: cannot take up run {}: {e}", row.id),
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+}
+
+/// Starts the runs of schedules as they come due (looking at least every second, so a new
+/// schedule is seen).
+async fn fire_schedules(app: Shared) {
+    loop {
+        let now = chrono::Utc::now();
+        let soonest = app.schedules.lock().await.soonest();
+        let wait = soonest
+            .and_then(|t| (t - now).to_std().ok())
+            .unwrap_or_default()
+            .min(std::time::Duration::from_secs(1));
+        tokio::time::sleep(wait).await;
+        let due = match app.schedules.lock().await.take_due(chrono::Utc::now()) {
+            Ok(due) => due,
+            Err(e) => {
+                eprintln!("prosevm serve: the schedules: {e}");
+                continue;
+            }
+        };
+        for s in due {
+            let started = match app.library.get(&s.artifact) {
+                None => Err(format!("artifact {} is not in the library", s.artifact)),
+                Some(program) => app
+                    .conductor
+                    .start_run(program, api::values(&s.inputs))
+                    .await
+                    .map_err(|e| e.to_string()),
+            };
+            match &started {
+                Ok(run) => eprintln!("prosevm serve: schedule {} started run {run}", s.id),
+                Err(e) => eprintln!(
+                    "prosevm serve: schedule {} could not start a run: {e}",
+                    s.id
+                ),
+            }
+            if let Err(e) = app.schedules.lock().await.started(&s.id, started) {
+                eprintln!("prosevm serve: the schedules: {e}");
+            }
+        }
+    }
+}
+
+/// Works the Postgres store's queue on a thread of its own (a worker drives its runs on one
+/// thread, as the conductor does), its runs followed by `follower`; returns what stops it
+/// (its runs are then queued again) and what says it has stopped.
+fn work_queue(
+    q: QueueWork,
+    place: Place,
+    follower: Arc<dyn crate::worker::Follower>,
+) -> std::io::Result<(Stop, tokio::sync::oneshot::Receiver<()>)> {
+    use crate::worker::{self, Ended, WorkerEvent, WorkerOptions};
+    let opts = WorkerOptions {
+        concurrency: q.concurrency.max(1),
+        workdir: std::env::current_dir()?,
+        place,
+        follower: Some(follower),
+        ..WorkerOptions::default()
+    };
+    let stop = Stop::default();
+    let stopping = stop.clone();
+    let (done, stopped) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::Builder::new()
+        .name("prosevm-queue".into())
+        .spawn(move || {
+            let id = prose_store::pg::lease::WorkerId::new();
+            let log = |e: &WorkerEvent| match e {
+                WorkerEvent::Claimed { run, .. } => {
+                    eprintln!("prosevm serve: claimed run {run} from the queue")
+                }
+                WorkerEvent::Ended { run, how } => match how {
+                    Ended::Requeued => eprintln!("prosevm serve: run {run} queued again"),
+                    Ended::Lost(e) => eprintln!("prosevm serve: run {run} let go: {e}"),
+                    _ => {}
+                },
+                WorkerEvent::Trouble(t) => eprintln!("prosevm serve: the queue: {t}"),
+            };
+            runtime.block_on(worker::work(&q.store, &id, &opts, &stopping, &log));
+            let _ = done.send(());
+        })?;
+    Ok((stop, stopped))
+}

@@ -1,0 +1,95 @@
+//! The web page at `/`: one self-contained page (its style and script inline, nothing from
+//! elsewhere) with the list of runs and a live view of one run: its status, the inputs it
+//! waits for as a form, cancel and resume, its events as they come, and its report (the
+//! timeline with parallel branches side by side, every session's prompt, context, answer,
+//! tool calls, tokens and cost), redrawn over the run's event stream. It uses the API like
+//! any client.
+//!
+//! With a token, the page is opened once as `/?token=TOKEN`: the server keeps the token in an
+//! HttpOnly cookie and sends the browser on to `/`, so the token leaves the address bar.
+
+use super::auth::{self, Token};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+use std::sync::{Arc, OnceLock};
+
+const TEMPLATE: &str = include_str!("page/index.html");
+const STYLE: &str = include_str!("page/page.css");
+const SCRIPT: &str = include_str!("page/page.js");
+
+/// The page, its style (the report's, then its own) and script inlined.
+fn page() -> &'static str {
+    static PAGE: OnceLock<String> = OnceLock::new();
+    PAGE.get_or_init(|| {
+        let style = format!("{}\n{STYLE}", crate::report::html::STYLE);
+        TEMPLATE
+            .replace("/*STYLE*/", &style)
+            .replace("/*SCRIPT*/", SCRIPT)
+    })
+}
+
+/// What the page says to a browser without the token.
+const NEEDS_TOKEN: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>prosevm serve</title></head>\n<body><p>This server needs its token: open this page once as <code>/?token=TOKEN</code>.</p></body></html>\n";
+
+/// The page's query: the token, once.
+#[derive(Deserialize)]
+pub struct PageQuery {
+    token: Option<String>,
+}
+
+/// Headers every page response carries: nothing from elsewhere may load, the page is not
+/// framed or cached, and its address (which may hold the token) is not sent on.
+fn guarded(status: StatusCode, body: Response) -> Response {
+    let mut r = (status, body).into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static(
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        header::HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+/// `GET /`: the page; with a token, only for a browser holding its cookie (given once for
+/// `?token=`).
+pub async fn show(
+    State(token): State<Option<Arc<Token>>>,
+    Query(query): Query<PageQuery>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(token) = token else {
+        return guarded(StatusCode::OK, Html(page()).into_response());
+    };
+    if let Some(given) = query.token {
+        if token.admits(&given) {
+            let mut r = guarded(StatusCode::SEE_OTHER, ().into_response());
+            let h = r.headers_mut();
+            h.insert(header::LOCATION, header::HeaderValue::from_static("/"));
+            if let Ok(cookie) = header::HeaderValue::from_str(&token.cookie()) {
+                h.insert(header::SET_COOKIE, cookie);
+            }
+            return r;
+        }
+        return guarded(StatusCode::UNAUTHORIZED, Html(NEEDS_TOKEN).into_response());
+    }
+    if auth::allowed(Some(&token), &headers) {
+        guarded(StatusCode::OK, Html(page()).into_response())
+    } else {
+        guarded(StatusCode::UNAUTHORIZED, Html(NEEDS_TOKEN).into_response())
+    }
+}
