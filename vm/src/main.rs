@@ -368,6 +368,24 @@ fn main() -> ExitCode {
             };
         }
     };
+    // The commands that only read and print start no child: output piped into a command
+    // that stops reading (`| head`) ends them quietly, as it does any Unix tool. The others
+    // keep SIGPIPE ignored, since they write to their children's pipes (a command driver
+    // that exits without reading its request must not kill the run).
+    if matches!(
+        cli.command,
+        Command::Runs { .. }
+            | Command::Inspect { .. }
+            | Command::Report { .. }
+            | Command::Diff { .. }
+            | Command::Info { .. }
+            | Command::Memo { .. }
+    ) {
+        // SAFETY: setting a signal's disposition to the default, before any thread starts.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     // Still one thread: the keys leave the environment before anything can start a child.
     prose_runtime::secrets::take();
     let _ = COLOR.set(cli.color.on_stderr());

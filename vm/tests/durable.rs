@@ -755,3 +755,40 @@ fn a_bindings_kind_is_what_declared_it_not_the_last_statements_first_word() {
         "{kinds:?}"
     );
 }
+
+#[test]
+fn a_reader_piped_into_one_that_stops_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("pipe-reader");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "input topic: \"what\"\noutput r = \"done\"\n",
+    )
+    .expect("program");
+    // An input far larger than a pipe's buffer, which `inspect --json` prints back.
+    let inputs = serde_json::json!({ "topic": "tides ".repeat(40_000) });
+    std::fs::write(dir.join("inputs.json"), inputs.to_string()).expect("inputs");
+    let (code, _, err) = output(vm().current_dir(&dir).args([
+        "run",
+        "prog.prose",
+        "--input-file",
+        "inputs.json",
+        "--trace",
+        "quiet",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let id = run_ids(&dir.join(".prose")).pop().expect("a run");
+    let mut child = vm()
+        .current_dir(&dir)
+        .args(["inspect", &id, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("inspect");
+    // The reader goes away before reading anything, as `| head -0` does.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}
