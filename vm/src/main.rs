@@ -311,12 +311,7 @@ enum RunsAction {
 }
 
 fn main() -> ExitCode {
-    // Output piped into a command that stops reading (`| head`) ends this process quietly,
-    // as it does any Unix tool, instead of panicking on the failed write.
-    // SAFETY: setting a signal's disposition to the default, before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
+    cli::pipe::end_quietly_when_the_reader_goes();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
