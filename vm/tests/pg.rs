@@ -758,3 +758,128 @@ fn workers_answer_from_the_stores_memo_what_an_earlier_run_asked() {
         "{out}"
     );
 }
+
+/// The number of the store's tables in the database at `url`.
+fn store_tables(url: &str) -> i64 {
+    count(
+        url,
+        "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'prose\\_%'",
+    )
+}
+
+#[test]
+fn verify_full_runs_end_to_end_and_another_ca_is_refused_before_anything_is_written() {
+    let Some(url) = database("tls_full") else {
+        return;
+    };
+    let Some(tls) = support::pg::tls() else {
+        eprintln!("skipping: the server is not one started here, with TLS");
+        return;
+    };
+    assert!(url.contains("sslmode=verify-full"), "{url}");
+    let dir = support::scratch("pg-tls-full");
+    let pbc = artifact(&dir);
+    // Submit, a worker, runs: all over TLS, the server's certificate checked against the CA
+    // and its name (127.0.0.1).
+    let id = submit(&url, &pbc, "tls", &["--driver", "mock"]);
+    let (code, _, err) = support::output(prosevm().current_dir(&dir).args([
+        "worker",
+        "--store",
+        &url,
+        "--exit-when-idle",
+        "--poll-ms",
+        "50",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = support::output(prosevm().args(["runs", "--json", "--store", &url]));
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(rows[0]["id"], id.as_str());
+    assert_eq!(rows[0]["status"], "finished");
+
+    // Another CA: refused in the handshake, before the schema is made.
+    let other = database("tls_other").expect("a database");
+    let other = other.replace(
+        &tls.ca.display().to_string(),
+        &tls.other_ca.display().to_string(),
+    );
+    let (code, _, err) = support::output(
+        prosevm()
+            .arg("submit")
+            .arg(&pbc)
+            .args(["--store", &other, "--input", "n=x", "--driver", "mock"]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot connect to the Postgres store"),
+        "{err}"
+    );
+    assert!(err.contains("invalid peer certificate"), "{err}");
+    assert_eq!(store_tables(&other), 0, "something was written");
+
+    // The right CA but another name: verify-full refuses, verify-ca (which checks the chain
+    // only) accepts. `hostaddr` connects to 127.0.0.1 while the name checked is `localhost`.
+    let named = |mode: &str| {
+        let db = database(&format!("tls_{}", mode.replace('-', "_"))).expect("a database");
+        let (_, rest) = db.split_once("@127.0.0.1:").expect("a loopback URL");
+        let rest = rest.replace("sslmode=verify-full", &format!("sslmode={mode}"));
+        format!("postgres://postgres@localhost:{rest}&hostaddr=127.0.0.1")
+    };
+    let full = named("verify-full");
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &full]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    assert_eq!(store_tables(&full.replace("localhost", "127.0.0.1")), 0);
+    let ca = named("verify-ca");
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &ca]));
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn a_client_certificate_logs_in_where_the_server_asks_for_one() {
+    let Some(url) = database("tls_client") else {
+        return;
+    };
+    let Some(tls) = support::pg::tls() else {
+        eprintln!("skipping: the server is not one started here, with TLS");
+        return;
+    };
+    let db = url
+        .split('?')
+        .next()
+        .expect("url")
+        .rsplit('/')
+        .next()
+        .expect("db");
+    query(&url, &format!("ALTER DATABASE {db} OWNER TO prose_cert"));
+    let as_cert = url.replace("postgres://postgres@", "postgres://prose_cert@");
+    // Without a certificate the server turns the role away.
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &as_cert]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot connect to the Postgres store"),
+        "{err}"
+    );
+    let with_cert = format!(
+        "{as_cert}&sslcert={}&sslkey={}",
+        tls.client_cert.display(),
+        tls.client_key.display()
+    );
+    let (code, out, err) = support::output(prosevm().args(["runs", "--store", &with_cert]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("id"), "{out}");
+    assert!(store_tables(&url) > 0, "the schema was made as prose_cert");
+    // A key others may read is refused before connecting, as libpq does.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = support::scratch("pg-tls-client");
+    let open_key = dir.join("open.key");
+    std::fs::copy(&tls.client_key, &open_key).expect("copy");
+    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let loose = with_cert.replace(
+        &tls.client_key.display().to_string(),
+        &open_key.display().to_string(),
+    );
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &loose]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("others may read it"), "{err}");
+}
