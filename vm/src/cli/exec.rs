@@ -189,7 +189,8 @@ fn opened(args: &RunArgs) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
 }
 
 /// On Ctrl-C or SIGTERM, asks `stop` to stop cleanly, saying `first` after `who`; on a
-/// second one, exits at once with status 130.
+/// second one, kills the process groups of the commands still running and exits at once
+/// with status 130.
 pub fn stop_on_signals(
     runtime: &tokio::runtime::Runtime,
     stop: prose_runtime::runner::Stop,
@@ -211,6 +212,8 @@ pub fn stop_on_signals(
             }
             if stop.asked() {
                 eprintln!("{who}: stopping at once");
+                // Exiting drops nothing: the commands' process groups are killed first.
+                prose_runtime::group::kill_all();
                 std::process::exit(130);
             }
             eprintln!("{who}: {first}");
