@@ -95,8 +95,9 @@ enum Command {
         opts: RunArgs,
     },
     /// Run the runs of a Postgres store: claim queued runs, and runs whose worker died, up
-    /// to `--concurrency` at once, until stopped (SIGTERM or Ctrl-C: runs in progress are
-    /// interrupted and queued again).
+    /// to `--concurrency` at once, until stopped (SIGTERM or Ctrl-C: no more runs are
+    /// claimed, those in progress go on for up to `--drain` seconds, then the rest are
+    /// interrupted and queued again; a second signal exits at once).
     Worker {
         /// The store: a postgres:// URL.
         #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
@@ -123,6 +124,10 @@ enum Command {
         /// Exit once nothing is left to claim and nothing runs.
         #[arg(long)]
         exit_when_idle: bool,
+        /// Seconds the runs in progress may go on after SIGTERM or Ctrl-C before they are
+        /// interrupted and queued again (0: at once).
+        #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+        drain: f64,
         /// Say nothing about the runs claimed and ended.
         #[arg(long)]
         quiet: bool,
@@ -383,6 +388,7 @@ fn main() -> ExitCode {
             state_dir,
             max_concurrency,
             exit_when_idle,
+            drain,
             quiet,
             no_views,
             trust,
@@ -396,6 +402,7 @@ fn main() -> ExitCode {
                 state_dir,
                 max_concurrency,
                 exit_when_idle,
+                drain,
                 quiet,
                 no_views,
                 trust,

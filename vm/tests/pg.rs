@@ -883,3 +883,114 @@ fn a_client_certificate_logs_in_where_the_server_asks_for_one() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("others may read it"), "{err}");
 }
+
+#[test]
+fn sigterm_drains_a_worker_within_its_drain_time_and_a_second_one_stops_it_at_once() {
+    let Some(url) = database("drain") else {
+        return;
+    };
+    let dir = support::scratch("pg-drain");
+    let pbc = artifact(&dir);
+    let log = dir.join("calls.log");
+    // Each request takes a second: the run is in progress when the worker is told to stop,
+    // and finishes within the drain time.
+    let id = submit(
+        &url,
+        &pbc,
+        "drained",
+        &[
+            "--driver",
+            "command",
+            "--command",
+            &logging_command(&log, "1"),
+        ],
+    );
+    let mut w = worker(&url, &dir, "w1", &["--drain", "30"]);
+    wait_for("the request to be asked", Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty())
+    });
+    sigterm(&w);
+    let status = w.wait().expect("worker exits");
+    assert!(status.success(), "{status:?}");
+    let rows = query(
+        &url,
+        &format!("SELECT status, owner IS NULL FROM prose_runs WHERE id = '{id}'"),
+    );
+    assert_eq!(rows[0], vec!["finished".to_string(), "t".to_string()]);
+    let calls = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(calls.lines().count(), 3, "each request asked once: {calls}");
+    let err = std::fs::read_to_string(dir.join("w1.err")).unwrap_or_default();
+    assert!(err.contains("draining"), "{err}");
+
+    // Requests that outlast the drain: interrupted when it is up and queued again, the
+    // worker gone within a bounded time.
+    let slow_log = dir.join("slow.log");
+    let groups = dir.join("groups.log");
+    // Each time it is asked, the command also logs its process group.
+    let slow_command = format!(
+        "cut -d' ' -f5 /proc/$$/stat >> {}; {}",
+        groups.display(),
+        logging_command(&slow_log, "300")
+    );
+    let slow = submit(
+        &url,
+        &pbc,
+        "slow",
+        &["--driver", "command", "--command", &slow_command],
+    );
+    let mut w = worker(&url, &dir, "w2", &["--drain", "1"]);
+    wait_for(
+        "the slow request to be asked",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&slow_log).is_ok_and(|t| !t.is_empty()),
+    );
+    let asked = Instant::now();
+    sigterm(&w);
+    let status = w.wait().expect("worker exits");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "the worker took {:?} to stop",
+        asked.elapsed()
+    );
+    let rows = query(
+        &url,
+        &format!("SELECT status, owner IS NULL FROM prose_runs WHERE id = '{slow}'"),
+    );
+    assert_eq!(rows[0], vec!["queued".to_string(), "t".to_string()]);
+
+    // A second signal while draining ends the worker at once, with the command it was
+    // running (its whole process group).
+    let mut w = worker(&url, &dir, "w3", &["--drain", "300"]);
+    wait_for(
+        "the slow request to be asked again",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&slow_log).is_ok_and(|t| t.lines().count() >= 2),
+    );
+    let group: i32 = std::fs::read_to_string(&groups)
+        .expect("groups")
+        .lines()
+        .nth(1)
+        .and_then(|pgid| pgid.trim().parse().ok())
+        .expect("the command's group");
+    // SAFETY: signal 0 only checks that the group exists.
+    assert_eq!(unsafe { libc::killpg(group, 0) }, 0, "the command runs");
+    sigterm(&w);
+    wait_for("the worker to drain", Duration::from_secs(20), || {
+        std::fs::read_to_string(dir.join("w3.err")).is_ok_and(|t| t.contains("draining"))
+    });
+    sigterm(&w);
+    let status = w.wait().expect("worker exits");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // SAFETY: signal 0 only checks that the group exists.
+    while unsafe { libc::killpg(group, 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above.
+    assert_ne!(
+        unsafe { libc::killpg(group, 0) },
+        0,
+        "the command outlived the worker"
+    );
+}
