@@ -317,6 +317,15 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
         .options
         .memo
         .then(|| prose_store::Store::memo(&claim.store));
+    let record = run.record();
+    if let Err(e) = crate::run::check_budget(
+        &record.driver,
+        run.artifact(),
+        record.options.max_tokens,
+        record.options.max_cost,
+    ) {
+        return give_up_run(run, e).await;
+    }
     let driver = match run.record().driver.connect() {
         Ok(d) => Arc::new(Memoised::new(d, memo)),
         Err(e) => return give_up_run(run, e).await,

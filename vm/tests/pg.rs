@@ -994,3 +994,48 @@ fn sigterm_drains_a_worker_within_its_drain_time_and_a_second_one_stops_it_at_on
         "the command outlived the worker"
     );
 }
+
+#[test]
+fn a_worker_fails_a_run_whose_budget_its_driver_cannot_keep_without_asking_anything() {
+    let Some(url) = database("budget") else {
+        return;
+    };
+    let dir = support::scratch("pg-budget");
+    let pbc = artifact(&dir);
+    // Submitted past the CLI's check (as a run from an older prosevm would be).
+    let program = prose_runtime::program::Program::from_bytes(
+        std::fs::read(&pbc).expect("artifact"),
+        pbc.clone(),
+    )
+    .expect("loads");
+    let options = prose_runtime::record::ExecOptions {
+        max_tokens: Some(1000),
+        ..Default::default()
+    };
+    let (rt, store) = store(&url);
+    let id = rt
+        .block_on(store.submit(
+            &program,
+            BTreeMap::from([("n".to_string(), prose_machine::value::Value::text("x"))]),
+            prose_runtime::driver::settings::DriverSettings::Mock(Default::default()),
+            options,
+        ))
+        .expect("submitted");
+    drop(store);
+    drop(rt);
+    let mut w = worker(&url, &dir, "w", &["--exit-when-idle"]);
+    assert!(w.wait().expect("exits").success());
+    let rows = query(
+        &url,
+        &format!(
+            "SELECT status, record::json->'error'->>'message' FROM prose_runs WHERE id = '{id}'"
+        ),
+    );
+    assert_eq!(rows[0][0], "failed");
+    assert!(
+        rows[0][1].contains("the mock driver does not report what its answers use"),
+        "{:?}",
+        rows[0]
+    );
+    assert_eq!(count(&url, "SELECT count(*) FROM prose_journal"), 0);
+}

@@ -149,6 +149,14 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e, 2),
     };
+    if let Err(e) = prosevm::run::check_budget(
+        &settings,
+        &program.artifact,
+        options.max_tokens,
+        options.max_cost,
+    ) {
+        return fail(e, 2);
+    }
     let export = match Export::from_env() {
         Ok(e) => e,
         Err(e) => return fail(e, 2),
@@ -488,6 +496,28 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
         (Ok(p), Ok(i), Ok(x)) => (p, i, x),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, 2),
     };
+    // A budget the driver cannot keep is refused before the run is taken.
+    let budget = (
+        args.max_tokens.or(record.options.max_tokens),
+        args.max_cost.or(record.options.max_cost),
+    );
+    if budget != (None, None) {
+        let settings = driver.as_ref().unwrap_or(&record.driver);
+        let checked = match &edited {
+            Some(program) => {
+                prosevm::run::check_budget(settings, &program.artifact, budget.0, budget.1)
+            }
+            None => match stored_program(&runtime, &*store, run) {
+                Ok(program) => {
+                    prosevm::run::check_budget(settings, &program.artifact, budget.0, budget.1)
+                }
+                Err(code) => return code,
+            },
+        };
+        if let Err(e) = checked {
+            return fail(format!("run {id}: {e}"), 2);
+        }
+    }
     let how = Resuming {
         driver,
         inputs,
@@ -583,6 +613,20 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
         (Ok(p), Ok(x)) => (p, x),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
+    let budget = (
+        place.budget.0.or(record.options.max_tokens),
+        place.budget.1.or(record.options.max_cost),
+    );
+    if budget != (None, None) {
+        let checked = stored_program(&runtime, &*store, &id).map(|program| {
+            prosevm::run::check_budget(&driver, &program.artifact, budget.0, budget.1)
+        });
+        match checked {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return fail(e, 2),
+            Err(code) => return code,
+        }
+    }
     let forked = runtime.block_on(Run::fork(&*store, &id, from.as_ref(), driver, &place));
     match forked {
         Ok((run, reused)) => {
@@ -604,6 +648,13 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
         }
         Err(e) => run_error(e),
     }
+}
+
+/// The program run `id` of `store` carries, as the store keeps it.
+fn stored_program(runtime: &Runtime, store: &dyn Store, id: &str) -> Result<Program, ExitCode> {
+    let stored = runtime.block_on(store.read(id)).map_err(store_error)?;
+    Program::from_bytes(stored.artifact, stored.record.origin.clone())
+        .map_err(|e| fail(format!("run {id}: its artifact: {e}"), 1))
 }
 
 /// The flags a resume needs to find a run kept where `args` say, when not in the default

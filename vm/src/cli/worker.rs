@@ -44,6 +44,14 @@ pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArg
         (Ok(s), Ok(o)) => (s, o),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
+    if let Err(e) = prosevm::run::check_budget(
+        &settings,
+        &program.artifact,
+        options.max_tokens,
+        options.max_cost,
+    ) {
+        return fail(e, 2);
+    }
     let (rt, store) = match connected(url, 1) {
         Ok(c) => c,
         Err(code) => return code,
