@@ -38,7 +38,7 @@ const HOSTILE_NAMES: [&str; 7] = [
     "ok-name",
 ];
 /// Mutated journals tried.
-const JOURNAL_MUTANTS: usize = 120;
+const JOURNAL_MUTANTS: usize = 2_400;
 
 struct Rng(u64);
 
