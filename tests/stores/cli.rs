@@ -459,3 +459,84 @@ fn a_waiting_run_is_answered_and_goes_on_in_every_store() {
         );
     }
 }
+
+#[test]
+fn an_edited_program_resumes_with_force_in_every_store() {
+    const FIRST: &str = "let a = session \"Gather facts\"\nlet b = session \"Draft the text\"\n  context: a\noutput c = session \"Polish it\"\n  context: b\n";
+    // Every line moved down, the second session's prompt rewritten.
+    const EDITED: &str = "# reviewed\nlet a = session \"Gather facts\"\nlet b = session \"Draft the text for experts\"\n  context: a\noutput c = session \"Polish it\"\n  context: b\n";
+    let dir = support::scratch("stores-edit");
+    // The third session fails: each run stops after two answers.
+    std::fs::write(
+        dir.join("script.json"),
+        r#"[{"prompt": "Polish", "fail": "the provider is down"}]"#,
+    )
+    .expect("script");
+    for kind in kinds("cli_edit", &dir) {
+        let name = kind.name;
+        std::fs::write(dir.join("prog.prose"), FIRST).expect("program");
+        let (code, _, err) = support::output(prosevm(&dir).args([
+            "run",
+            "prog.prose",
+            "--store",
+            &kind.store,
+            "--mock-script",
+            "script.json",
+            "--trace",
+            "quiet",
+        ]));
+        assert_eq!(code, 1, "{name}: {err}");
+        let id = listing(&dir, &kind)[0]["id"]
+            .as_str()
+            .expect("id")
+            .to_string();
+        std::fs::write(dir.join("prog.prose"), EDITED).expect("edit");
+        let resume = |extra: &[&str]| {
+            support::output(
+                prosevm(&dir)
+                    .args(["resume", &id, "--store", &kind.store, "--trace", "quiet"])
+                    .args(extra),
+            )
+        };
+        let (code, _, err) = resume(&[]);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(
+            err.contains("has changed") && err.contains("--force"),
+            "{name}: {err}"
+        );
+        let log = dir.join(format!("second-{name}.log"));
+        let (code, out, err) = resume(&[
+            "--force",
+            "--driver",
+            "mock",
+            "--mock-log",
+            log.to_str().expect("path"),
+        ]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(
+            err.contains("1 answer(s) will be asked again:\n  0:1 at prog:3: let b = session \"Draft the text for experts\""),
+            "{name}: {err}"
+        );
+        assert_eq!(out, "c: [mock] Polish it\n", "{name}");
+        // The unchanged first session was not asked again; the edited and the failed were.
+        assert_eq!(
+            std::fs::read_to_string(&log).expect("log"),
+            "0:1\n0:2\n",
+            "{name}"
+        );
+        // The store keeps the edited program and a journal a later resume agrees with.
+        let (code, out, err) = resume(&[]);
+        assert_eq!(code, 0, "{name}: {err}");
+        assert_eq!(out, "c: [mock] Polish it\n", "{name}");
+        let (code, out, err) =
+            support::output(prosevm(&dir).args(["report", &id, "--store", &kind.store]));
+        assert_eq!(code, 0, "{name}: {err}");
+        assert!(
+            out.contains("for experts"),
+            "{name}: the report shows the old program"
+        );
+        let rows = listing(&dir, &kind);
+        assert_eq!(rows[0]["status"], "finished", "{name}");
+        assert_eq!(rows[0]["answered"], 3, "{name}: {rows:?}");
+    }
+}

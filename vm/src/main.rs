@@ -95,8 +95,9 @@ enum Command {
         opts: RunArgs,
     },
     /// Run the runs of a Postgres store: claim queued runs, and runs whose worker died, up
-    /// to `--concurrency` at once, until stopped (SIGTERM or Ctrl-C: runs in progress are
-    /// interrupted and queued again).
+    /// to `--concurrency` at once, until stopped (SIGTERM or Ctrl-C: no more runs are
+    /// claimed, those in progress go on for up to `--drain` seconds, then the rest are
+    /// interrupted and queued again; a second signal exits at once).
     Worker {
         /// The store: a postgres:// URL.
         #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
@@ -123,6 +124,10 @@ enum Command {
         /// Exit once nothing is left to claim and nothing runs.
         #[arg(long)]
         exit_when_idle: bool,
+        /// Seconds the runs in progress may go on after SIGTERM or Ctrl-C before they are
+        /// interrupted and queued again (0: at once).
+        #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+        drain: f64,
         /// Say nothing about the runs claimed and ended.
         #[arg(long)]
         quiet: bool,
@@ -357,6 +362,7 @@ enum RunsAction {
 }
 
 fn main() -> ExitCode {
+    cli::pipe::end_quietly_when_the_reader_goes();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -368,24 +374,6 @@ fn main() -> ExitCode {
             };
         }
     };
-    // The commands that only read and print start no child: output piped into a command
-    // that stops reading (`| head`) ends them quietly, as it does any Unix tool. The others
-    // keep SIGPIPE ignored, since they write to their children's pipes (a command driver
-    // that exits without reading its request must not kill the run).
-    if matches!(
-        cli.command,
-        Command::Runs { .. }
-            | Command::Inspect { .. }
-            | Command::Report { .. }
-            | Command::Diff { .. }
-            | Command::Info { .. }
-            | Command::Memo { .. }
-    ) {
-        // SAFETY: setting a signal's disposition to the default, before any thread starts.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        }
-    }
     // Still one thread: the keys leave the environment before anything can start a child.
     prose_runtime::secrets::take();
     let _ = COLOR.set(cli.color.on_stderr());
@@ -446,6 +434,7 @@ fn main() -> ExitCode {
             state_dir,
             max_concurrency,
             exit_when_idle,
+            drain,
             quiet,
             no_views,
             trust,
@@ -459,6 +448,7 @@ fn main() -> ExitCode {
                 state_dir,
                 max_concurrency,
                 exit_when_idle,
+                drain,
                 quiet,
                 no_views,
                 trust,

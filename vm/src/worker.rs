@@ -1,9 +1,11 @@
 //! A worker of the Postgres store: claims runs that are queued, or whose worker died (its
 //! lease expired), up to a number at once; holds them by a lease renewed by a heartbeat;
 //! drives each with the same run lifecycle as `prosevm exec` ([`Run::take_up_claimed`],
-//! [`Run::drive`]), resuming from its journal; and on a stop (SIGTERM) interrupts what it
-//! runs, abandoning requests in flight unrecorded, and releases their leases (the runs are
-//! queued again for any worker).
+//! [`Run::drive`]), resuming from its journal; and on a stop (SIGTERM) claims nothing more,
+//! lets what it runs go on for the drain time, then interrupts the rest, abandoning requests
+//! in flight unrecorded, and releases their leases (the runs are queued again for any
+//! worker). A stop takes a bounded time: a run that has not let go within a lease after it
+//! was interrupted is left to its lease, which expires.
 //!
 //! Any number of workers, on any number of machines, may serve one store: claims skip runs
 //! another worker is claiming, and every write is fenced by the claim's epoch.
@@ -38,6 +40,9 @@ pub struct WorkerOptions {
     /// Return once nothing is left to claim and nothing runs (for benchmarks and batch
     /// jobs); otherwise wait for more until stopped.
     pub exit_when_idle: bool,
+    /// How long the runs held may go on once a stop is asked (claiming nothing more) before
+    /// they are interrupted and queued again.
+    pub drain: Duration,
     /// Write each run's views (`bindings/`, `state.md`) under the state directory's `pg/`;
     /// without them a worker does only the store's work (persistent agents' memory files
     /// are written either way).
@@ -83,6 +88,7 @@ impl Default for WorkerOptions {
             workdir: PathBuf::from("."),
             place: Place::default(),
             exit_when_idle: false,
+            drain: Duration::ZERO,
             views: true,
             follower: None,
         }
@@ -249,16 +255,35 @@ async fn work_here(
             () = tokio::time::sleep(pause) => {}
         }
     }
-    // Stopping: every run held is interrupted (what is in flight abandoned, unrecorded) and
-    // queued again, releasing its lease.
+    // Draining: nothing more is claimed; the runs held go on until the drain time is up.
+    let ended = |joined: Result<(RunId, Ended), _>, report: &mut WorkerReport| {
+        if let Ok((run, how)) = joined {
+            count(&how, report);
+            log(&WorkerEvent::Ended { run, how });
+        }
+    };
+    let drained = tokio::time::Instant::now() + opts.drain;
+    while let Ok(Some(joined)) = tokio::time::timeout_at(drained, tasks.join_next()).await {
+        ended(joined, &mut report);
+    }
+    // Stopping: every run still held is interrupted (what is in flight abandoned,
+    // unrecorded) and queued again, releasing its lease. One that has not let go within a
+    // lease is left to it: the lease expires and another worker takes the run up.
     for (_, stop) in lock(&held).values() {
         stop.ask();
     }
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok((run, how)) = joined {
-            count(&how, &mut report);
-            log(&WorkerEvent::Ended { run, how });
-        }
+    let released = tokio::time::Instant::now() + opts.lease;
+    while let Ok(Some(joined)) = tokio::time::timeout_at(released, tasks.join_next()).await {
+        ended(joined, &mut report);
+    }
+    if !tasks.is_empty() {
+        log(&WorkerEvent::Trouble(format!(
+            "{} run(s) did not let go within {} s of being interrupted; left to their leases",
+            tasks.len(),
+            opts.lease.as_secs_f64()
+        )));
+        report.lost += tasks.len();
+        tasks.abort_all();
     }
     heartbeat.abort();
     report
@@ -318,6 +343,15 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
             }
         }
     };
+    let record = run.record();
+    if let Err(e) = crate::run::check_budget(
+        &record.driver,
+        run.artifact(),
+        record.options.max_tokens,
+        record.options.max_cost,
+    ) {
+        return give_up_run(run, e).await;
+    }
     let memo = crate::run::memo_for(&claim.store, run.record().options.memo);
     let driver = match crate::run::connect(&run.record().driver, run.artifact(), memo).await {
         Ok(d) => d,

@@ -147,3 +147,188 @@ fn a_budget_too_small_for_the_first_request_sends_nothing() {
     let total = record(&dir)["usage"]["cost"].as_f64().expect("cost");
     assert!((total - 0.0026).abs() < 1e-9, "{total}");
 }
+
+/// The runs under `dir`'s `.prose/runs` (none if it is missing).
+fn runs_in(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join(".prose/runs"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_budget_a_driver_cannot_keep_is_refused_before_anything_runs() {
+    let dir = support::scratch("budget-uncounted");
+    std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
+    let asked = dir.join("asked");
+    let command = format!("touch {}; echo hi", asked.display());
+    // The mock, a command and a stdio host report nothing that can be counted.
+    for (driver, budget) in [
+        (&["--driver", "mock"][..], &["--max-tokens", "100"][..]),
+        (
+            &["--driver", "command", "--command", &command],
+            &["--max-cost", "1"],
+        ),
+        (
+            &["--driver", "stdio"],
+            &["--max-tokens", "100", "--max-cost", "1"],
+        ),
+    ] {
+        let (code, _, err) = support::output(
+            vm(&dir)
+                .args(["run", "prog.prose", "--trace", "quiet"])
+                .args(driver)
+                .args(budget),
+        );
+        assert_eq!(code, 2, "{driver:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "the {} driver does not report what its answers use, so a budget",
+                driver[1]
+            )),
+            "{err}"
+        );
+        assert!(err.contains(budget[0]), "{err}");
+    }
+    // So is a budget from prose.toml.
+    std::fs::write(dir.join("prose.toml"), "max_tokens = 100\n").expect("toml");
+    let (code, _, err) = support::output(
+        vm(&dir)
+            .args([
+                "run",
+                "prog.prose",
+                "--driver",
+                "command",
+                "--command",
+                &command,
+            ])
+            .args(["--trace", "quiet"]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-tokens, here or in prose.toml"), "{err}");
+    std::fs::remove_file(dir.join("prose.toml")).expect("toml");
+    // Nothing ran and nothing was written.
+    assert!(!asked.exists(), "the command was run");
+    assert_eq!(runs_in(&dir), 0);
+    // `submit` refuses it before reaching the store.
+    let mut c = prosec::compile::Compilation::new(Default::default());
+    let root = c.add_source(Path::new("prog.prose"), PROGRAM);
+    let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("compiles");
+    std::fs::write(dir.join("prog.pbc"), bytes).expect("artifact");
+    let (code, _, err) = support::output(
+        vm(&dir)
+            .args([
+                "submit",
+                "prog.pbc",
+                "--driver",
+                "mock",
+                "--max-tokens",
+                "9",
+            ])
+            .args(["--store", "postgres://nobody@127.0.0.1:1/none"]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the mock driver does not report"), "{err}");
+}
+
+#[test]
+fn a_cost_budget_needs_a_price_for_every_model() {
+    let dir = support::scratch("budget-unpriced");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "let a = session \"First\"\n  model: \"priced\"\noutput b = session \"Second\"\n",
+    )
+    .expect("program");
+    std::fs::write(
+        dir.join("prose.toml"),
+        "[prices.priced]\ninput = 1.0\noutput = 1.0\n",
+    )
+    .expect("toml");
+    let (url, seen) = provider(vec![answer("one", 10, 3), answer("two", 10, 3)]);
+    let (code, _, err) = support::output(
+        vm(&dir)
+            .args([
+                "run",
+                "prog.prose",
+                "--driver",
+                "openai",
+                "--model",
+                "unpriced",
+            ])
+            .args(["--base-url", &url, "--max-cost", "1", "--trace", "quiet"]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--max-cost cannot be kept: no price is known for the model(s) unpriced"),
+        "{err}"
+    );
+    assert!(seen.lock().expect("seen").is_empty());
+    assert_eq!(runs_in(&dir), 0);
+    // Tokens are counted whatever the prices.
+    let (code, out, err) = support::output(
+        vm(&dir)
+            .args([
+                "run",
+                "prog.prose",
+                "--driver",
+                "openai",
+                "--model",
+                "unpriced",
+            ])
+            .args([
+                "--base-url",
+                &url,
+                "--max-tokens",
+                "100000",
+                "--trace",
+                "quiet",
+            ]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "b: two\n");
+}
+
+#[test]
+fn a_run_with_a_budget_is_not_resumed_with_a_driver_that_cannot_keep_it() {
+    let dir = support::scratch("budget-resume");
+    std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
+    std::fs::write(dir.join("prose.toml"), "max_output_tokens = 100\n").expect("toml");
+    // Paused at its budget after the first answer.
+    let (url, _) = provider(vec![answer("one", 4_900, 100)]);
+    let (code, _, err) = support::output(
+        vm(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args([
+                "--base-url",
+                &url,
+                "--max-tokens",
+                "5200",
+                "--trace",
+                "quiet",
+            ]),
+    );
+    assert_eq!(code, 3, "{err}");
+    let before = record(&dir);
+    let id = before["id"].as_str().expect("id").to_string();
+    let (code, _, err) = support::output(
+        vm(&dir)
+            .args([
+                "resume",
+                &id,
+                "--driver",
+                "command",
+                "--command",
+                "echo two",
+            ])
+            .args(["--trace", "quiet"]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("run {id}: the command driver does not report")),
+        "{err}"
+    );
+    assert_eq!(record(&dir), before, "the run was touched");
+}

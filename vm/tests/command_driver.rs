@@ -252,3 +252,45 @@ fn prose_toml_chooses_the_driver_and_flags_win_over_it() {
         "{err}"
     );
 }
+
+#[test]
+fn a_command_that_does_not_read_its_input_answers_all_the_same() {
+    let dir = scratch("unread");
+    // The request is longer than a pipe holds, so writing it fails once the command is gone.
+    let cmd = script(&dir, "drv.sh", "echo answered\n");
+    let source = format!("output r = session \"{}\"\n", "x".repeat(200_000));
+    let (code, out, err) = run(&dir, &source, &cmd, &["--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), r#"{"r":"answered"}"#);
+}
+
+#[test]
+fn output_into_a_reader_that_stops_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = scratch("reader");
+    // An answer far longer than a pipe holds, printed as the run's output.
+    let cmd = script(&dir, "drv.sh", "head -c 300000 /dev/zero | tr '\\0' x\n");
+    std::fs::write(dir.join("prog.prose"), "output r = session \"Say a lot\"\n").expect("prog");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        .current_dir(&dir)
+        .args([
+            "run",
+            "prog.prose",
+            "--trace",
+            "quiet",
+            "--driver",
+            "command",
+        ])
+        .arg("--command")
+        .arg(&cmd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("prosevm");
+    // The reader goes away before reading anything, as `| head -0` does.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}", out.status);
+}

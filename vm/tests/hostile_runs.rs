@@ -158,6 +158,130 @@ fn many_resumes_of_one_crashed_run_execute_it_once() {
     );
 }
 
+/// Twelve crashed runs, each resumed by two processes at once while readers (`runs`,
+/// `inspect`, `report`) loop over them: each run is executed by one of the two, once and
+/// whole; the other is refused, naming the live winner, or finds the run finished. Readers
+/// never fail and never stand in a writer's way. Three rounds, as one can be lucky.
+#[test]
+fn crashed_runs_resumed_twice_at_once_under_readers_each_run_once() {
+    let dir = scratch("twice");
+    let prog = write_program(&dir);
+    let expected = reference(&dir, &prog);
+    for round in 0..3 {
+        resume_crashed_runs_twice(&dir.join(format!("round-{round}")), &prog, &expected);
+    }
+}
+
+fn resume_crashed_runs_twice(dir: &Path, prog: &Path, expected: &str) {
+    const RUNS: usize = 12;
+    std::fs::create_dir_all(dir).expect("dir");
+    let state = dir.join("state");
+    let mut writers: Vec<Child> = (0..RUNS).map(|_| start(prog, &state, 20)).collect();
+    wait_for(|| {
+        let ids = run_ids(&state);
+        ids.len() == RUNS && ids.iter().all(|id| journal_ids(&state, id).len() >= 8)
+    });
+    for w in &mut writers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    let ids = run_ids(&state);
+    let journaled: Vec<Vec<String>> = ids.iter().map(|id| journal_ids(&state, id)).collect();
+    assert!(journaled.iter().all(|j| j.len() < 26), "a run finished");
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..4)
+        .map(|r| {
+            let (stop, state, ids) = (stop.clone(), state.clone(), ids.clone());
+            let page = dir.join(format!("report-{r}.html"));
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                let mut i = r;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let id = &ids[i % ids.len()];
+                    i += 1;
+                    let mut read = |args: &[&str]| {
+                        let (code, _, err) = output(vm().args(args).arg("--state-dir").arg(&state));
+                        assert_eq!(code, 0, "{args:?}: {err}");
+                        reads += 1;
+                    };
+                    read(&["inspect", id, "--json"]);
+                    read(&["runs"]);
+                    read(&["report", id, "-o", page.to_str().expect("path")]);
+                }
+                reads
+            })
+        })
+        .collect();
+    // Two resumes of each run, all started at once.
+    let log = |i: usize, k: usize| dir.join(format!("asked-{i}-{k}.log"));
+    let resumes: Vec<Child> = (0..RUNS * 2)
+        .map(|n| {
+            let (i, k) = (n / 2, n % 2);
+            vm().args(["resume", &ids[i], "--trace", "quiet", "--output", "json"])
+                .args(["--driver", "mock", "--mock-latency", "5", "--mock-log"])
+                .arg(log(i, k))
+                .arg("--state-dir")
+                .arg(&state)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let pids: Vec<u32> = resumes.iter().map(Child::id).collect();
+    let results: Vec<_> = resumes
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait"))
+        .collect();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reads: usize = readers
+        .into_iter()
+        .map(|r| r.join().expect("a reader failed"))
+        .sum();
+    assert!(reads > 0, "no reader ran");
+
+    for (i, id) in ids.iter().enumerate() {
+        let asked: Vec<String> = (0..2)
+            .map(|k| std::fs::read_to_string(log(i, k)).unwrap_or_default())
+            .collect();
+        let ran: Vec<usize> = (0..2).filter(|&k| !asked[k].is_empty()).collect();
+        assert_eq!(ran.len(), 1, "run {id}: executed by {ran:?}");
+        let (winner, other) = (2 * i + ran[0], 2 * i + 1 - ran[0]);
+        let out = |n: usize| String::from_utf8_lossy(&results[n].stdout).into_owned();
+        let err = |n: usize| String::from_utf8_lossy(&results[n].stderr).into_owned();
+        assert!(results[winner].status.success(), "{}", err(winner));
+        assert_eq!(out(winner), expected, "run {id}");
+        // The other was refused by the live winner, or came after it and found the run
+        // finished.
+        if results[other].status.success() {
+            assert_eq!(out(other), expected, "run {id}");
+        } else {
+            assert_eq!(results[other].status.code(), Some(1), "{}", err(other));
+            let named = format!(
+                "run {id} is being run by another process (pid {})",
+                pids[winner]
+            );
+            assert!(err(other).contains(&named), "{}", err(other));
+        }
+        // Once and whole: every request journaled once, none asked again.
+        let all = journal_ids(&state, id);
+        assert_no_repeats(&all);
+        assert_eq!(all.len(), 26, "run {id}");
+        assert!(
+            asked[ran[0]]
+                .lines()
+                .all(|l| !journaled[i].iter().any(|j| j == l)),
+            "run {id}: asked again for journaled answers"
+        );
+        let record: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(run_dir(&state, id).join("run.json")).expect("record"),
+        )
+        .expect("json");
+        assert_eq!(record["status"], "finished", "run {id}");
+    }
+}
+
 /// The journal's complete lines (what a reader may rely on).
 fn complete_lines(bytes: &[u8]) -> &[u8] {
     match bytes.iter().rposition(|&b| b == b'\n') {
@@ -527,7 +651,7 @@ fn crafted_names_never_become_paths() {
 }
 
 #[test]
-fn inspecting_a_crashed_run_rebuilds_its_views_from_the_journal() {
+fn inspecting_a_crashed_run_shows_its_views_rebuilt_from_the_journal() {
     let dir = scratch("rebuild");
     let prog = write_program(&dir);
     let (state, id) = crashed(&dir, &prog, 4);
@@ -536,11 +660,16 @@ fn inspecting_a_crashed_run_rebuilds_its_views_from_the_journal() {
     let _ = std::fs::remove_dir_all(run.join("bindings"));
     let _ = std::fs::remove_file(run.join("state.md"));
     let journaled = journal_ids(&state, &id).len();
+    let before = (tree(&run), std::fs::read(run.join("lock")).expect("lock"));
     let (code, out, err) = output(
         vm().args(["inspect", &id, "--json", "--state-dir"])
             .arg(&state),
     );
     assert_eq!(code, 0, "{err}");
+    // The views were rebuilt for display only: the reader wrote nothing, and did not take
+    // the run (a holder writes its pid in the lock file).
+    let after = (tree(&run), std::fs::read(run.join("lock")).expect("lock"));
+    assert_eq!(after, before);
     let view: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(view["answered"], journaled);
     // `prev` holds the last answer the journal has, and state.md shows where the run stopped.

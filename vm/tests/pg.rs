@@ -766,3 +766,284 @@ fn workers_answer_from_the_stores_memo_what_an_earlier_run_asked() {
         "{out}"
     );
 }
+
+/// The number of the store's tables in the database at `url`.
+fn store_tables(url: &str) -> i64 {
+    count(
+        url,
+        "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'prose\\_%'",
+    )
+}
+
+#[test]
+fn verify_full_runs_end_to_end_and_another_ca_is_refused_before_anything_is_written() {
+    let Some(url) = database("tls_full") else {
+        return;
+    };
+    let Some(tls) = support::pg::tls() else {
+        eprintln!("skipping: the server is not one started here, with TLS");
+        return;
+    };
+    assert!(url.contains("sslmode=verify-full"), "{url}");
+    let dir = support::scratch("pg-tls-full");
+    let pbc = artifact(&dir);
+    // Submit, a worker, runs: all over TLS, the server's certificate checked against the CA
+    // and its name (127.0.0.1).
+    let id = submit(&url, &pbc, "tls", &["--driver", "mock"]);
+    let (code, _, err) = support::output(prosevm().current_dir(&dir).args([
+        "worker",
+        "--store",
+        &url,
+        "--exit-when-idle",
+        "--poll-ms",
+        "50",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = support::output(prosevm().args(["runs", "--json", "--store", &url]));
+    assert_eq!(code, 0, "{err}");
+    let rows: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(rows[0]["id"], id.as_str());
+    assert_eq!(rows[0]["status"], "finished");
+
+    // Another CA: refused in the handshake, before the schema is made.
+    let other = database("tls_other").expect("a database");
+    let other = other.replace(
+        &tls.ca.display().to_string(),
+        &tls.other_ca.display().to_string(),
+    );
+    let (code, _, err) = support::output(
+        prosevm()
+            .arg("submit")
+            .arg(&pbc)
+            .args(["--store", &other, "--input", "n=x", "--driver", "mock"]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot connect to the Postgres store"),
+        "{err}"
+    );
+    assert!(err.contains("invalid peer certificate"), "{err}");
+    assert_eq!(store_tables(&other), 0, "something was written");
+
+    // The right CA but another name: verify-full refuses, verify-ca (which checks the chain
+    // only) accepts. `hostaddr` connects to 127.0.0.1 while the name checked is `localhost`.
+    let named = |mode: &str| {
+        let db = database(&format!("tls_{}", mode.replace('-', "_"))).expect("a database");
+        let (_, rest) = db.split_once("@127.0.0.1:").expect("a loopback URL");
+        let rest = rest.replace("sslmode=verify-full", &format!("sslmode={mode}"));
+        format!("postgres://postgres@localhost:{rest}&hostaddr=127.0.0.1")
+    };
+    let full = named("verify-full");
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &full]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("certificate"), "{err}");
+    assert_eq!(store_tables(&full.replace("localhost", "127.0.0.1")), 0);
+    let ca = named("verify-ca");
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &ca]));
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn a_client_certificate_logs_in_where_the_server_asks_for_one() {
+    let Some(url) = database("tls_client") else {
+        return;
+    };
+    let Some(tls) = support::pg::tls() else {
+        eprintln!("skipping: the server is not one started here, with TLS");
+        return;
+    };
+    let db = url
+        .split('?')
+        .next()
+        .expect("url")
+        .rsplit('/')
+        .next()
+        .expect("db");
+    query(&url, &format!("ALTER DATABASE {db} OWNER TO prose_cert"));
+    let as_cert = url.replace("postgres://postgres@", "postgres://prose_cert@");
+    // Without a certificate the server turns the role away.
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &as_cert]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("cannot connect to the Postgres store"),
+        "{err}"
+    );
+    let with_cert = format!(
+        "{as_cert}&sslcert={}&sslkey={}",
+        tls.client_cert.display(),
+        tls.client_key.display()
+    );
+    let (code, out, err) = support::output(prosevm().args(["runs", "--store", &with_cert]));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("id"), "{out}");
+    assert!(store_tables(&url) > 0, "the schema was made as prose_cert");
+    // A key others may read is refused before connecting, as libpq does.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = support::scratch("pg-tls-client");
+    let open_key = dir.join("open.key");
+    std::fs::copy(&tls.client_key, &open_key).expect("copy");
+    std::fs::set_permissions(&open_key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let loose = with_cert.replace(
+        &tls.client_key.display().to_string(),
+        &open_key.display().to_string(),
+    );
+    let (code, _, err) = support::output(prosevm().args(["runs", "--store", &loose]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("others may read it"), "{err}");
+}
+
+#[test]
+fn sigterm_drains_a_worker_within_its_drain_time_and_a_second_one_stops_it_at_once() {
+    let Some(url) = database("drain") else {
+        return;
+    };
+    let dir = support::scratch("pg-drain");
+    let pbc = artifact(&dir);
+    let log = dir.join("calls.log");
+    // Each request takes a second: the run is in progress when the worker is told to stop,
+    // and finishes within the drain time.
+    let id = submit(
+        &url,
+        &pbc,
+        "drained",
+        &[
+            "--driver",
+            "command",
+            "--command",
+            &logging_command(&log, "1"),
+        ],
+    );
+    let mut w = worker(&url, &dir, "w1", &["--drain", "30"]);
+    wait_for("the request to be asked", Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty())
+    });
+    sigterm(&w);
+    let status = w.wait().expect("worker exits");
+    assert!(status.success(), "{status:?}");
+    let rows = query(
+        &url,
+        &format!("SELECT status, owner IS NULL FROM prose_runs WHERE id = '{id}'"),
+    );
+    assert_eq!(rows[0], vec!["finished".to_string(), "t".to_string()]);
+    let calls = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(calls.lines().count(), 3, "each request asked once: {calls}");
+    let err = std::fs::read_to_string(dir.join("w1.err")).unwrap_or_default();
+    assert!(err.contains("draining"), "{err}");
+
+    // Requests that outlast the drain: interrupted when it is up and queued again, the
+    // worker gone within a bounded time.
+    let slow_log = dir.join("slow.log");
+    let groups = dir.join("groups.log");
+    // Each time it is asked, the command also logs its process group.
+    let slow_command = format!(
+        "cut -d' ' -f5 /proc/$$/stat >> {}; {}",
+        groups.display(),
+        logging_command(&slow_log, "300")
+    );
+    let slow = submit(
+        &url,
+        &pbc,
+        "slow",
+        &["--driver", "command", "--command", &slow_command],
+    );
+    let mut w = worker(&url, &dir, "w2", &["--drain", "1"]);
+    wait_for(
+        "the slow request to be asked",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&slow_log).is_ok_and(|t| !t.is_empty()),
+    );
+    let asked = Instant::now();
+    sigterm(&w);
+    let status = w.wait().expect("worker exits");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "the worker took {:?} to stop",
+        asked.elapsed()
+    );
+    let rows = query(
+        &url,
+        &format!("SELECT status, owner IS NULL FROM prose_runs WHERE id = '{slow}'"),
+    );
+    assert_eq!(rows[0], vec!["queued".to_string(), "t".to_string()]);
+
+    // A second signal while draining ends the worker at once, with the command it was
+    // running (its whole process group).
+    let mut w = worker(&url, &dir, "w3", &["--drain", "300"]);
+    wait_for(
+        "the slow request to be asked again",
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&slow_log).is_ok_and(|t| t.lines().count() >= 2),
+    );
+    let group: i32 = std::fs::read_to_string(&groups)
+        .expect("groups")
+        .lines()
+        .nth(1)
+        .and_then(|pgid| pgid.trim().parse().ok())
+        .expect("the command's group");
+    // SAFETY: signal 0 only checks that the group exists.
+    assert_eq!(unsafe { libc::killpg(group, 0) }, 0, "the command runs");
+    sigterm(&w);
+    wait_for("the worker to drain", Duration::from_secs(20), || {
+        std::fs::read_to_string(dir.join("w3.err")).is_ok_and(|t| t.contains("draining"))
+    });
+    sigterm(&w);
+    let status = w.wait().expect("worker exits");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // SAFETY: signal 0 only checks that the group exists.
+    while unsafe { libc::killpg(group, 0) } == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above.
+    assert_ne!(
+        unsafe { libc::killpg(group, 0) },
+        0,
+        "the command outlived the worker"
+    );
+}
+
+#[test]
+fn a_worker_fails_a_run_whose_budget_its_driver_cannot_keep_without_asking_anything() {
+    let Some(url) = database("budget") else {
+        return;
+    };
+    let dir = support::scratch("pg-budget");
+    let pbc = artifact(&dir);
+    // Submitted past the CLI's check (as a run from an older prosevm would be).
+    let program = prose_runtime::program::Program::from_bytes(
+        std::fs::read(&pbc).expect("artifact"),
+        pbc.clone(),
+    )
+    .expect("loads");
+    let options = prose_runtime::record::ExecOptions {
+        max_tokens: Some(1000),
+        ..Default::default()
+    };
+    let (rt, store) = store(&url);
+    let id = rt
+        .block_on(store.submit(
+            &program,
+            BTreeMap::from([("n".to_string(), prose_machine::value::Value::text("x"))]),
+            prose_runtime::driver::settings::DriverSettings::Mock(Default::default()),
+            options,
+        ))
+        .expect("submitted");
+    drop(store);
+    drop(rt);
+    let mut w = worker(&url, &dir, "w", &["--exit-when-idle"]);
+    assert!(w.wait().expect("exits").success());
+    let rows = query(
+        &url,
+        &format!(
+            "SELECT status, record::json->'error'->>'message' FROM prose_runs WHERE id = '{id}'"
+        ),
+    );
+    assert_eq!(rows[0][0], "failed");
+    assert!(
+        rows[0][1].contains("the mock driver does not report what its answers use"),
+        "{:?}",
+        rows[0]
+    );
+    assert_eq!(count(&url, "SELECT count(*) FROM prose_journal"), 0);
+}

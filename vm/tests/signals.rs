@@ -118,7 +118,7 @@ fn a_second_ctrl_c_forces_the_stop_and_the_run_still_resumes() {
     .expect("program");
     std::fs::write(
         dir.join("ask.sh"),
-        "cat > /dev/null\nif [ \"$PROSE_REQUEST_ID\" = 0:0 ]; then echo one; exit 0; fi\nif [ -e fast ]; then echo two; exit 0; fi\ntouch waiting\nsleep 300\n",
+        "cat > /dev/null\nif [ \"$PROSE_REQUEST_ID\" = 0:0 ]; then echo one; exit 0; fi\nif [ -e fast ]; then echo two; exit 0; fi\ncut -d\" \" -f5 /proc/$$/stat > group\nsleep 300 &\ntouch waiting\nwait\n",
     )
     .expect("script");
     let child = vm(&dir)
@@ -141,10 +141,24 @@ fn a_second_ctrl_c_forces_the_stop_and_the_run_still_resumes() {
             libc::kill(child.id() as i32, libc::SIGINT);
         }
     }
+    let pgid: i32 = std::fs::read_to_string(dir.join("group"))
+        .expect("group")
+        .trim()
+        .parse()
+        .expect("pid");
     let out = child.wait_with_output().expect("wait");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("prosevm: stopping"), "{err}");
+    // However the stop went, the command's process group went with it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while group_alive(pgid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !group_alive(pgid),
+        "the command's process group outlived a forced stop"
+    );
     let (id, status) = status_of(&dir);
     assert!(
         status == "interrupted" || status == "running",

@@ -26,7 +26,7 @@ mod support;
 /// The sweep's seed: change it to explore, keep it fixed in the repository.
 const SEED: u64 = 0x5EED_0017_0000_0001;
 /// Mutated artifacts tried per example.
-const ARTIFACT_MUTANTS: usize = 80;
+const ARTIFACT_MUTANTS: usize = 400;
 /// Names that must never become paths.
 const HOSTILE_NAMES: [&str; 7] = [
     "../x",
@@ -38,7 +38,7 @@ const HOSTILE_NAMES: [&str; 7] = [
     "ok-name",
 ];
 /// Mutated journals tried.
-const JOURNAL_MUTANTS: usize = 120;
+const JOURNAL_MUTANTS: usize = 2_400;
 
 struct Rng(u64);
 
@@ -402,4 +402,43 @@ fn mutated_journals_are_refused_or_replay_to_the_same_outputs() {
     }
     println!("{refused} mutated journals refused, {accepted} accepted");
     assert!(refused > 20 && accepted > 5, "the sweep lost its reach");
+}
+
+/// Found by the sweep (a mutant of newsletter.prose whose `jump_if_not` was sent back onto
+/// itself spun the interpreter forever): a jump back to anything but a loop step counts
+/// against the iteration limit, so no verified artifact runs unbounded.
+#[test]
+fn a_jump_back_onto_itself_ends_at_the_iteration_limit() {
+    let source = "let xs = [\"a\", \"b\"]\nfor x in xs:\n  let y = x\noutput o = \"done\"\n";
+    let mut c = prosec::compile::Compilation::new(prosec::compile::Options::default());
+    let root = c.add_source(Path::new("spin.prose"), source);
+    let (bytes, _) = prosec::codegen::build_bytes(&c, root).expect("builds");
+    let (header, mut artifact) = bytecode_spec::artifact::read(&bytes).expect("reads");
+    // The loop's back edge, sent onto itself.
+    let is_jump = |op: &bytecode_spec::Op| matches!(op, bytecode_spec::Op::Jump { .. });
+    let code = &mut artifact.modules[0]
+        .funcs
+        .values_mut()
+        .find(|f| f.code.iter().any(is_jump))
+        .expect("a function with a loop")
+        .code;
+    let at = code.iter().rposition(is_jump).expect("a back edge");
+    code[at] = bytecode_spec::Op::Jump { target: at as u32 };
+    let framed = bytecode_spec::artifact::write(&artifact, &header).expect("writes");
+    let program = Program::from_bytes(framed, PathBuf::from("spin.prose")).expect("verifies");
+    let machine = Machine::new(
+        program.artifact.clone(),
+        &Default::default(),
+        tight_limits(),
+    )
+    .expect("starts");
+    let driver = Arc::new(mock(MockOptions::default()).connect().expect("mock"));
+    let ended = runtime().block_on(prose_runtime::runner::run(
+        machine,
+        driver,
+        &Default::default(),
+        |_| {},
+    ));
+    let e = ended.expect_err("a jump onto itself cannot finish");
+    assert_eq!(e.code, bytecode_spec::Code::E207, "{}", e.message);
 }

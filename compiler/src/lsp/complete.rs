@@ -218,9 +218,12 @@ pub fn complete(doc: &Document, offset: usize) -> Vec<CompletionItem> {
     }
     let line_start = doc.text[..offset].rfind('\n').map_or(0, |n| n + 1);
     let before = doc.text[line_start..offset].trim_start();
+    // Just after the last character that cannot be part of a word, however wide it is.
     let word_start = before
-        .rfind(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let head = before[..word_start].trim_end();
     let words: Vec<&str> = head.trim_end_matches(':').split_whitespace().collect();
     let after_session = matches!(
@@ -283,8 +286,26 @@ pub fn complete(doc: &Document, offset: usize) -> Vec<CompletionItem> {
 
 #[cfg(test)]
 mod tests {
-    use super::in_region;
+    use super::{complete, in_region};
+    use crate::lsp::document::Document;
     use crate::span::Span;
+
+    // Found by the `lsp` fuzz target: a word after a wide character that cannot be part of
+    // one cut that character in two.
+    #[test]
+    fn completing_after_a_wide_non_word_character_does_not_split_it() {
+        for text in [
+            "\u{fffa}\u{fffa}E",
+            "let x = session \"a\"\n  model:\u{3000}so",
+            "\u{1f600}",
+        ] {
+            let uri: lsp_types::Uri = "file:///fuzz/prog.prose".parse().expect("uri");
+            let doc = Document::new(uri, "/fuzz/prog.prose".into(), text.to_string());
+            for offset in (0..=text.len()).filter(|&o| text.is_char_boundary(o)) {
+                let _ = complete(&doc, offset);
+            }
+        }
+    }
 
     #[test]
     fn a_body_reaches_blank_lines_as_deep_as_it() {

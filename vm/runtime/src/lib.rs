@@ -11,6 +11,7 @@ pub mod agent;
 pub mod clock;
 pub mod config;
 pub mod driver;
+pub mod group;
 pub mod memo;
 pub mod observe;
 pub mod people;

@@ -149,6 +149,14 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e, 2),
     };
+    if let Err(e) = prosevm::run::check_budget(
+        &settings,
+        &program.artifact,
+        options.max_tokens,
+        options.max_cost,
+    ) {
+        return fail(e, 2);
+    }
     let export = match Export::from_env() {
         Ok(e) => e,
         Err(e) => return fail(e, 2),
@@ -189,7 +197,8 @@ fn opened(args: &RunArgs) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
 }
 
 /// On Ctrl-C or SIGTERM, asks `stop` to stop cleanly, saying `first` after `who`; on a
-/// second one, exits at once with status 130.
+/// second one, kills the process groups of the commands still running and exits at once
+/// with status 130.
 pub fn stop_on_signals(
     runtime: &tokio::runtime::Runtime,
     stop: prose_runtime::runner::Stop,
@@ -211,6 +220,8 @@ pub fn stop_on_signals(
             }
             if stop.asked() {
                 eprintln!("{who}: stopping at once");
+                // Exiting drops nothing: the commands' process groups are killed first.
+                prose_runtime::group::kill_all();
                 std::process::exit(130);
             }
             eprintln!("{who}: {first}");
@@ -502,6 +513,28 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
         (Ok(p), Ok(i), Ok(x)) => (p, i, x),
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, 2),
     };
+    // A budget the driver cannot keep is refused before the run is taken.
+    let budget = (
+        args.max_tokens.or(record.options.max_tokens),
+        args.max_cost.or(record.options.max_cost),
+    );
+    if budget != (None, None) {
+        let settings = driver.as_ref().unwrap_or(&record.driver);
+        let checked = match &edited {
+            Some(program) => {
+                prosevm::run::check_budget(settings, &program.artifact, budget.0, budget.1)
+            }
+            None => match stored_program(&runtime, &*store, run) {
+                Ok(program) => {
+                    prosevm::run::check_budget(settings, &program.artifact, budget.0, budget.1)
+                }
+                Err(code) => return code,
+            },
+        };
+        if let Err(e) = checked {
+            return fail(format!("run {id}: {e}"), 2);
+        }
+    }
     let how = Resuming {
         driver,
         inputs,
@@ -597,6 +630,20 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
         (Ok(p), Ok(x)) => (p, x),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
+    let budget = (
+        place.budget.0.or(record.options.max_tokens),
+        place.budget.1.or(record.options.max_cost),
+    );
+    if budget != (None, None) {
+        let checked = stored_program(&runtime, &*store, &id).map(|program| {
+            prosevm::run::check_budget(&driver, &program.artifact, budget.0, budget.1)
+        });
+        match checked {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return fail(e, 2),
+            Err(code) => return code,
+        }
+    }
     let forked = runtime.block_on(Run::fork(&*store, &id, from.as_ref(), driver, &place));
     match forked {
         Ok((run, reused)) => {
@@ -618,6 +665,13 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
         }
         Err(e) => run_error(e),
     }
+}
+
+/// The program run `id` of `store` carries, as the store keeps it.
+fn stored_program(runtime: &Runtime, store: &dyn Store, id: &str) -> Result<Program, ExitCode> {
+    let stored = runtime.block_on(store.read(id)).map_err(store_error)?;
+    Program::from_bytes(stored.artifact, stored.record.origin.clone())
+        .map_err(|e| fail(format!("run {id}: its artifact: {e}"), 1))
 }
 
 /// The flags a resume needs to find a run kept where `args` say, when not in the default

@@ -7,6 +7,7 @@ pub mod args;
 pub mod build;
 pub mod exec;
 pub mod memo;
+pub mod pipe;
 pub mod runs;
 pub mod serve;
 pub mod worker;

@@ -4,10 +4,10 @@
 use super::{fail, open_store, runtime, store_error};
 use prose_machine::protocol::{Answer, Ask, RequestId};
 use prose_runtime::program::Program;
+use prose_runtime::record::RunStatus;
 use prose_store::journal::in_order;
-use prose_store::{PruneRule, Pruned, RunRow, Store, StoreError, StoredRun};
-use prosevm::run::rebuild::rebuild_views;
-use prosevm::run::RunError;
+use prose_store::{PruneRule, Pruned, RunRow, Store, StoredRun};
+use prosevm::run::rebuild::views_in_memory;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tokio::runtime::Runtime;
@@ -259,14 +259,6 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    // A run nobody holds that did not end was interrupted: views kept with it may lag its
-    // journal. A run another process holds is left alone (that process keeps its views).
-    if store.views_in_run() {
-        match rt.block_on(rebuild_views(&*store, run)) {
-            Ok(_) | Err(RunError::Store(StoreError::Held(_))) => {}
-            Err(e) => eprintln!("prosevm: note: the views were not rebuilt: {e}"),
-        }
-    }
     let details = match rt.block_on(store.details(run)) {
         Ok(d) => d,
         Err(e) => return store_error(e),
@@ -280,8 +272,32 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
         view[k] = v;
     }
     let views = store.views(run);
-    view["bindings"] = serde_json::json!(prose_store::view::read_bindings(&views));
-    let state = std::fs::read_to_string(views.join("state.md")).ok();
+    let ended = matches!(
+        stored.record.status,
+        RunStatus::Finished | RunStatus::Failed
+    );
+    // The views of a run that did not end may lag its journal (a crash came before they
+    // caught up): they are shown as its journal has them, rebuilt in memory. Nothing is
+    // written, and the run is not taken: a writer may be about to continue it.
+    let rebuilt = if store.views_in_run() && !ended {
+        match views_in_memory(&stored, &views) {
+            Ok((rendered, _)) => Some(rendered),
+            Err(e) => {
+                eprintln!("prosevm: note: the views were not rebuilt from the journal: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let (bindings, state) = match rebuilt {
+        Some(r) => (r.bindings, Some(r.state)),
+        None => (
+            prose_store::view::read_bindings(&views),
+            std::fs::read_to_string(views.join("state.md")).ok(),
+        ),
+    };
+    view["bindings"] = serde_json::json!(bindings);
     if json {
         view["state"] = state.into();
         println!("{view}");

@@ -44,6 +44,14 @@ pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArg
         (Ok(s), Ok(o)) => (s, o),
         (Err(e), _) | (_, Err(e)) => return fail(e, 2),
     };
+    if let Err(e) = prosevm::run::check_budget(
+        &settings,
+        &program.artifact,
+        options.max_tokens,
+        options.max_cost,
+    ) {
+        return fail(e, 2);
+    }
     let (rt, store) = match connected(url, 1) {
         Ok(c) => c,
         Err(code) => return code,
@@ -73,6 +81,8 @@ pub struct WorkerArgs {
     pub max_concurrency: Option<usize>,
     /// Return once idle.
     pub exit_when_idle: bool,
+    /// Seconds the runs held may go on after a stop is asked.
+    pub drain: f64,
     /// No line per run claimed and ended.
     pub quiet: bool,
     /// Keep no views of the runs.
@@ -81,12 +91,15 @@ pub struct WorkerArgs {
     pub trust: Vec<PathBuf>,
 }
 
-/// `prosevm worker --store URL`: works until SIGTERM or Ctrl-C (a second one exits at
-/// once), or until idle with `--exit-when-idle`.
+/// `prosevm worker --store URL`: works until SIGTERM or Ctrl-C (then drains for up to
+/// `--drain`; a second one exits at once), or until idle with `--exit-when-idle`.
 pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
     if !(args.lease.is_finite() && args.lease >= 0.3) {
         return fail("--lease must be at least 0.3 seconds", 2);
     }
+    let Ok(drain) = Duration::try_from_secs_f64(args.drain) else {
+        return fail("--drain must be a number of seconds, 0 or more", 2);
+    };
     let workdir = match args.workdir.map_or_else(std::env::current_dir, Ok) {
         Ok(d) => std::fs::canonicalize(&d).unwrap_or(d),
         Err(e) => return fail(format!("the working directory: {e}"), 2),
@@ -123,6 +136,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
             ..Place::default()
         },
         exit_when_idle: args.exit_when_idle,
+        drain,
         views: !args.no_views,
         follower: None,
     };
@@ -132,7 +146,11 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
         &rt,
         shutdown.clone(),
         "prosevm worker",
-        "stopping: interrupting and releasing the runs held",
+        if drain.is_zero() {
+            "stopping: interrupting and releasing the runs held"
+        } else {
+            "draining: claiming no more runs; those held may finish before they are interrupted and released"
+        },
     );
     let quiet = args.quiet;
     if !quiet {

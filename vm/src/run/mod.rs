@@ -321,6 +321,22 @@ pub fn memo_for(store: &dyn Store, on: bool) -> Option<Arc<dyn MemoStore>> {
     on.then(|| store.memo())
 }
 
+/// Refuses a budget (`max_tokens`, `max_cost`) that the driver `settings` describe cannot
+/// keep for `artifact`'s sessions ([`DriverSettings::keeps_budget`]): said before anything
+/// runs, never ignored.
+pub fn check_budget(
+    settings: &DriverSettings,
+    artifact: &Verified,
+    max_tokens: Option<u64>,
+    max_cost: Option<f64>,
+) -> Result<(), String> {
+    settings.keeps_budget(
+        &models_named(artifact),
+        max_tokens.is_some(),
+        max_cost.is_some(),
+    )
+}
+
 /// Every skill name the program's sessions carry (agents' skills are merged into them).
 fn skill_names(artifact: &Verified) -> Vec<&str> {
     let mut names: Vec<&str> = skill_sites(artifact)

@@ -273,6 +273,13 @@ async fn start(
     program: &Program,
     inputs: BTreeMap<String, Value>,
 ) -> Result<(Run, Arc<Memoised<AnyDriver>>), RunError> {
+    run::check_budget(
+        &setup.driver,
+        &program.artifact,
+        setup.options.max_tokens,
+        setup.options.max_cost,
+    )
+    .map_err(RunError::Setup)?;
     let memo = run::memo_for(&*setup.store, setup.options.memo);
     let driver = run::connect(&setup.driver, &program.artifact, memo)
         .await

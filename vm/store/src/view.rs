@@ -55,6 +55,15 @@ impl Bound {
     }
 }
 
+/// A run's views as text, not written anywhere ([`RunView::rendered`]).
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// The program run's bindings: each value by the stem of its file under `bindings/`.
+    pub bindings: BTreeMap<String, String>,
+    /// The text of `state.md`.
+    pub state: String,
+}
+
 /// Keeps `bindings/` and `state.md` of one run up to date.
 pub struct RunView {
     dir: PathBuf,
@@ -105,6 +114,42 @@ impl RunView {
         inputs: &[(String, Value)],
         agents: Vec<AgentHome>,
     ) -> RunView {
+        let view = RunView::unwritten(dir, id, started, artifact, inputs, agents);
+        if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
+            for e in entries.flatten() {
+                if e.path().extension().is_some_and(|x| x == "tmp") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        view
+    }
+
+    /// The view of a run, as [`RunView::new`], kept in memory only: it writes nothing,
+    /// neither views nor agents' memory, and ends in [`RunView::rendered`] (a reader showing
+    /// a run that a crash left behind its journal, while another process may continue it).
+    pub fn in_memory(
+        dir: PathBuf,
+        id: String,
+        started: String,
+        artifact: Arc<Verified>,
+        inputs: &[(String, Value)],
+        agents: Vec<AgentHome>,
+    ) -> RunView {
+        let mut view = RunView::unwritten(dir, id, started, artifact, inputs, agents);
+        view.files = false;
+        view.agent_files = false;
+        view
+    }
+
+    fn unwritten(
+        dir: PathBuf,
+        id: String,
+        started: String,
+        artifact: Arc<Verified>,
+        inputs: &[(String, Value)],
+        agents: Vec<AgentHome>,
+    ) -> RunView {
         let mut view = RunView {
             dir,
             id,
@@ -125,13 +170,6 @@ impl RunView {
             agent_files: true,
             files: true,
         };
-        if let Ok(entries) = std::fs::read_dir(view.dir.join("bindings")) {
-            for e in entries.flatten() {
-                if e.path().extension().is_some_and(|x| x == "tmp") {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
         for (name, value) in inputs {
             view.bound.insert(
                 name.clone(),
@@ -219,18 +257,21 @@ impl RunView {
         self.flush("running");
     }
 
-    /// Writes the files of a run that stopped where `snapshot` shows, with `status`;
-    /// reports the first write that failed.
-    pub fn write_as(mut self, snapshot: &Snapshot, status: &str) -> Result<(), StoreError> {
+    /// What the files of a run that stopped where `snapshot` shows, with `status`, would
+    /// hold: the program run's bindings by file stem (as [`read_bindings`] reads them) and
+    /// `state.md`.
+    pub fn rendered(mut self, snapshot: &Snapshot, status: &str) -> Rendered {
         self.snapshot = Some(snapshot.clone());
-        self.flush(status);
-        self.error.map_or(Ok(()), Err)
-    }
-
-    /// Leaves persistent agents' memory files alone: they may live outside the run, where
-    /// other runs have written since.
-    pub fn leave_agent_files(&mut self) {
-        self.agent_files = false;
+        let bindings = self
+            .bound
+            .iter()
+            .filter(|(_, b)| b.instance == 0)
+            .map(|(stem, b)| (stem.clone(), b.value.clone()))
+            .collect();
+        Rendered {
+            bindings,
+            state: self.state(status),
+        }
     }
 
     /// Writes no `bindings/`, `imports/`, `state.md` or `usage.jsonl` (a run of the Postgres

@@ -24,14 +24,36 @@ fn counter(v: &Value) -> i64 {
 }
 
 impl Machine {
+    /// Counts a jump back (to the instruction itself or before it) as a loop iteration,
+    /// unless it goes to a loop step, which counts its own: a backward jump is a loop however
+    /// the artifact was made, and `--max-iterations` bounds every loop (a verified artifact
+    /// that jumps back onto itself would otherwise spin the machine forever).
+    fn jump_back(&mut self, fr: &Frame, target: bytecode_spec::Pc) -> Result<(), ErrorValue> {
+        // `pc` is already past the jump.
+        if target >= fr.pc {
+            return Ok(());
+        }
+        let code = &self.artifact.modules[fr.module as usize].funcs[fr.func].code;
+        match code.get(target as usize) {
+            Some(Op::ForNext { .. } | Op::RepeatNext { .. } | Op::LoopNext { .. }) => Ok(()),
+            _ => self.tick(),
+        }
+    }
+
     pub(super) fn control(&mut self, mut fr: RefMut<Frame>, op: &Op) -> OpResult {
         let bytes = self.limits.values.bytes;
         match op {
-            Op::Jump { target } => fr.pc = *target,
+            Op::Jump { target } => {
+                self.jump_back(&fr, *target)?;
+                fr.pc = *target
+            }
             Op::JumpIf { cond, target } | Op::JumpIfNot { cond, target } => {
                 let want = matches!(op, Op::JumpIf { .. });
                 match fr.regs[ix(*cond)] {
-                    Value::Bool(b) if b == want => fr.pc = *target,
+                    Value::Bool(b) if b == want => {
+                        self.jump_back(&fr, *target)?;
+                        fr.pc = *target
+                    }
                     Value::Bool(_) => {}
                     ref v => {
                         return Err(type_error(format!(
@@ -45,7 +67,9 @@ impl Machine {
                 let m = &self.artifact.modules[fr.module as usize];
                 match fr.regs[ix(*index)] {
                     Value::Int(i) if i >= 0 && (i as usize) < m.tables[*table].len() => {
-                        fr.pc = m.tables[*table][i as usize]
+                        let target = m.tables[*table][i as usize];
+                        self.jump_back(&fr, target)?;
+                        fr.pc = target
                     }
                     ref v => {
                         return Err(ErrorValue::new(

@@ -8,6 +8,7 @@
 //! the request's failure, carrying the program's stderr.
 
 use super::{render, unanswerable, Driver, Live, Served};
+use crate::group::ProcessGroup;
 use prose_machine::convert;
 use prose_machine::protocol::{Answer, Ask, Failure, Request};
 use prose_machine::value::Value;
@@ -56,7 +57,7 @@ impl CommandDriver {
             .map_err(|e| Failure(format!("cannot run the driver command: {e}")))?;
         // Dropped before the command ends (the run stopped, or the request was withdrawn):
         // its whole process group goes with it.
-        let mut group = GroupGuard(child.id());
+        let mut group = ProcessGroup::led_by(child.id());
         let stdin = child.stdin.take();
         let run = async move {
             let write = async move {
@@ -78,7 +79,7 @@ impl CommandDriver {
                 ))
             })?
             .map_err(|e| Failure(format!("the driver command: {e}")))?;
-        group.0 = None;
+        group.disarm();
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let mut stderr = stderr.trim().to_string();
@@ -103,21 +104,6 @@ impl CommandDriver {
         String::from_utf8(out.stdout)
             .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
             .map_err(|_| Failure("the driver command's reply is not UTF-8".into()))
-    }
-}
-
-/// Kills the process group it names when dropped (unless disarmed by taking the pid).
-struct GroupGuard(Option<u32>);
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
-            // SAFETY: kill(2) with a negative pid signals the process group the command leads;
-            // it touches no memory of ours.
-            unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-            }
-        }
     }
 }
 

@@ -120,6 +120,52 @@ impl DriverSettings {
         }
     }
 
+    /// Whether a run with this driver can keep a budget (`--max-tokens` when `tokens`,
+    /// `--max-cost` when `cost`) for sessions naming `models`: a budget is a hard limit, so
+    /// the driver must bound what each request may use before sending it and report what it
+    /// used. The chat drivers do, in tokens, and in dollars for the models they have prices
+    /// for; the mock, command and stdio drivers report nothing that can be counted. An error
+    /// says what cannot be kept and what to do, before anything runs.
+    pub fn keeps_budget(
+        &self,
+        models: &[Option<String>],
+        tokens: bool,
+        cost: bool,
+    ) -> Result<(), String> {
+        let flags = match (tokens, cost) {
+            (false, false) => return Ok(()),
+            (true, false) => "--max-tokens",
+            (false, true) => "--max-cost",
+            (true, true) => "--max-tokens and --max-cost",
+        };
+        let chat = match self {
+            DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => c,
+            _ => {
+                return Err(format!(
+                    "the {} driver does not report what its answers use, so a budget ({flags}, here or in prose.toml) cannot be kept; run without one, or with the openai or anthropic driver",
+                    self.name()
+                ))
+            }
+        };
+        if !cost {
+            return Ok(());
+        }
+        let mut unpriced: Vec<&str> = models
+            .iter()
+            .map(|m| chat.models.resolve(m.as_deref()))
+            .filter(|id| prose_settings::prices::price(&chat.prices, id).is_none())
+            .collect();
+        unpriced.sort_unstable();
+        unpriced.dedup();
+        if unpriced.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "--max-cost cannot be kept: no price is known for the model(s) {}; give their prices under [prices] in prose.toml, or budget tokens with --max-tokens",
+            unpriced.join(", ")
+        ))
+    }
+
     /// A line for people: the driver and where it sends requests.
     pub fn describe(&self) -> String {
         match self {

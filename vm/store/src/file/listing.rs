@@ -1,17 +1,16 @@
 //! What is under the runs root (each run's program, status, start time, answers journaled,
 //! whether a process holds it), and pruning old or ended runs. A run whose lock a process
-//! holds is never pruned: the lock (`flock`) is what tells a live run from a killed one,
+//! holds is never pruned: the lock is what tells a live run from a killed one,
 //! whatever its record says.
 
 use super::RunDir;
 use crate::{PruneRule, Pruned, RunRow};
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::SystemTime;
 
 /// The row of the run in `dir`.
 pub(super) fn row(dir: &RunDir) -> RunRow {
-    let live = held(&dir.path);
+    let live = dir.held();
     let path = std::fs::canonicalize(&dir.path).unwrap_or_else(|_| dir.path.clone());
     let mut row = match dir.record() {
         Ok(r) => RunRow::of(
@@ -42,17 +41,6 @@ pub(super) fn row(dir: &RunDir) -> RunRow {
 /// Every run under the state directory, oldest first.
 pub(super) fn list(state_dir: Option<&Path>) -> Vec<RunRow> {
     RunDir::list(state_dir).iter().map(row).collect()
-}
-
-/// Whether a process holds the lock of the run in `dir` (probed with a shared lock taken and
-/// dropped at once, so the lock file is neither created nor written).
-pub fn held(dir: &Path) -> bool {
-    let Ok(file) = std::fs::File::open(dir.join("lock")) else {
-        return false;
-    };
-    // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// Prunes the runs under `state_dir` that `rule` selects as of `now`: each is taken with its

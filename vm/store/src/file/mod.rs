@@ -2,23 +2,22 @@
 //! program's source, its artifact, `run.json` (what was run, with which inputs, and how it
 //! ended), and the journal of every driver answer (`journal.log`, [`crate::journal`]).
 //! Replaying the journal through the deterministic machine resumes an interrupted run
-//! without asking anything twice. A run is held by an advisory lock on its `lock` file,
-//! which the kernel releases when the holder dies ([`RunDir::lock`]).
+//! without asking anything twice. A run is held by a lock on its `lock` file, which the
+//! kernel releases when the holder dies and which readers test without taking ([`lock`]).
 
 mod listing;
+mod lock;
 mod memo;
 mod sink;
 mod store;
 
-pub use listing::held;
+pub use lock::Lock;
 pub use memo::FileMemo;
 pub use sink::FileSink;
 pub use store::FileStore;
 
 use crate::{fs, journal, StoreError};
 use prose_runtime::record::RunRecord;
-use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
@@ -167,32 +166,18 @@ impl RunDir {
         journal::read(&self.journal_path(), journal::seed(&record.id))
     }
 
-    /// Takes the run for this process: an exclusive advisory lock (`flock`) on the run's
-    /// `lock` file, held until the [`Lock`] is dropped and released by the kernel if the
-    /// process dies, so taking it is one atomic step. A run another process holds is refused,
-    /// naming that process. Once held, the run directory is checked for symbolic links
+    /// Takes the run for this process ([`lock::take`]): refused while another process holds
+    /// it, naming that process. Once held, the run directory is checked for symbolic links
     /// (refused anywhere in it), since the holder is about to write there.
     pub fn lock(&self) -> Result<Lock, StoreError> {
-        let p = self.path.join("lock");
-        let mut file = io(&p, fs::open_rw(&p))?;
-        // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Err(StoreError::Held(format!(
-                    "run {} is being run by another process{}",
-                    self.id,
-                    holder(&mut file).map_or(String::new(), |pid| format!(" (pid {pid})"))
-                )));
-            }
-            return Err(StoreError::Io(p, e));
-        }
-        io(&p, file.set_len(0))?;
-        io(&p, file.rewind())?;
-        io(&p, write!(file, "{}", std::process::id()))?;
+        let lock = lock::take(&self.path.join("lock"), &self.id)?;
         fs::refuse_links(&self.path)?;
-        Ok(Lock { _file: file })
+        Ok(lock)
+    }
+
+    /// Whether a process holds the run now, found without taking it.
+    pub fn held(&self) -> bool {
+        lock::held(&self.path.join("lock"))
     }
 
     /// Every run under the runs root, oldest first.
@@ -219,24 +204,4 @@ impl RunDir {
 fn encode(record: &RunRecord) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec_pretty(record)
         .map_err(|e| StoreError::Invalid(format!("cannot encode the run record: {e}")))
-}
-
-/// The pid the holder of a run's lock wrote in it. The holder writes it just after taking
-/// the lock, so an empty file is read again for a moment before giving up.
-fn holder(file: &mut std::fs::File) -> Option<u32> {
-    for _ in 0..50 {
-        let mut text = String::new();
-        if file.rewind().is_ok() && file.read_to_string(&mut text).is_ok() {
-            if let Ok(pid) = text.trim().parse() {
-                return Some(pid);
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    None
-}
-
-/// A held run lock; dropping it (closing the file) releases the run.
-pub struct Lock {
-    _file: std::fs::File,
 }

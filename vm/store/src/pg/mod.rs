@@ -19,6 +19,7 @@ pub mod lease;
 mod memo;
 pub mod schema;
 mod store;
+pub mod tls;
 
 pub use memo::PgMemo;
 pub use store::PgHeld;
@@ -34,7 +35,6 @@ use prose_runtime::record::{new_machine, ExecOptions, RunRecord, RunStatus};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
-use tokio_postgres::NoTls;
 
 /// A run's id in the Postgres store (the same shape as a file store's run directory name).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -164,9 +164,10 @@ pub struct PgRun {
 }
 
 impl PgStore {
-    /// Connects to the store at `url` with a pool of up to `connections`, and applies the
-    /// migrations it lacks. A bad URL, an unreachable server or a failed migration is an
-    /// error saying which.
+    /// Connects to the store at `url` with a pool of up to `connections`, over TLS as its
+    /// libpq parameters ask ([`tls`]), and applies the migrations it lacks. A bad URL, an
+    /// unreachable server, a certificate that does not check out or a failed migration is an
+    /// error saying which, before anything is written.
     pub async fn connect(url: &str, connections: usize) -> Result<PgStore, PgError> {
         if !is_url(url) {
             // Not echoed: a URL may carry a password.
@@ -174,16 +175,18 @@ impl PgStore {
                 "it is not a postgres:// or postgresql:// URL".into(),
             ));
         }
+        let (url, tls) = tls::split(url)?;
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e: tokio_postgres::Error| PgError::Url(describe(&e)))?;
+        let connector = tls::apply(&mut config, &tls)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
         config.application_name("prosevm");
         let manager = Manager::from_config(
             config,
-            NoTls,
+            connector,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },

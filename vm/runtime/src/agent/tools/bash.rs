@@ -25,6 +25,7 @@ use tokio::io::AsyncReadExt;
 use super::{BuiltIn, ToolContext};
 use crate::agent::confine::{Confinement, Invocation};
 use crate::agent::BoxFuture;
+use crate::group::ProcessGroup;
 use prose_machine::protocol::ToolOutput;
 
 /// Seconds a command may run when the call gives no `timeout_s`.
@@ -86,31 +87,6 @@ impl BuiltIn for Bash {
             )
             .await
         })
-    }
-}
-
-/// Kills a process group when dropped, unless disarmed.
-struct GroupKiller {
-    pgid: libc::pid_t,
-    armed: bool,
-}
-
-impl GroupKiller {
-    fn kill(&mut self) {
-        if self.armed {
-            // SAFETY: killpg has no memory-safety preconditions; the group is the one the
-            // command was started in, and it is signalled at most once.
-            unsafe {
-                libc::killpg(self.pgid, libc::SIGKILL);
-            }
-            self.armed = false;
-        }
-    }
-}
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 
@@ -225,13 +201,10 @@ async fn run(
         Ok(c) => c,
         Err(e) => return spawn_error(e),
     };
-    let Some(pid) = child.id() else {
+    if child.id().is_none() {
         return ToolOutput::error("the command ended before it could be watched");
-    };
-    let mut killer = GroupKiller {
-        pgid: pid as libc::pid_t,
-        armed: true,
-    };
+    }
+    let mut killer = ProcessGroup::led_by(child.id());
     let mut output = CappedOutput::new();
     let mut chunk = vec![0u8; 16 * 1024];
     let mut status: Option<std::io::Result<ExitStatus>> = None;
