@@ -15,6 +15,10 @@ pub struct Settings {
     pub driver: Option<String>,
     /// The command line of the command driver.
     pub command: Option<String>,
+    /// The directory of the `prose.toml` that named `command`: the command runs there, so a
+    /// relative path in it means the same wherever the run is resumed from.
+    #[serde(skip)]
+    pub command_dir: Option<std::path::PathBuf>,
     /// The provider's base URL.
     pub base_url: Option<String>,
     /// The model for sessions naming none.
@@ -149,6 +153,9 @@ impl Settings {
         let mut settings =
             Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         let dir = path.parent().unwrap_or(Path::new("."));
+        if settings.command.is_some() {
+            settings.command_dir = Some(std::path::absolute(dir).unwrap_or(dir.to_path_buf()));
+        }
         for key in &mut settings.trust.keys {
             if key.is_relative() {
                 *key = dir.join(&*key);
@@ -171,9 +178,14 @@ impl Settings {
         allow.extend(over.allow);
         let mut trust = self.trust;
         trust.keys.extend(over.trust.keys);
+        let (command, command_dir) = match over.command {
+            Some(c) => (Some(c), over.command_dir),
+            None => (self.command, self.command_dir),
+        };
         Settings {
             driver: over.driver.or(self.driver),
-            command: over.command.or(self.command),
+            command,
+            command_dir,
             base_url: over.base_url.or(self.base_url),
             model: over.model.or(self.model),
             models: self.models.under(over.models),

@@ -12,6 +12,7 @@ use crate::group::ProcessGroup;
 use prose_machine::convert;
 use prose_machine::protocol::{Answer, Ask, Failure, Request};
 use prose_machine::value::Value;
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -23,12 +24,23 @@ const STDERR_QUOTED: usize = 2000;
 pub struct CommandDriver {
     command: String,
     timeout: Duration,
+    /// Where the command runs (none: the working directory).
+    dir: Option<PathBuf>,
 }
 
 impl CommandDriver {
     /// A driver running `command` (a shell command line), giving each request `timeout`.
     pub fn new(command: String, timeout: Duration) -> CommandDriver {
-        CommandDriver { command, timeout }
+        CommandDriver {
+            command,
+            timeout,
+            dir: None,
+        }
+    }
+
+    /// This driver, running its command in `dir` (none: the working directory).
+    pub fn in_dir(self, dir: Option<PathBuf>) -> CommandDriver {
+        CommandDriver { dir, ..self }
     }
 
     /// Runs the command for `req` with `input` on stdin and `env` set; returns its stdout.
@@ -49,6 +61,9 @@ impl CommandDriver {
             // Its own process group, so a timeout stops whatever the command started too.
             .process_group(0)
             .kill_on_drop(true);
+        if let Some(dir) = &self.dir {
+            cmd.current_dir(dir);
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

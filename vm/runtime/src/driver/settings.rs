@@ -17,6 +17,7 @@ use prose_settings::models::Provider;
 use prose_settings::{SamplingTable, Settings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How a chat provider is reached.
@@ -80,6 +81,12 @@ pub enum DriverSettings {
         command: String,
         /// Seconds a request may take.
         timeout_s: f64,
+        /// Where it runs: the directory it was given in (the working directory for
+        /// `--command`, the `prose.toml`'s for its `command`), so that `./ask.sh` names the
+        /// same file when the run is resumed from elsewhere. Runs recorded before this was
+        /// kept have none and run in the working directory.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dir: Option<PathBuf>,
     },
     /// An agent host on stdin and stdout.
     Stdio {
@@ -210,11 +217,17 @@ impl DriverSettings {
         };
         Ok(match self {
             DriverSettings::Mock(opts) => AnyDriver::Mock(Mock::new(opts.clone())),
-            DriverSettings::Command { command, timeout_s } => {
+            DriverSettings::Command {
+                command,
+                timeout_s,
+                dir,
+            } => {
                 if command.trim().is_empty() {
                     return Err("--driver command needs --command \"PROGRAM ARGS\"".into());
                 }
-                AnyDriver::Command(CommandDriver::new(command.clone(), timeout(*timeout_s)?))
+                AnyDriver::Command(
+                    CommandDriver::new(command.clone(), timeout(*timeout_s)?).in_dir(dir.clone()),
+                )
             }
             DriverSettings::Stdio { timeout_s, turns } => {
                 AnyDriver::Stdio(StdioDriver::start(timeout(*timeout_s)?, *turns))
@@ -455,14 +468,22 @@ impl DriverChoice {
             .unwrap_or(DEFAULT_TIMEOUT_S);
         Ok(match kind {
             DriverKind::Mock => DriverSettings::Mock(self.mock.clone()),
-            DriverKind::Command => DriverSettings::Command {
-                command: self
-                    .command
-                    .clone()
-                    .or_else(|| file.command.clone())
-                    .ok_or("--driver command needs --command \"PROGRAM ARGS\"")?,
-                timeout_s,
-            },
+            DriverKind::Command => {
+                let (command, dir) = match &self.command {
+                    Some(c) => (c.clone(), std::env::current_dir().ok()),
+                    None => (
+                        file.command
+                            .clone()
+                            .ok_or("--driver command needs --command \"PROGRAM ARGS\"")?,
+                        file.command_dir.clone(),
+                    ),
+                };
+                DriverSettings::Command {
+                    command,
+                    timeout_s,
+                    dir,
+                }
+            }
             DriverKind::Stdio => DriverSettings::Stdio {
                 timeout_s,
                 turns: self.host_turns,
