@@ -163,7 +163,16 @@ impl Machine {
             }
             (Ok(Answer::Input(v)), Expect::Value) => Ok(v),
             (Ok(Answer::Convert(v)), Expect::Shape(shape)) => match convert::local(&v, shape) {
-                Some(v) => Ok(v),
+                Some(v) => {
+                    if self.trace {
+                        self.events.push(Event::Converted {
+                            id: id.clone(),
+                            shape: shape_name::name(shape).to_string(),
+                            value: v.to_json().to_string(),
+                        });
+                    }
+                    Ok(v)
+                }
                 None => Err(mismatch(&format!(
                     "{} where {} was asked",
                     v.kind(),

@@ -67,6 +67,16 @@ pub enum Event {
         /// The program keeps it under a name (otherwise it is an anonymous binding).
         bound: bool,
     },
+    /// Text was read as a structure (a person's input turned into the list, record, number
+    /// or truth value the program declares), by the model or the driver that answered.
+    Converted {
+        /// The request.
+        id: RequestId,
+        /// The shape asked for: `list`, `record`, `integer` or `boolean`.
+        shape: String,
+        /// What it became, as JSON.
+        value: String,
+    },
     /// A discretion condition is being judged.
     Evaluate {
         /// The condition.
@@ -332,6 +342,9 @@ impl Event {
                 format!("[Binding] {name} = \"{}\"", short(value))
             }
             Event::Answer { id, text, .. } => format!("[Success] {id}: \"{}\"", short(text)),
+            Event::Converted { id, shape, value } => {
+                format!("[Convert] {id}: read as {shape}: {}", short(value))
+            }
             Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
             Event::Chose { index, option, .. } => {
                 format!("[Choice] option {}: \"{}\"", index + 1, short(option))
