@@ -4,8 +4,6 @@
 
 mod support;
 
-use serde_json::Value;
-
 #[test]
 fn source_built_by_prosec_runs_in_prosevm_in_every_store() {
     let dir = support::scratch("pipeline");
@@ -34,10 +32,10 @@ fn source_built_by_prosec_runs_in_prosevm_in_every_store() {
             support::command("prosevm")
                 .current_dir(&dir)
                 .args(["exec", "main.pbc", "--store", &store])
-                .args(["--trace", "quiet", "--output", "json"]),
+                .args(["--trace", "quiet", "--format", "json"]),
         );
         assert_eq!(code, 0, "{store}: {err}");
-        let outputs: Value = serde_json::from_str(&out).expect("json");
+        let outputs = support::outputs(&out);
         assert!(
             outputs["r"].as_str().is_some_and(|r| r.contains("Sum up")),
             "{store}: {out}"

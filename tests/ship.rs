@@ -475,7 +475,7 @@ fn a_skill_no_place_has_is_a_warning_under_the_mock_and_a_located_error_otherwis
         ])
         .output()
         .expect("runs"));
-    assert_eq!(out.code(), 1, "{}", out.stderr());
+    assert_eq!(out.code(), 2, "{}", out.stderr());
     let err = out.stderr();
     assert!(
         err.contains("plain.prose:5: [E219] skill `web-search` not found"),

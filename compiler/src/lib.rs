@@ -8,6 +8,7 @@
 pub mod ast;
 pub mod codegen;
 pub mod compile;
+pub mod console;
 pub mod cost;
 pub mod diagnostics;
 pub mod fmt;

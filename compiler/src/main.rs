@@ -8,13 +8,13 @@
 //! static bounds (sessions and cost, [`prosec::cost`]), `fmt` lays programs out
 //! ([`prosec::fmt`]) and `lsp` serves editors ([`prosec::lsp`]).
 
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use prosec::codegen::BuildError;
 use prosec::compile::{Compilation, Options};
+use prosec::console::{fail, Color, Console, Exit, Format};
 use prosec::diagnostics::termcolor::{ColorChoice, StandardStream};
 use prosec::diagnostics::Code;
 use prosec::lints::Level;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -28,6 +28,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How results and errors are printed: `text` for people, `json` (one document on
+    /// stdout, errors included) for tools.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    format: Format,
+    /// Colour in diagnostics: `auto` (only on a terminal, and not when NO_COLOR is set),
+    /// `always` or `never`.
+    #[arg(long, value_enum, default_value = "auto", global = true)]
+    color: Color,
 }
 
 #[derive(Subcommand)]
@@ -109,9 +117,6 @@ struct InfoArgs {
     /// `[trust] keys` in prose.toml).
     #[arg(long, value_name = "KEY.pub")]
     trust: Vec<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "text")]
-    format: Format,
     /// The `prose.toml` to price the cost bounds with (default: the project's, found
     /// upward from the artifact's directory, over the user's).
     #[arg(long, value_name = "FILE")]
@@ -165,14 +170,6 @@ struct DisArgs {
     file: PathBuf,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    /// rustc-style snippets on stderr (and `cost`'s bounds as lines on stdout).
-    Text,
-    /// One JSON document on stdout.
-    Json,
-}
-
 #[derive(Args)]
 struct CommonArgs {
     /// Make relaxed rules (real-world forms the reference calls errors) errors again.
@@ -181,9 +178,6 @@ struct CommonArgs {
     /// Fail (exit 1) when there are warnings.
     #[arg(long)]
     deny_warnings: bool,
-    /// Output format of diagnostics (and of `cost`'s bounds).
-    #[arg(long, value_enum, default_value = "text")]
-    format: Format,
     /// Directory holding registry programs as DIR/@handle/slug.prose (repeatable).
     #[arg(long = "lib-path", value_name = "DIR")]
     lib_paths: Vec<PathBuf>,
@@ -312,38 +306,57 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     }
 }
 
-fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
-    match args.format {
-        Format::Text => {
-            // Colours only on a terminal: a file or pipe gets plain text.
-            let color = if std::io::stderr().is_terminal() {
-                ColorChoice::Auto
-            } else {
-                ColorChoice::Never
-            };
-            let mut err = StandardStream::stderr(color);
-            if let Err(e) = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics) {
-                eprintln!("prosec: cannot write diagnostics: {e}");
-                return ExitCode::from(2);
-            }
-            eprintln!(
-                "checked {files} file(s): {} error(s), {} warning(s)",
-                c.error_count(),
-                c.warning_count()
-            );
-        }
-        Format::Json => {
-            let doc = serde_json::json!({
-                "files": files,
-                "errors": c.error_count(),
-                "warnings": c.warning_count(),
-                "diagnostics": prosec::diagnostics::render_json(&c.sources, &c.diagnostics),
-            });
-            println!("{doc}");
-        }
+/// The diagnostics of `c` as JSON, with their counts: the document `check` prints, and the
+/// start of `build`'s, `cost`'s and `fetch`'s.
+fn diagnostics_doc(c: &Compilation, files: usize) -> serde_json::Value {
+    serde_json::json!({
+        "files": files,
+        "errors": c.error_count(),
+        "warnings": c.warning_count(),
+        "diagnostics": prosec::diagnostics::render_json(&c.sources, &c.diagnostics),
+    })
+}
+
+/// Whether `c` fails the command: errors, or warnings under `--deny-warnings`.
+fn failing(c: &Compilation, args: &CommonArgs) -> bool {
+    c.error_count() > 0 || (args.deny_warnings && c.warning_count() > 0)
+}
+
+/// Writes `c`'s diagnostics on stderr, rustc's way, with a count.
+fn render_diagnostics(c: &Compilation, files: usize) -> Result<(), ExitCode> {
+    let color = if Console::get().color {
+        ColorChoice::Always
+    } else {
+        ColorChoice::Never
+    };
+    let mut err = StandardStream::stderr(color);
+    if let Err(e) = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics) {
+        return Err(fail(
+            "prosec",
+            format!("cannot write diagnostics: {e}"),
+            Exit::Unusable,
+        ));
     }
-    if c.error_count() > 0 || (args.deny_warnings && c.warning_count() > 0) {
-        ExitCode::from(1)
+    eprintln!(
+        "checked {files} file(s): {} error(s), {} warning(s)",
+        c.error_count(),
+        c.warning_count()
+    );
+    Ok(())
+}
+
+/// Reports `c`'s diagnostics in the format asked for, and gives the exit status they call for.
+fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
+    match Console::get().format {
+        Format::Text => {
+            if let Err(status) = render_diagnostics(c, files) {
+                return status;
+            }
+        }
+        Format::Json => println!("{}", diagnostics_doc(c, files)),
+    }
+    if failing(c, args) {
+        Exit::Failed.into()
     } else {
         ExitCode::SUCCESS
     }
@@ -351,40 +364,52 @@ fn report(c: &Compilation, args: &CommonArgs, files: usize) -> ExitCode {
 
 fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     if let Some(code) = &args.explain {
-        let page = Code::parse(code.trim()).and_then(prosec::diagnostics::explain::explain);
-        return match page {
+        let parsed = Code::parse(code.trim());
+        return match parsed.and_then(prosec::diagnostics::explain::explain) {
             Some(page) => {
-                println!("{page}");
+                match Console::get().format {
+                    Format::Text => println!("{page}"),
+                    Format::Json => println!(
+                        "{}",
+                        serde_json::json!({
+                            "code": parsed.map(|c| c.to_string()),
+                            "explanation": page,
+                        })
+                    ),
+                }
                 ExitCode::SUCCESS
             }
-            None => {
-                eprintln!("prosec: `{code}` is not a diagnostic code");
-                ExitCode::from(2)
-            }
+            None => fail(
+                "prosec",
+                format!("`{code}` is not a diagnostic code"),
+                Exit::Unusable,
+            ),
         };
     }
     let mut files = Vec::new();
     for p in &args.paths {
         if let Err(e) = collect_files(p, &mut files) {
-            eprintln!("prosec: {}: {e}", p.display());
-            return ExitCode::from(2);
+            return fail("prosec", format!("{}: {e}", p.display()), Exit::Unusable);
         }
     }
     if files.is_empty() {
         let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-        eprintln!("prosec: no .prose files under {}", paths.join(", "));
-        return ExitCode::from(2);
+        return fail(
+            "prosec",
+            format!("no .prose files under {}", paths.join(", ")),
+            Exit::Unusable,
+        );
     }
     let mut c = Compilation::new(args.common.options(lints, false));
     if let Err(e) = c.add_files(&files) {
-        eprintln!("prosec: {e}");
-        return ExitCode::from(2);
+        return fail("prosec", e, Exit::Unusable);
     }
     report(&c, &args.common, files.len())
 }
 
-/// Compiles `file` and what it imports for `build` or `cost`: the exit status to stop with
-/// when it cannot be read (2) or has errors (or warnings under `--deny-warnings`), reported.
+/// Compiles `file` and what it imports for `build`, `cost` or `fetch`: the exit status to
+/// stop with when it cannot be read (2) or has errors (or warnings under
+/// `--deny-warnings`), reported.
 fn compile_clean(
     file: &Path,
     common: &CommonArgs,
@@ -392,11 +417,10 @@ fn compile_clean(
     fetcher: prosec::ship::Fetcher,
 ) -> Result<(Compilation, usize), ExitCode> {
     let mut c = Compilation::with_fetcher(common.options(lints, true), fetcher);
-    let root = c.add_file(file).map_err(|e| {
-        eprintln!("prosec: {e}");
-        ExitCode::from(2)
-    })?;
-    if c.error_count() > 0 || (common.deny_warnings && c.warning_count() > 0) {
+    let root = c
+        .add_file(file)
+        .map_err(|e| fail("prosec", e, Exit::Unusable))?;
+    if failing(&c, common) {
         return Err(report(&c, common, 1));
     }
     Ok((c, root))
@@ -418,21 +442,20 @@ fn bundle(
     Ok((bundle, fetcher))
 }
 
-/// Writes prose.lock if the build changed it, saying so.
-fn save_lock(fetcher: &prosec::ship::Fetcher) -> Result<(), ExitCode> {
+/// Writes prose.lock if the build changed it, saying so (on stderr, in text).
+fn save_lock(fetcher: &prosec::ship::Fetcher) -> Result<bool, ExitCode> {
     match fetcher.save_lock() {
-        Ok(true) => {
-            eprintln!("updated {}", fetcher.lock_path().display());
-            Ok(())
+        Ok(changed) => {
+            if changed && !Console::json() {
+                eprintln!("updated {}", fetcher.lock_path().display());
+            }
+            Ok(changed)
         }
-        Ok(false) => Ok(()),
-        Err(e) => {
-            eprintln!(
-                "prosec: cannot write {}: {e}",
-                fetcher.lock_path().display()
-            );
-            Err(ExitCode::from(2))
-        }
+        Err(e) => Err(fail(
+            "prosec",
+            format!("cannot write {}: {e}", fetcher.lock_path().display()),
+            Exit::Unusable,
+        )),
     }
 }
 
@@ -450,10 +473,7 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
                     }
                     Some(k)
                 }
-                Err(e) => {
-                    eprintln!("prosec: {e}");
-                    return ExitCode::from(2);
-                }
+                Err(e) => return fail("prosec", e, Exit::Unusable),
             }
         }
         None => None,
@@ -473,13 +493,15 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         c.diagnostics
             .extend(problems.iter().map(|(d, _)| d.clone()));
     }
-    let status = report(&c, &args.common, 1);
     let (bytes, stats) = match built {
-        Ok(x) if status == ExitCode::SUCCESS => x,
-        Ok(_) | Err(BuildError::TooLarge(_)) => return status,
+        Ok(x) if !failing(&c, &args.common) => x,
+        Ok(_) | Err(BuildError::TooLarge(_)) => return report(&c, &args.common, 1),
         Err(e) => {
-            eprintln!("prosec: {}: {e}", args.file.display());
-            return ExitCode::from(1);
+            return fail(
+                "prosec",
+                format!("{}: {e}", args.file.display()),
+                Exit::Failed,
+            )
         }
     };
     let out = args
@@ -496,44 +518,78 @@ fn build(args: BuildArgs, lints: Vec<(Code, Level)>) -> ExitCode {
             match bytecode_spec::signature::sign(&bytes, &key.key, &comment) {
                 Ok(signed) => signed,
                 Err(e) => {
-                    eprintln!("prosec: cannot sign {}: {e}", out.display());
-                    return ExitCode::from(2);
+                    return fail(
+                        "prosec",
+                        format!("cannot sign {}: {e}", out.display()),
+                        Exit::Unusable,
+                    )
                 }
             }
         }
         None => bytes,
     };
-    if let Err(status) = save_lock(&fetcher) {
-        return status;
-    }
+    let lock_updated = match save_lock(&fetcher) {
+        Ok(changed) => changed,
+        Err(status) => return status,
+    };
     if let Err(e) = std::fs::write(&out, &bytes) {
-        eprintln!("prosec: cannot write {}: {e}", out.display());
-        return ExitCode::from(2);
+        return fail(
+            "prosec",
+            format!("cannot write {}: {e}", out.display()),
+            Exit::Unusable,
+        );
     }
     let source_len = c.sources.get(c.modules[root].file).text.len();
-    eprintln!(
-        "wrote {}: {} bytes ({} bytes of source, {} function(s))",
-        out.display(),
-        bytes.len(),
-        source_len,
-        stats.registers.len()
-    );
-    if !skills.skills.is_empty() {
-        let names: Vec<&str> = skills.skills.iter().map(|s| s.name.as_str()).collect();
-        eprintln!("  bundled skill(s): {}", names.join(", "));
-    }
-    if let Some(key) = &signing {
-        eprintln!("  signed with key {}", key.id);
-    }
-    if args.stats {
-        for (module, func, regs) in &stats.registers {
-            eprintln!("  {module}::{func}: {regs} register(s)");
+    let skill_names: Vec<&str> = skills.skills.iter().map(|s| s.name.as_str()).collect();
+    match Console::get().format {
+        Format::Json => {
+            let mut doc = diagnostics_doc(&c, 1);
+            doc["artifact"] = serde_json::json!({
+                "path": out.display().to_string(),
+                "bytes": bytes.len(),
+                "source_bytes": source_len,
+                "functions": stats.registers.len(),
+                "skills": skill_names,
+                "signed_by": signing.as_ref().map(|k| k.id.to_string()),
+                "lock_updated": lock_updated,
+                "registers": args.stats.then(|| stats.registers.iter().map(|(m, f, r)| {
+                    serde_json::json!({"module": m, "function": f, "registers": r})
+                }).collect::<Vec<_>>()),
+            });
+            println!("{doc}");
+        }
+        Format::Text => {
+            if !c.diagnostics.is_empty() {
+                // Warnings, as `check` writes them.
+                if let Err(status) = render_diagnostics(&c, 1) {
+                    return status;
+                }
+            }
+            eprintln!(
+                "wrote {}: {} bytes ({} bytes of source, {} function(s))",
+                out.display(),
+                bytes.len(),
+                source_len,
+                stats.registers.len()
+            );
+            if !skill_names.is_empty() {
+                eprintln!("  bundled skill(s): {}", skill_names.join(", "));
+            }
+            if let Some(key) = &signing {
+                eprintln!("  signed with key {}", key.id);
+            }
+            if args.stats {
+                for (module, func, regs) in &stats.registers {
+                    eprintln!("  {module}::{func}: {regs} register(s)");
+                }
+            }
         }
     }
     ExitCode::SUCCESS
 }
 
 fn fetch(args: FetchCmdArgs, lints: Vec<(Code, Level)>) -> ExitCode {
+    let mut programs = Vec::new();
     for file in &args.files {
         let fetcher = args.fetch.fetcher(file);
         let (mut c, root) = match compile_clean(file, &args.common, lints.clone(), fetcher) {
@@ -547,18 +603,32 @@ fn fetch(args: FetchCmdArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         if let Some(f) = c.take_fetcher() {
             fetcher.fetched.extend(f.fetched);
         }
-        for what in &fetcher.fetched {
-            eprintln!("fetched {what}");
+        let lock_updated = match save_lock(&fetcher) {
+            Ok(changed) => changed,
+            Err(status) => return status,
+        };
+        let imported = c.reachable(root).len() - 1;
+        if Console::json() {
+            programs.push(serde_json::json!({
+                "file": file.display().to_string(),
+                "fetched": fetcher.fetched.iter().map(|f| f.to_string()).collect::<Vec<_>>(),
+                "skills": skills.skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+                "programs_imported": imported,
+                "lock_updated": lock_updated,
+            }));
+        } else {
+            for what in &fetcher.fetched {
+                eprintln!("fetched {what}");
+            }
+            eprintln!(
+                "{}: {} skill(s) ready, {imported} program(s) imported",
+                file.display(),
+                skills.skills.len(),
+            );
         }
-        if let Err(status) = save_lock(&fetcher) {
-            return status;
-        }
-        eprintln!(
-            "{}: {} skill(s) ready, {} program(s) imported",
-            file.display(),
-            skills.skills.len(),
-            c.reachable(root).len() - 1
-        );
+    }
+    if Console::json() {
+        println!("{}", serde_json::json!({ "programs": programs }));
     }
     ExitCode::SUCCESS
 }
@@ -582,42 +652,43 @@ fn keygen(args: KeygenArgs) -> ExitCode {
         };
         match ask() {
             Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!("prosec: {e}");
-                return ExitCode::from(2);
-            }
+            Err(e) => return fail("prosec", e, Exit::Unusable),
         }
     };
     match prosec::ship::keys::keygen(&args.name, password, args.force) {
         Ok(id) => {
             let (secret, public) = prosec::ship::keys::key_paths(&args.name);
-            eprintln!(
-                "wrote {} (secret: keep it private) and {} (public: give it to whoever runs your artifacts); key id {id}",
-                secret.display(),
-                public.display()
-            );
+            match Console::get().format {
+                Format::Text => eprintln!(
+                    "wrote {} (secret: keep it private) and {} (public: give it to whoever runs your artifacts); key id {id}",
+                    secret.display(),
+                    public.display()
+                ),
+                Format::Json => println!(
+                    "{}",
+                    serde_json::json!({
+                        "secret_key": secret.display().to_string(),
+                        "public_key": public.display().to_string(),
+                        "key_id": id.to_string(),
+                    })
+                ),
+            }
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("prosec: {e}");
-            ExitCode::from(2)
-        }
+        Err(e) => fail("prosec", e, Exit::Unusable),
     }
 }
 
 fn info(args: InfoArgs) -> ExitCode {
     match prosec::ship::info::of_file(&args.file, &args.trust, args.config.as_deref()) {
         Ok(info) => {
-            match args.format {
+            match Console::get().format {
                 Format::Text => print!("{}", info.render_text()),
                 Format::Json => println!("{}", info.to_json()),
             }
             ExitCode::SUCCESS
         }
-        Err((e, status)) => {
-            eprintln!("prosec: {e}");
-            ExitCode::from(status)
-        }
+        Err((e, status)) => fail("prosec", e, Exit::from_code(status)),
     }
 }
 
@@ -633,10 +704,7 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     };
     let mut settings = match prose_settings::Settings::load(args.config.as_deref(), dir) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("prosec: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail("prosec", e, Exit::Unusable),
     };
     settings.driver = args.driver.clone().or(settings.driver);
     settings.model = args.model.clone().or(settings.model);
@@ -645,11 +713,13 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
         ..prosec::cost::Pricing::from_settings(&settings, args.tokens_in, args.tokens_out)
     };
     let bounds = prosec::cost::bounds(&c, root, &pricing);
-    match args.common.format {
+    match Console::get().format {
         Format::Text => {
             if !c.diagnostics.is_empty() {
                 // Warnings, on stderr as `check` writes them.
-                report(&c, &args.common, 1);
+                if let Err(status) = render_diagnostics(&c, 1) {
+                    return status;
+                }
             }
             print!("{}", bounds.render_text(&pricing));
         }
@@ -664,147 +734,254 @@ fn cost(args: CostArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Formats one file's text: the result, or the exit status after reporting why not.
-fn fmt_text(display: &str, dir: &Path, text: String) -> Result<String, ExitCode> {
-    let options = prosec::fmt::FmtOptions::for_dir(dir).map_err(|e| {
-        eprintln!("prosec: {e}");
-        ExitCode::from(2)
-    })?;
-    prosec::fmt::format(&text, &options).map_err(|e| {
-        let mut sources = prosec::source::SourceMap::new();
-        let file = sources.add(display, text);
-        match e {
-            prosec::fmt::FmtError::Syntax(diags) => {
-                let mut err = StandardStream::stderr(ColorChoice::Never);
-                let _ = prosec::diagnostics::render_text(&mut err, &sources, &diags);
-                eprintln!("prosec: {display}: not formatted (syntax errors)");
-            }
-            prosec::fmt::FmtError::Layout { span, message } => {
-                let at = sources.get(file).line_col(span.start as usize);
-                eprintln!(
-                    "prosec: {display}:{}:{}: cannot format: {message}",
+/// Why a file could not be formatted.
+enum Unformatted {
+    /// Its syntax errors (formatted only when it parses).
+    Syntax(Box<Compilation>),
+    /// Anything else: the message, and the exit status.
+    Other(String, Exit),
+}
+
+/// Formats one file's text.
+fn fmt_text(display: &str, dir: &Path, text: String) -> Result<String, Unformatted> {
+    let options = prosec::fmt::FmtOptions::for_dir(dir)
+        .map_err(|e| Unformatted::Other(e.to_string(), Exit::Unusable))?;
+    prosec::fmt::format(&text, &options).map_err(|e| match e {
+        prosec::fmt::FmtError::Syntax(diags) => {
+            let mut c = Compilation::new(Options::default());
+            c.sources.add(display, text);
+            c.diagnostics = diags;
+            Unformatted::Syntax(Box::new(c))
+        }
+        prosec::fmt::FmtError::Layout { span, message } => {
+            let mut sources = prosec::source::SourceMap::new();
+            let file = sources.add(display, text);
+            let at = sources.get(file).line_col(span.start as usize);
+            Unformatted::Other(
+                format!(
+                    "{display}:{}:{}: cannot format: {message}",
                     at.line, at.column
-                );
+                ),
+                Exit::Failed,
+            )
+        }
+    })
+}
+
+/// What `fmt` did to one file, for its JSON document.
+#[derive(Default)]
+struct Formatted {
+    file: String,
+    /// Whether formatting changes it.
+    changed: bool,
+    /// The unified diff, under `--check`, when it would change.
+    diff: Option<String>,
+    /// The formatted text, for standard input.
+    text: Option<String>,
+    /// Why it could not be formatted.
+    error: Option<serde_json::Value>,
+}
+
+impl Formatted {
+    fn to_json(&self) -> serde_json::Value {
+        let mut doc = serde_json::json!({ "file": self.file, "changed": self.changed });
+        for (key, value) in [("diff", &self.diff), ("text", &self.text)] {
+            if let Some(v) = value {
+                doc[key] = v.as_str().into();
             }
         }
-        ExitCode::from(2)
-    })
+        if let Some(e) = &self.error {
+            doc["error"] = e.clone();
+        }
+        doc
+    }
 }
 
 fn fmt(args: FmtArgs) -> ExitCode {
     use std::io::{Read, Write};
-    if args.paths.len() == 1 && args.paths[0] == Path::new("-") {
+    let json = Console::json();
+    let stdin = args.paths.len() == 1 && args.paths[0] == Path::new("-");
+    let mut inputs: Vec<(String, PathBuf, Result<String, Unformatted>)> = Vec::new();
+    if stdin {
         let mut text = String::new();
         if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-            eprintln!("prosec: cannot read standard input: {e}");
-            return ExitCode::from(2);
+            return fail(
+                "prosec",
+                format!("cannot read standard input: {e}"),
+                Exit::Unusable,
+            );
         }
         let dir = std::env::current_dir().unwrap_or_default();
-        let formatted = match fmt_text("<stdin>", &dir, text.clone()) {
-            Ok(f) => f,
-            Err(status) => return status,
-        };
-        if args.check {
-            if formatted != text {
-                print!(
-                    "{}",
-                    similar::TextDiff::from_lines(&text, &formatted)
-                        .unified_diff()
-                        .header("<stdin>", "<stdin> (formatted)")
-                );
-                return ExitCode::from(1);
+        inputs.push(("<stdin>".into(), dir, Ok(text)));
+    } else {
+        let mut files = Vec::new();
+        for p in &args.paths {
+            if let Err(e) = collect_files(p, &mut files) {
+                return fail("prosec", format!("{}: {e}", p.display()), Exit::Unusable);
             }
-            return ExitCode::SUCCESS;
         }
-        let _ = std::io::stdout().write_all(formatted.as_bytes());
-        return ExitCode::SUCCESS;
+        for file in files {
+            let display = file.display().to_string();
+            let dir = match file.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            let text = match std::fs::read(&file).map(prosec::decode_source) {
+                Ok(Ok(t)) => Ok(t),
+                Ok(Err((_, message, _))) => Err(Unformatted::Other(
+                    format!("{display}: {message}"),
+                    Exit::Failed,
+                )),
+                Err(e) => Err(Unformatted::Other(
+                    format!("cannot read {display}: {e}"),
+                    Exit::Unusable,
+                )),
+            };
+            inputs.push((display, dir, text));
+        }
     }
-    let mut files = Vec::new();
-    for p in &args.paths {
-        if let Err(e) = collect_files(p, &mut files) {
-            eprintln!("prosec: {}: {e}", p.display());
-            return ExitCode::from(2);
-        }
-    }
-    let mut status = ExitCode::SUCCESS;
-    let mut changed = 0usize;
-    for file in &files {
-        let display = file.display().to_string();
-        let text = match std::fs::read(file).map(prosec::decode_source) {
-            Ok(Ok(t)) => t,
-            Ok(Err((_, message, _))) => {
-                eprintln!("prosec: {display}: {message}");
-                status = ExitCode::from(2);
-                continue;
-            }
-            Err(e) => {
-                eprintln!("prosec: cannot read {display}: {e}");
-                status = ExitCode::from(2);
+    let total = inputs.len();
+    let mut worst = Exit::Success;
+    let mut results = Vec::new();
+    for (display, dir, text) in inputs {
+        let mut result = Formatted {
+            file: display.clone(),
+            ..Formatted::default()
+        };
+        let done = text.and_then(|text| fmt_text(&display, &dir, text.clone()).map(|f| (text, f)));
+        let (text, formatted) = match done {
+            Ok(x) => x,
+            Err(why) => {
+                let (exit, error) = match why {
+                    Unformatted::Syntax(c) => {
+                        if !json {
+                            let _ = render_diagnostics(&c, 1);
+                            eprintln!("prosec: {display}: not formatted (syntax errors)");
+                        }
+                        (Exit::Failed, diagnostics_doc(&c, 1))
+                    }
+                    Unformatted::Other(message, exit) => {
+                        if !json {
+                            eprintln!("prosec: {message}");
+                        }
+                        (exit, prosec::console::error_json(&message, None, exit))
+                    }
+                };
+                if worst == Exit::Success || exit == Exit::Unusable {
+                    worst = exit;
+                }
+                result.error = Some(error);
+                results.push(result);
                 continue;
             }
         };
-        let dir = match file.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let formatted = match fmt_text(&display, dir, text.clone()) {
-            Ok(f) => f,
-            Err(s) => {
-                status = s;
-                continue;
-            }
-        };
-        if formatted == text {
-            continue;
-        }
-        changed += 1;
+        result.changed = formatted != text;
         if args.check {
-            print!(
-                "{}",
-                similar::TextDiff::from_lines(&text, &formatted)
+            if result.changed {
+                let diff = similar::TextDiff::from_lines(&text, &formatted)
                     .unified_diff()
                     .header(&display, &format!("{display} (formatted)"))
-            );
-        } else if let Err(e) = std::fs::write(file, &formatted) {
-            eprintln!("prosec: cannot write {display}: {e}");
-            status = ExitCode::from(2);
+                    .to_string();
+                if !json {
+                    print!("{diff}");
+                }
+                result.diff = Some(diff);
+            }
+        } else if stdin {
+            // The formatted text is the result, changed or not.
+            if !json {
+                let _ = std::io::stdout().write_all(formatted.as_bytes());
+            }
+            result.text = Some(formatted);
+        } else if result.changed {
+            if let Err(e) = std::fs::write(&display, &formatted) {
+                let message = format!("cannot write {display}: {e}");
+                if !json {
+                    eprintln!("prosec: {message}");
+                }
+                worst = Exit::Unusable;
+                result.error = Some(prosec::console::error_json(&message, None, Exit::Unusable));
+            }
+        }
+        results.push(result);
+    }
+    let changed = results.iter().filter(|r| r.changed).count();
+    let exit = if worst != Exit::Success {
+        worst
+    } else if args.check && changed > 0 {
+        Exit::Failed
+    } else {
+        Exit::Success
+    };
+    if json {
+        let mut doc = serde_json::json!({
+            "check": args.check,
+            "files": results.iter().map(Formatted::to_json).collect::<Vec<_>>(),
+            "changed": changed,
+        });
+        if exit != Exit::Success {
+            doc["exit"] = exit.code().into();
+        }
+        println!("{doc}");
+    } else if !stdin && changed > 0 {
+        if args.check {
+            eprintln!("{changed} of {total} file(s) would be reformatted");
+        } else {
+            eprintln!("reformatted {changed} of {total} file(s)");
         }
     }
-    if status != ExitCode::SUCCESS {
-        return status;
-    }
-    if args.check {
-        if changed > 0 {
-            eprintln!("{changed} of {} file(s) would be reformatted", files.len());
-            return ExitCode::from(1);
-        }
-    } else if changed > 0 {
-        eprintln!("reformatted {changed} of {} file(s)", files.len());
-    }
-    ExitCode::SUCCESS
+    exit.into()
 }
 
 fn dis(args: DisArgs) -> ExitCode {
     let bytes = match std::fs::read(&args.file) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("prosec: cannot read {}: {e}", args.file.display());
-            return ExitCode::from(2);
+            return fail(
+                "prosec",
+                format!("cannot read {}: {e}", args.file.display()),
+                Exit::Unusable,
+            )
         }
     };
     let (header, artifact) = match bytecode_spec::artifact::read(&bytes) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("prosec: {}: {e}", args.file.display());
-            return ExitCode::from(1);
+            return fail(
+                "prosec",
+                format!("{}: {e}", args.file.display()),
+                Exit::Failed,
+            )
         }
     };
-    print!("{}", bytecode_spec::dis::disassemble(&header, &artifact));
-    match bytecode_spec::verify::verify(&artifact) {
+    let listing = bytecode_spec::dis::disassemble(&header, &artifact);
+    let verified = bytecode_spec::verify::verify(&artifact);
+    match Console::get().format {
+        Format::Text => print!("{listing}"),
+        Format::Json => {
+            let mut doc = serde_json::json!({
+                "file": args.file.display().to_string(),
+                "listing": listing,
+                "verifies": verified.is_ok(),
+            });
+            if let Err(e) = &verified {
+                doc["error"] = prosec::console::error_json(
+                    &format!("{}: fails verification: {e}", args.file.display()),
+                    None,
+                    Exit::Failed,
+                )["error"]
+                    .clone();
+            }
+            println!("{doc}");
+        }
+    }
+    match verified {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("prosec: {}: fails verification: {e}", args.file.display());
-            ExitCode::from(1)
+            if !Console::json() {
+                eprintln!("prosec: {}: fails verification: {e}", args.file.display());
+            }
+            Exit::Failed.into()
         }
     }
 }
@@ -816,30 +993,21 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let matches = match Cli::command().try_get_matches() {
-        Ok(m) => m,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
-    };
+    let words: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = prosec::console::json_asked(&words);
+    let matches =
+        match prosec::console::with_exit_table(Cli::command()).try_get_matches_from(&words) {
+            Ok(m) => m,
+            Err(e) => return prosec::console::usage_error(e, json),
+        };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(2);
-        }
+        Err(e) => return prosec::console::usage_error(e, json),
     };
+    Console::set(cli.format, cli.color);
     let lints = match matches.subcommand().map(|(_, m)| lint_levels(m)) {
         Some(Ok(lints)) => lints,
-        Some(Err(e)) => {
-            eprintln!("prosec: {e}");
-            return ExitCode::from(2);
-        }
+        Some(Err(e)) => return fail("prosec", e, Exit::Unusable),
         None => Vec::new(),
     };
     match cli.command {
@@ -853,10 +1021,7 @@ fn main() -> ExitCode {
         Command::Info(args) => info(args),
         Command::Lsp => match prosec::lsp::run_stdio() {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("prosec lsp: {e}");
-                ExitCode::from(1)
-            }
+            Err(e) => fail("prosec lsp", e, Exit::Failed),
         },
     }
 }

@@ -190,7 +190,10 @@ fn a_file_that_does_not_parse_is_left_alone_with_its_errors() {
     let file = dir.join("a.prose");
     std::fs::write(&file, "agent :\n  model: opus\n").expect("write");
     let (code, _, err) = prosec(&["fmt", file.to_str().expect("utf-8")]);
-    assert_eq!(code, 2);
+    assert_eq!(
+        code, 1,
+        "a program that does not parse fails as `check` does"
+    );
     assert!(err.contains("error[E"), "{err}");
     assert!(err.contains("not formatted"), "{err}");
     assert_eq!(

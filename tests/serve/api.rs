@@ -303,7 +303,7 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
     assert!(err.contains("without a token"), "{err}");
     // Inputs come with each run, and no host sits on a server's stdin.
     for (flags, says) in [
-        (["--input", "topic=x"], "takes no inputs"),
+        (["--input", "topic=x"], "has no use for --input"),
         (["--driver", "stdio"], "no host on its stdin"),
     ] {
         let (code, _, err) = support::output(

@@ -62,7 +62,7 @@ pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
         "reference",
         "--trace",
         "quiet",
-        "--output",
+        "--format",
         "json",
     ]);
     for i in inputs {
@@ -70,7 +70,7 @@ pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
     }
     let (code, out, err) = support::output(&mut cmd);
     assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).expect("outputs")
+    support::outputs(&out)
 }
 
 /// A `prosevm serve` process, killed with SIGKILL when dropped.

@@ -39,7 +39,7 @@ fn run(dir: &Path, kind: &Kind, extra: &[&str]) -> Command {
         "--input",
         "topic=tides",
     ])
-    .args(["--trace", "quiet", "--output", "json"])
+    .args(["--trace", "quiet", "--format", "json"])
     .args(extra);
     c
 }
@@ -101,7 +101,7 @@ fn a_run_is_listed_inspected_and_reported_in_every_store() {
         let name = kind.name;
         let (code, out, err) = support::output(&mut run(&dir, &kind, &[]));
         assert_eq!(code, 0, "{name}: {err}");
-        let outputs: Value = serde_json::from_str(&out).expect("outputs");
+        let outputs = support::outputs(&out);
         assert!(
             outputs["r"]
                 .as_str()
@@ -172,16 +172,12 @@ fn a_run_is_listed_inspected_and_reported_in_every_store() {
             &id,
             "--store",
             &kind.store,
-            "--output",
+            "--format",
             "json",
         ]));
         assert_eq!(code, 0, "{name}: {err}");
         assert!(err.contains("already finished"), "{name}: {err}");
-        assert_eq!(
-            serde_json::from_str::<Value>(&again).ok(),
-            Some(outputs),
-            "{name}"
-        );
+        assert_eq!(support::outputs(&again), outputs, "{name}");
     }
 }
 
@@ -214,12 +210,12 @@ fn a_run_is_forked_from_a_request_and_compared_in_every_store() {
             &command,
             "--trace",
             "quiet",
-            "--output",
+            "--format",
             "json",
         ]));
         assert_eq!(code, 0, "{name}: {err}");
         assert!(err.contains("2 answer(s) reused"), "{name}: {err}");
-        let outputs: Value = serde_json::from_str(&out).expect("outputs");
+        let outputs = support::outputs(&out);
         assert_eq!(outputs["r"], "other", "{name}");
         let asked = std::fs::read_to_string(&asked).expect("the driver was asked");
         assert_eq!(
@@ -367,7 +363,7 @@ fn a_run_killed_part_way_resumes_to_the_same_outputs_in_every_store() {
             &kind.store,
             "--trace",
             "quiet",
-            "--output",
+            "--format",
             "json",
             "--mock-latency",
             "0",
@@ -375,7 +371,11 @@ fn a_run_killed_part_way_resumes_to_the_same_outputs_in_every_store() {
             &log_arg,
         ]));
         assert_eq!(code, 0, "{name}: {err}");
-        assert_eq!(out, reference, "{name}");
+        assert_eq!(
+            support::outputs(&out),
+            support::outputs(&reference),
+            "{name}"
+        );
         // What the journal held was not asked again: only the request in flight at the kill
         // was asked twice.
         let served = std::fs::read_to_string(&log).expect("log");
@@ -445,11 +445,11 @@ fn a_waiting_run_is_answered_and_goes_on_in_every_store() {
             &kind.store,
             "--trace",
             "quiet",
-            "--output",
+            "--format",
             "json",
         ]));
         assert_eq!(code, 0, "{name}: {err}");
-        let outputs: Value = serde_json::from_str(&out).expect("outputs");
+        let outputs = support::outputs(&out);
         assert_eq!(outputs["r"], "[mock] Rewrite for sailors", "{name}");
         let row = wait_for_run(&dir, &kind, |r| r["id"] == id.as_str());
         assert_eq!(

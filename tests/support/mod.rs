@@ -93,3 +93,14 @@ pub fn expire_leases(kind: &Kind) {
         pg::query(url, "UPDATE prose_runs SET lease_until = now()");
     }
 }
+
+/// The outputs in what `prosevm run|exec|resume --format json` printed for a finished run
+/// (`{"run", "status", "outputs"}`); the whole document when it holds none (a failure).
+pub fn outputs(stdout: &str) -> serde_json::Value {
+    let doc: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    match doc.get("outputs") {
+        Some(o) => o.clone(),
+        None => doc,
+    }
+}

@@ -4,10 +4,12 @@
 //! prog.prose` compiles in memory and runs. The trace goes to stderr, the outputs to stdout.
 //! Exit status: 0 success, 1 runtime error or invalid program, 2 usage or I/O error.
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use cli::args::Trace;
 use cli::args::{parse_listed_status, RunArgs};
 use cli::{build, exec, memo, runs, serve, worker};
 use prose_runtime::record::RunStatus;
+use prosec::console::{Color, Console, Exit, Format};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -22,39 +24,18 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How results and errors are printed: `text` for people, `json` (one document on
+    /// stdout, errors included) for tools.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    format: Format,
+    /// The same as `--format json` (the older spelling).
+    #[arg(long, global = true, hide = true)]
+    json: bool,
     /// Colour in diagnostics: `auto` (only on a terminal, and not when NO_COLOR is set),
     /// `always` or `never`.
     #[arg(long, value_enum, default_value = "auto", global = true)]
     color: Color,
 }
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum Color {
-    /// Colour on a terminal, unless NO_COLOR is set.
-    Auto,
-    /// Always colour.
-    Always,
-    /// Never colour.
-    Never,
-}
-
-impl Color {
-    /// Whether stderr gets colour.
-    fn on_stderr(self) -> bool {
-        use std::io::IsTerminal;
-        match self {
-            Color::Always => true,
-            Color::Never => false,
-            Color::Auto => {
-                std::io::stderr().is_terminal()
-                    && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-            }
-        }
-    }
-}
-
-/// Whether diagnostics on stderr are coloured (set once from `--color`).
-static COLOR: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 #[derive(Subcommand)]
 enum Command {
@@ -153,9 +134,6 @@ enum Command {
         /// `[trust] keys` in prose.toml).
         #[arg(long, value_name = "KEY.pub")]
         trust: Vec<PathBuf>,
-        /// Output format: text or json.
-        #[arg(long, value_enum, default_value = "text")]
-        format: cli::args::Output,
         /// The `prose.toml` to price the cost bounds and name MCP servers with (default: the
         /// project's, found upward from the artifact's directory, over the user's).
         #[arg(long, value_name = "FILE")]
@@ -198,8 +176,8 @@ enum Command {
     },
     /// Continue an interrupted run (by id or path) without asking anything twice.
     Resume {
-        /// The run's id or directory.
-        run: String,
+        /// The run: its id, a prefix of it, its directory, or `latest` (the default).
+        run: Option<String>,
         /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a
         /// postgres:// URL (default: the file store under --state-dir).
         #[arg(
@@ -222,7 +200,8 @@ enum Command {
     /// request, with --from) and asks this driver (the flags', else the run's) for the
     /// rest: compare models on one program without paying twice for what they share.
     Fork {
-        /// The run to fork (its id or directory); it is only read.
+        /// The run to fork (its id, a prefix of it, its directory, or `latest`); it is only
+        /// read.
         run: String,
         /// Reuse the answers journaled before this request was first answered (an id as
         /// `inspect` and the trace show it, e.g. `0:3`); without it, every answer.
@@ -243,15 +222,12 @@ enum Command {
     /// Show where two runs' answers and outputs differ, request by request (exit status 1
     /// when they differ, as diff does).
     Diff {
-        /// The first run (id or directory).
+        /// The first run (its id, a prefix of it, its directory, or `latest`).
         a: String,
         /// The second run.
         b: String,
         #[command(flatten)]
         at: runs::At,
-        /// Print one JSON object for tools.
-        #[arg(long)]
-        json: bool,
         /// Characters of each answer shown on its line.
         #[arg(long, default_value_t = 100)]
         width: usize,
@@ -259,7 +235,7 @@ enum Command {
     /// Give a waiting run the mid-program inputs no one could give when it asked (it then
     /// goes on under `prosevm serve`, or with `prosevm resume`).
     Answer {
-        /// The run's id or directory.
+        /// The run: its id, a prefix of it, its directory, or `latest`.
         run: String,
         /// The answer, NAME=VALUE (one or more).
         #[arg(required = true, value_name = "NAME=VALUE")]
@@ -282,10 +258,6 @@ enum Command {
             global = true
         )]
         store: Option<String>,
-        /// Print one JSON array for tools (each run with its path and whether a process is
-        /// running it now).
-        #[arg(long)]
-        json: bool,
         /// Only runs with this status: running, interrupted, paused, waiting, finished or
         /// failed, and on the Postgres store queued (repeatable).
         #[arg(long = "status", value_name = "STATUS", value_parser = parse_listed_status)]
@@ -312,14 +284,11 @@ enum Command {
         /// Remove every answer it keeps.
         #[arg(long)]
         clear: bool,
-        /// Print one JSON object for tools.
-        #[arg(long)]
-        json: bool,
     },
     /// Write a run's report: one self-contained HTML page with the timeline of its requests
     /// (parallel branches side by side), its program's source, and every session in full.
     Report {
-        /// The run's id or directory.
+        /// The run: its id, a prefix of it, its directory, or `latest`.
         run: String,
         #[command(flatten)]
         at: runs::At,
@@ -329,13 +298,10 @@ enum Command {
     },
     /// Show a run's record, its bindings and its state.md.
     Inspect {
-        /// The run's id or directory.
+        /// The run: its id, a prefix of it, its directory, or `latest`.
         run: String,
         #[command(flatten)]
         at: runs::At,
-        /// Print JSON for tools.
-        #[arg(long)]
-        json: bool,
         /// Show one session's conversation instead: its task, each model turn, each tool call
         /// with its output, and its answer (the session's request id, e.g. `0:3`).
         #[arg(long, value_name = "ID")]
@@ -361,22 +327,84 @@ enum RunsAction {
     },
 }
 
+/// The run flags a command takes with the others but has no use for, and why: hidden from
+/// its help, and refused when given.
+const UNUSED: [(&str, &[&str], &str); 2] = [
+    (
+        "submit",
+        &["trace", "no_progress", "no_input", "state_dir"],
+        "a worker drives the run, with its own trace, terminal and views",
+    ),
+    (
+        "serve",
+        &["inputs", "input_file", "trace", "no_progress", "no_input"],
+        "each run brings its own inputs (POST /v1/runs), its events go to its stream, and a server asks no terminal",
+    ),
+];
+
+/// The command line both parsed and shown in `--help`: the exit statuses at the end of
+/// every page, and the run flags a command has no use for hidden.
+fn command_line() -> clap::Command {
+    let mut cmd = prosec::console::with_exit_table(Cli::command());
+    for (name, ids, _) in UNUSED {
+        cmd = cmd.mut_subcommand(name, |sub| {
+            ids.iter()
+                .fold(sub, |sub, id| sub.mut_arg(*id, |a| a.hide(true)))
+        });
+    }
+    cmd
+}
+
+/// A usage error when the command line gives a flag its command has no use for.
+fn unused_given(cmd: &clap::Command, matches: &clap::ArgMatches) -> Option<clap::Error> {
+    let (name, sub) = matches.subcommand()?;
+    let (_, ids, why) = UNUSED.iter().find(|(n, _, _)| *n == name)?;
+    let id = ids
+        .iter()
+        .find(|id| sub.value_source(id) == Some(clap::parser::ValueSource::CommandLine))?;
+    let flag = cmd
+        .find_subcommand(name)
+        .and_then(|s| s.get_arguments().find(|a| a.get_id() == *id))
+        .and_then(|a| a.get_long())
+        .unwrap_or(id);
+    let mut shown = cmd
+        .find_subcommand(name)
+        .cloned()
+        .unwrap_or_else(|| cmd.clone());
+    Some(shown.error(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!("`prosevm {name}` has no use for --{flag}: {why}"),
+    ))
+}
+
 fn main() -> ExitCode {
     cli::pipe::end_quietly_when_the_reader_goes();
-    let cli = match Cli::try_parse() {
+    let words: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = prosec::console::json_asked(&words);
+    let command = command_line();
+    let parsed = command
+        .clone()
+        .try_get_matches_from(&words)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let (cli, matches) = match parsed {
         Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::SUCCESS
-            };
-        }
+        Err(e) => return prosec::console::usage_error(e, json),
     };
+    if let Some(e) = unused_given(&command, &matches) {
+        return prosec::console::usage_error(e, json);
+    }
+    let format = if cli.json { Format::Json } else { cli.format };
+    Console::set(format, cli.color);
+    if cli
+        .command
+        .run_args()
+        .is_some_and(|o| o.trace == Trace::Json)
+    {
+        cli::trace_json();
+    }
     // Still one thread: the keys leave the environment before anything can start a child.
     prose_runtime::secrets::take();
-    let _ = COLOR.set(cli.color.on_stderr());
+    let json = Console::json();
     match cli.command {
         Command::Exec {
             file,
@@ -457,17 +485,17 @@ fn main() -> ExitCode {
         Command::Info {
             file,
             trust,
-            format,
             config,
         } => match prosec::ship::info::of_file(&file, &trust, config.as_deref()) {
             Ok(info) => {
-                match format {
-                    cli::args::Output::Text => print!("{}", info.render_text()),
-                    cli::args::Output::Json => println!("{}", info.to_json()),
+                if json {
+                    println!("{}", info.to_json());
+                } else {
+                    print!("{}", info.render_text());
                 }
                 ExitCode::SUCCESS
             }
-            Err((e, status)) => cli::fail(e, status),
+            Err((e, status)) => cli::fail(e, Exit::from_code(status)),
         },
         Command::Serve {
             listen,
@@ -498,7 +526,7 @@ fn main() -> ExitCode {
             mut opts,
         } => {
             opts.store = store;
-            exec::resume(&run, force, &opts)
+            exec::resume(run.as_deref(), force, &opts)
         }
         Command::Fork {
             run,
@@ -509,17 +537,10 @@ fn main() -> ExitCode {
             opts.store = store;
             exec::fork(&run, from.as_deref(), &opts)
         }
-        Command::Diff {
-            a,
-            b,
-            at,
-            json,
-            width,
-        } => runs::diff(&at, &a, &b, json, width),
+        Command::Diff { a, b, at, width } => runs::diff(&at, &a, &b, json, width),
         Command::Runs {
             state_dir,
             store,
-            json,
             statuses,
             action,
         } => {
@@ -544,18 +565,27 @@ fn main() -> ExitCode {
             state_dir,
             store,
             clear,
-            json,
         } => memo::memo(store.as_deref(), state_dir.as_deref(), clear, json),
         Command::Answer { run, answers, at } => runs::answer(&at, &run, &answers),
         Command::Report { run, at, output } => runs::report(&at, &run, output.as_deref()),
-        Command::Inspect {
-            run,
-            at,
-            json,
-            session,
-        } => match session {
+        Command::Inspect { run, at, session } => match session {
             Some(id) => runs::inspect_session(&at, &run, &id, json),
             None => runs::inspect(&at, &run, json),
         },
+    }
+}
+
+impl Command {
+    /// The run flags of a command that runs programs.
+    fn run_args(&self) -> Option<&RunArgs> {
+        match self {
+            Command::Exec { opts, .. }
+            | Command::Run { opts, .. }
+            | Command::Submit { opts, .. }
+            | Command::Serve { opts, .. }
+            | Command::Resume { opts, .. }
+            | Command::Fork { opts, .. } => Some(opts),
+            _ => None,
+        }
     }
 }

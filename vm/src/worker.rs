@@ -60,8 +60,14 @@ pub trait Follower: Send + Sync {
 
 /// The following of one run: sees its events, then how its drive ended.
 pub trait Following: prose_runtime::runner::Observer {
-    /// The drive ended: `status` is how the run stands, `error` why it stopped, if it did.
-    fn ended(self: Box<Self>, status: prose_runtime::record::RunStatus, error: Option<&str>);
+    /// The drive ended: `status` is how the run stands, `error` why it stopped, if it did,
+    /// and `code` that error's stable code.
+    fn ended(
+        self: Box<Self>,
+        status: prose_runtime::record::RunStatus,
+        error: Option<&str>,
+        code: Option<&str>,
+    );
 }
 
 /// A following as an observer the run lifecycle can take.
@@ -365,6 +371,10 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
                 .await
         }
     };
+    let code = match &driven {
+        Ok(Err(e)) => Some(e.code.to_string()),
+        _ => None,
+    };
     let ended = match driven {
         Ok(Ok(_)) => Ended::Finished,
         Ok(Err(e)) if e.code == bytecode_spec::Code::E216 => Ended::Requeued,
@@ -383,7 +393,7 @@ pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ende
             Ended::Failed(e) => (RunStatus::Failed, Some(e.as_str())),
             Ended::Lost(e) => (RunStatus::Running, Some(e.as_str())),
         };
-        f.ended(status, error);
+        f.ended(status, error, code.as_deref().filter(|_| error.is_some()));
     }
     ended
 }

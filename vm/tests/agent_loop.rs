@@ -469,7 +469,7 @@ fn an_unresolvable_skill_stops_the_run_before_it_starts_naming_every_place_but_n
         "--command",
         "echo done",
     ]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("prog.prose:3: [E219] skill `nowhere` not found"),
         "{err}"

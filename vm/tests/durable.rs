@@ -5,7 +5,7 @@
 //! corrupted journal, and two runs side by side.
 
 mod support;
-use support::{files_in, journal_ids, output, run_ids};
+use support::{files_in, journal_ids, output, outputs, run_ids};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -38,21 +38,21 @@ fn program(dir: &Path) -> PathBuf {
     p
 }
 
-fn reference(dir: &Path, prog: &Path) -> String {
+fn reference(dir: &Path, prog: &Path) -> serde_json::Value {
     let (code, out, err) = output(
         vm().args([
             "run",
             prog.to_str().expect("path"),
             "--trace",
             "quiet",
-            "--output",
+            "--format",
             "json",
             "--state-dir",
         ])
         .arg(dir.join("ref")),
     );
     assert_eq!(code, 0, "{err}");
-    out
+    outputs(&out)
 }
 
 /// The files in a run's `bindings/`, by name, with their contents.
@@ -139,7 +139,7 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
                 prog.to_str().expect("path"),
                 "--trace",
                 "quiet",
-                "--output",
+                "--format",
                 "json",
                 "--mock-latency",
                 "15",
@@ -170,7 +170,7 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
         let journaled = journal_ids(&state, id);
         // The same driver, logging what the resume asks to a file of its own.
         let (code, out, err) = output(
-            vm().args(["resume", id, "--trace", "quiet", "--output", "json"])
+            vm().args(["resume", id, "--trace", "quiet", "--format", "json"])
                 .args(["--driver", "mock", "--mock-latency", "15"])
                 .args(["--max-concurrency", "2", "--state-dir"])
                 .arg(&state)
@@ -178,7 +178,11 @@ fn killed_runs_resume_to_the_same_outputs_without_asking_twice() {
                 .arg(&after_log),
         );
         assert_eq!(code, 0, "trial {trial}: {err}");
-        assert_eq!(out, expected, "trial {trial}: outputs differ after resume");
+        assert_eq!(
+            outputs(&out),
+            expected,
+            "trial {trial}: outputs differ after resume"
+        );
         let asked: Vec<String> = std::fs::read_to_string(&after_log)
             .unwrap_or_default()
             .lines()
@@ -545,11 +549,11 @@ fn resuming_a_finished_run_prints_its_outputs() {
     let expected = reference(&dir, &prog);
     let id = run_ids(&dir.join("ref")).remove(0);
     let (code, out, err) = output(
-        vm().args(["resume", &id, "--output", "json", "--state-dir"])
+        vm().args(["resume", &id, "--format", "json", "--state-dir"])
             .arg(dir.join("ref")),
     );
     assert_eq!(code, 0);
-    assert_eq!(out, expected);
+    assert_eq!(outputs(&out), expected);
     assert!(err.contains("already finished"), "{err}");
 }
 
@@ -608,12 +612,12 @@ fn a_torn_journal_tail_is_dropped_and_a_corrupted_journal_refused() {
     bytes.extend_from_slice(b"0badc0de {\"id\":\"0:9\",\"te");
     std::fs::write(&journal, &bytes).expect("tear");
     let (code, out, err) = output(
-        vm().args(["resume", &id, "--trace", "quiet", "--output", "json"])
+        vm().args(["resume", &id, "--trace", "quiet", "--format", "json"])
             .arg("--state-dir")
             .arg(&state),
     );
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, expected);
+    assert_eq!(outputs(&out), expected);
     // A damaged record before the last one is corruption: a clear error, nothing run.
     let (state2, id2) = {
         let d = scratch("corrupt");
@@ -642,7 +646,7 @@ fn two_runs_side_by_side_do_not_interfere() {
             prog.to_str().expect("path"),
             "--trace",
             "quiet",
-            "--output",
+            "--format",
             "json",
             "--mock-latency",
             "5",
@@ -657,8 +661,8 @@ fn two_runs_side_by_side_do_not_interfere() {
     let (a, b) = (spawn(), spawn());
     let out_a = a.wait_with_output().expect("a");
     let out_b = b.wait_with_output().expect("b");
-    assert_eq!(String::from_utf8_lossy(&out_a.stdout), expected);
-    assert_eq!(String::from_utf8_lossy(&out_b.stdout), expected);
+    assert_eq!(outputs(&String::from_utf8_lossy(&out_a.stdout)), expected);
+    assert_eq!(outputs(&String::from_utf8_lossy(&out_b.stdout)), expected);
     assert_eq!(run_ids(&state).len(), 2);
 }
 

@@ -4,7 +4,7 @@
 //! names that would become paths outside it.
 
 mod support;
-use support::{journal_ids, output, run_ids};
+use support::{journal_ids, output, outputs, run_ids};
 
 use prose_machine::protocol::{Answer, Reply, SessionAnswer};
 use prose_store::file::RunDir;
@@ -36,14 +36,14 @@ fn write_program(dir: &Path) -> PathBuf {
 }
 
 /// The outputs of an uninterrupted run, as JSON.
-fn reference(dir: &Path, prog: &Path) -> String {
+fn reference(dir: &Path, prog: &Path) -> serde_json::Value {
     let (code, out, err) = output(
         vm().args(["run", prog.to_str().expect("path")])
-            .args(["--trace", "quiet", "--output", "json", "--state-dir"])
+            .args(["--trace", "quiet", "--format", "json", "--state-dir"])
             .arg(dir.join("reference")),
     );
     assert_eq!(code, 0, "{err}");
-    out
+    outputs(&out)
 }
 
 /// Starts a run of `prog` answering after `latency_ms`, in `state`.
@@ -81,13 +81,21 @@ fn crashed(dir: &Path, prog: &Path, records: usize) -> (PathBuf, String) {
     (state, id)
 }
 
+/// Resumes run `id` asking for JSON: the exit status, stdout, and stderr followed by the
+/// message of the JSON error on stdout, if it failed.
 fn resume(state: &Path, id: &str, extra: &[&str]) -> (i32, String, String) {
-    output(
-        vm().args(["resume", id, "--trace", "quiet", "--output", "json"])
+    let (code, out, mut err) = output(
+        vm().args(["resume", id, "--trace", "quiet", "--format", "json"])
             .args(extra)
             .arg("--state-dir")
             .arg(state),
-    )
+    );
+    if code != 0 {
+        if let Some(m) = outputs(&out)["error"]["message"].as_str() {
+            err.push_str(m);
+        }
+    }
+    (code, out, err)
 }
 
 fn run_dir(state: &Path, id: &str) -> PathBuf {
@@ -112,7 +120,7 @@ fn many_resumes_of_one_crashed_run_execute_it_once() {
     let children: Vec<Child> = logs
         .iter()
         .map(|log| {
-            vm().args(["resume", &id, "--trace", "quiet", "--output", "json"])
+            vm().args(["resume", &id, "--trace", "quiet", "--format", "json"])
                 .args(["--driver", "mock", "--mock-latency", "30", "--mock-log"])
                 .arg(log)
                 .arg("--state-dir")
@@ -131,9 +139,14 @@ fn many_resumes_of_one_crashed_run_execute_it_once() {
     let winners: Vec<usize> = (0..8).filter(|&i| results[i].status.success()).collect();
     assert_eq!(winners.len(), 1, "exactly one resume runs the run");
     let winner = winners[0];
-    assert_eq!(String::from_utf8_lossy(&results[winner].stdout), expected);
+    assert_eq!(
+        outputs(&String::from_utf8_lossy(&results[winner].stdout)),
+        expected
+    );
     for (i, r) in results.iter().enumerate().filter(|(i, _)| *i != winner) {
-        let err = String::from_utf8_lossy(&r.stderr);
+        // Asked for JSON, the refusal is said on stdout.
+        let err =
+            String::from_utf8_lossy(&r.stderr).into_owned() + &String::from_utf8_lossy(&r.stdout);
         assert_eq!(r.status.code(), Some(1), "{err}");
         assert!(
             err.contains(&format!(
@@ -172,7 +185,7 @@ fn crashed_runs_resumed_twice_at_once_under_readers_each_run_once() {
     }
 }
 
-fn resume_crashed_runs_twice(dir: &Path, prog: &Path, expected: &str) {
+fn resume_crashed_runs_twice(dir: &Path, prog: &Path, expected: &serde_json::Value) {
     const RUNS: usize = 12;
     std::fs::create_dir_all(dir).expect("dir");
     let state = dir.join("state");
@@ -218,7 +231,7 @@ fn resume_crashed_runs_twice(dir: &Path, prog: &Path, expected: &str) {
     let resumes: Vec<Child> = (0..RUNS * 2)
         .map(|n| {
             let (i, k) = (n / 2, n % 2);
-            vm().args(["resume", &ids[i], "--trace", "quiet", "--output", "json"])
+            vm().args(["resume", &ids[i], "--trace", "quiet", "--format", "json"])
                 .args(["--driver", "mock", "--mock-latency", "5", "--mock-log"])
                 .arg(log(i, k))
                 .arg("--state-dir")
@@ -249,13 +262,17 @@ fn resume_crashed_runs_twice(dir: &Path, prog: &Path, expected: &str) {
         assert_eq!(ran.len(), 1, "run {id}: executed by {ran:?}");
         let (winner, other) = (2 * i + ran[0], 2 * i + 1 - ran[0]);
         let out = |n: usize| String::from_utf8_lossy(&results[n].stdout).into_owned();
-        let err = |n: usize| String::from_utf8_lossy(&results[n].stderr).into_owned();
+        // Asked for JSON, a refusal is said on stdout.
+        let err = |n: usize| {
+            String::from_utf8_lossy(&results[n].stderr).into_owned()
+                + &String::from_utf8_lossy(&results[n].stdout)
+        };
         assert!(results[winner].status.success(), "{}", err(winner));
-        assert_eq!(out(winner), expected, "run {id}");
+        assert_eq!(outputs(&out(winner)), *expected, "run {id}");
         // The other was refused by the live winner, or came after it and found the run
         // finished.
         if results[other].status.success() {
-            assert_eq!(out(other), expected, "run {id}");
+            assert_eq!(outputs(&out(other)), *expected, "run {id}");
         } else {
             assert_eq!(results[other].status.code(), Some(1), "{}", err(other));
             let named = format!(
@@ -339,7 +356,7 @@ fn readers_leave_a_held_run_untouched() {
     // Now nobody holds the run: resuming takes it, cuts the torn tail and finishes.
     let (code, out, err) = resume(&state, &id, &["--driver", "mock"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, expected);
+    assert_eq!(outputs(&out), expected);
     let bytes = std::fs::read(&journal).expect("journal");
     assert!(!bytes.windows(8).any(|w| w == b"0badc0de"), "tail not cut");
 }
@@ -395,7 +412,7 @@ fn a_deleted_journal_is_refused_unless_forced() {
     assert!(err.contains("--force"), "{err}");
     let (code, out, err) = resume(&state, &id, &["--force"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, expected);
+    assert_eq!(outputs(&out), expected);
 }
 
 #[test]
@@ -424,7 +441,7 @@ fn a_second_answer_to_one_request_is_refused_unless_forced() {
     );
     let (code, out, err) = resume(&state, &id, &["--force"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, expected, "the first answer is kept");
+    assert_eq!(outputs(&out), expected, "the first answer is kept");
     let ids = journal_ids(&state, &id);
     assert_no_repeats(&ids);
     let text = std::fs::read_to_string(run.journal_path()).expect("journal");
@@ -474,7 +491,7 @@ fn records_lost_since_the_journal_was_closed_are_refused_unless_forced() {
     );
     let (code, out, err) = resume(&state, &id, &["--driver", "mock", "--force"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, expected);
+    assert_eq!(outputs(&out), expected);
 }
 
 #[test]
@@ -487,7 +504,7 @@ fn a_failed_request_asked_again_is_not_a_repeat() {
     let run = |args: &[&str]| {
         output(
             vm().args(args)
-                .args(["--trace", "quiet", "--output", "json"])
+                .args(["--trace", "quiet", "--format", "json"])
                 .arg("--state-dir")
                 .arg(&state),
         )
@@ -503,7 +520,7 @@ fn a_failed_request_asked_again_is_not_a_repeat() {
     );
     let (code, out, err) = run(&["resume", &id, "--driver", "mock"]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(out, expected);
+    assert_eq!(outputs(&out), expected);
     let ids = journal_ids(&state, &id);
     let last = ids.last().expect("records").clone();
     assert_eq!(ids.iter().filter(|i| **i == last).count(), 3, "{ids:?}");
@@ -619,7 +636,7 @@ fn crafted_names_never_become_paths() {
             .arg("--state-dir")
             .arg(work.join("state")),
     );
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("E201"), "{err}");
     // A persist path climbing out of the project is refused the same way.
     let persist = work.join("persist.prose");

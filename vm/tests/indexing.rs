@@ -22,10 +22,10 @@ fn literal_indexes_read_an_answer_as_a_list_from_either_end() {
         Command::new(env!("CARGO_BIN_EXE_prosevm"))
             .current_dir(&dir)
             .args(["run", "prog.prose", "--mock-script", "script.json"])
-            .args(["--trace", "quiet", "--output", "json"]),
+            .args(["--trace", "quiet", "--format", "json"]),
     );
     assert_eq!(code, 0, "{err}");
-    let outputs: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let outputs = support::outputs(&out);
     assert_eq!(
         outputs,
         serde_json::json!({"first": "apple", "last": "plum"})

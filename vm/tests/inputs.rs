@@ -84,7 +84,7 @@ fn an_input_with_no_one_to_ask_makes_the_run_wait_and_never_goes_to_the_model() 
     assert_eq!(record["error"]["code"], "E220");
     // Only what it waits for is answered.
     let (code, _, err) = support::output(vm(&dir).args(["answer", &id, "topic=reefs"]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("does not wait for `topic`; it waits for `audience`"),
         "{err}"
@@ -163,7 +163,7 @@ fn an_unknown_input_name_is_refused_with_the_closest_declared_one() {
         "--input",
         "audience=y",
     ]));
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "refused inputs are a usage error");
     assert!(err.contains("[E201]"), "{err}");
     assert!(err.contains("no input `topik`"), "{err}");
     assert!(err.contains("did you mean `topic`?"), "{err}");

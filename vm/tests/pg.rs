@@ -574,12 +574,12 @@ fn two_hundred_runs_survive_two_workers_killed_mid_way() {
     let (code, reference, err) = support::output(
         prosevm()
             .current_dir(&dir)
-            .args(["exec", "prog.pbc", "--trace", "quiet", "--output", "json"])
+            .args(["exec", "prog.pbc", "--trace", "quiet", "--format", "json"])
             .args(["--input", "n=item9999", "--driver", "command", "--command"])
             .arg(logging_command(&reference_log, "0")),
     );
     assert_eq!(code, 0, "{err}");
-    let reference: serde_json::Value = serde_json::from_str(reference.trim()).expect("json");
+    let reference = support::outputs(&reference);
     let expected = |item: &str| -> serde_json::Value {
         serde_json::from_str(&reference.to_string().replace("item9999", item)).expect("json")
     };

@@ -57,6 +57,18 @@ impl RunStatus {
             RunStatus::Failed => "failed",
         }
     }
+
+    /// Where a run stands once a drive ended with an error of this code: stopped on
+    /// purpose (E216), at its budget (E217) or for a person (E220), else failed.
+    pub fn ended_by(code: bytecode_spec::Code) -> RunStatus {
+        use bytecode_spec::Code;
+        match code {
+            Code::E216 => RunStatus::Interrupted,
+            Code::E217 => RunStatus::Paused,
+            Code::E220 => RunStatus::Waiting,
+            _ => RunStatus::Failed,
+        }
+    }
 }
 
 /// How a failed run failed.

@@ -27,14 +27,6 @@ pub enum Trace {
     Quiet,
 }
 
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Output {
-    /// `name: value` lines.
-    Text,
-    /// One JSON object.
-    Json,
-}
-
 #[derive(Args, Clone)]
 pub struct RunArgs {
     /// A top-level input, NAME=VALUE (repeatable).
@@ -76,9 +68,6 @@ pub struct RunArgs {
     /// Trace format (on stderr).
     #[arg(long, value_enum, default_value = "narrate")]
     pub trace: Trace,
-    /// Outputs format (on stdout).
-    #[arg(long, value_enum, default_value = "text")]
-    pub output: Output,
     /// Requests in flight at once (default 8).
     #[arg(long)]
     pub max_concurrency: Option<usize>,

@@ -4,6 +4,7 @@
 use super::args::RunArgs;
 use super::fail;
 use prose_runtime::program::Program;
+use prosec::console::{Console, Exit};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -28,7 +29,7 @@ pub fn compile(file: &Path, lib_paths: &[PathBuf], dry: bool) -> Result<Program,
         },
         fetcher,
     );
-    let root = c.add_file(file).map_err(|e| fail(e, 2))?;
+    let root = c.add_file(file).map_err(|e| fail(e, Exit::Unusable))?;
     let mut fetcher = c.take_fetcher().expect("compiled with a fetcher");
     if c.error_count() == 0 {
         let (bundle, problems) = c.bundle(root, &mut fetcher);
@@ -36,40 +37,63 @@ pub fn compile(file: &Path, lib_paths: &[PathBuf], dry: bool) -> Result<Program,
             c.diagnostics.extend(problems);
         }
         if c.error_count() == 0 {
-            let (bytes, _) =
-                prosec::codegen::build_bytes_bundled(&c, root, &bundle).map_err(|e| fail(e, 1))?;
+            let (bytes, _) = prosec::codegen::build_bytes_bundled(&c, root, &bundle)
+                .map_err(|e| fail(e, Exit::Failed))?;
             match fetcher.save_lock() {
                 Ok(true) => eprintln!("updated {}", fetcher.lock_path().display()),
                 Ok(false) => {}
                 Err(e) => {
                     return Err(fail(
                         format!("cannot write {}: {e}", fetcher.lock_path().display()),
-                        2,
+                        Exit::Unusable,
                     ))
                 }
             }
-            return Program::from_bytes(bytes, file.to_path_buf()).map_err(|e| fail(e, 1));
+            return Program::from_bytes(bytes, file.to_path_buf())
+                .map_err(|e| fail(e, Exit::Failed));
         }
     }
-    use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
-    let choice = if crate::COLOR.get().copied().unwrap_or(false) {
-        ColorChoice::Always
+    Err(refused(&c, file))
+}
+
+/// Reports the diagnostics that stop `c` from running, as `--format` and `--trace` ask:
+/// rustc's text on stderr, a JSON document on stdout (`prosec check --format json`'s, with
+/// the error), or one `error` line of the JSON trace each.
+fn refused(c: &prosec::compile::Compilation, file: &Path) -> ExitCode {
+    let message = format!("{}: {} error(s)", file.display(), c.error_count());
+    let diagnostics = prosec::diagnostics::render_json(&c.sources, &c.diagnostics);
+    if Console::json() {
+        let mut doc = prosec::console::error_json(&message, None, Exit::Failed);
+        doc["diagnostics"] = serde_json::json!(diagnostics);
+        println!("{doc}");
+        return Exit::Failed.into();
+    }
+    if super::tracing_json() {
+        for d in diagnostics
+            .iter()
+            .filter(|d| d.severity == prosec::diagnostics::Severity::Error)
+        {
+            let text = format!("{}:{}:{}: {}", d.file, d.line, d.column, d.message);
+            super::fail_coded(text, bytecode_spec::Code::parse(d.code), Exit::Failed);
+        }
     } else {
-        ColorChoice::Never
-    };
-    let mut err = StandardStream::stderr(choice);
-    let _ = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics);
-    Err(fail(
-        format!("{}: {} error(s)", file.display(), c.error_count()),
-        1,
-    ))
+        use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+        let choice = if Console::get().color {
+            ColorChoice::Always
+        } else {
+            ColorChoice::Never
+        };
+        let mut err = StandardStream::stderr(choice);
+        let _ = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics);
+    }
+    fail(message, Exit::Failed)
 }
 
 /// Reads the artifact `file`, for flags `args`: when they trust keys, its signature is
 /// checked before anything else (an altered artifact is called that, not corrupt), and a
 /// `.prose` file, which compiles to an unsigned artifact, is refused uncompiled.
 pub fn load(file: &Path, args: &RunArgs) -> Result<Program, ExitCode> {
-    let keys = args.trusted_keys().map_err(|e| fail(e, 2))?;
+    let keys = args.trusted_keys().map_err(|e| fail(e, Exit::Unusable))?;
     let untrusted = |why: String| super::run_error(prosevm::run::RunError::Untrusted(why));
     if !keys.is_empty() && !is_artifact(file) && file.is_file() {
         return Err(untrusted(format!(
@@ -78,8 +102,12 @@ pub fn load(file: &Path, args: &RunArgs) -> Result<Program, ExitCode> {
             file.display()
         )));
     }
-    let bytes =
-        std::fs::read(file).map_err(|e| fail(format!("cannot read {}: {e}", file.display()), 2))?;
+    let bytes = std::fs::read(file).map_err(|e| {
+        fail(
+            format!("cannot read {}: {e}", file.display()),
+            Exit::Unusable,
+        )
+    })?;
     if !keys.is_empty() {
         match bytecode_spec::signature::check(&bytes, &keys) {
             Ok(t) if t.is_trusted() => {}
@@ -88,7 +116,8 @@ pub fn load(file: &Path, args: &RunArgs) -> Result<Program, ExitCode> {
         }
     }
     let origin = std::fs::canonicalize(file).unwrap_or(file.to_path_buf());
-    Program::from_bytes(bytes, origin).map_err(|e| fail(format!("{}: {e}", file.display()), 1))
+    Program::from_bytes(bytes, origin)
+        .map_err(|e| fail(format!("{}: {e}", file.display()), Exit::Failed))
 }
 
 /// The directory `file` is in (where the search for `prose.toml` starts).

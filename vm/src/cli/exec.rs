@@ -1,8 +1,8 @@
 //! Running programs: `exec` and `run` start a run in a store, `resume` takes one up again;
 //! both drive it with its driver while the trace goes to stderr and the outputs to stdout.
 
-use super::args::{parse_inputs, Output, RunArgs, Trace};
-use super::{build, fail, open_store, run_error, runtime, store_error};
+use super::args::{parse_inputs, RunArgs, Trace};
+use super::{build, fail, open_store, resolve, run_error, runtime, store_error};
 use prose_machine::trace::Event;
 use prose_runtime::driver::settings::{AnyDriver, DriverSettings};
 use prose_runtime::driver::stdio;
@@ -10,11 +10,12 @@ use prose_runtime::memo::{MemoStore, Memoised};
 use prose_runtime::observe::envelope::Envelope;
 use prose_runtime::observe::otel::{Export, Otel};
 use prose_runtime::observe::progress::Progress;
-use prose_runtime::observe::summary::{Ending, Summary};
+use prose_runtime::observe::summary::{self, Ending, Summary};
 use prose_runtime::observe::SessionLimits;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus};
 use prose_store::{JournalCheck, Store};
+use prosec::console::{self, Console, Exit, Format};
 use prosevm::run::{Resumed, Resuming, Run};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -89,7 +90,7 @@ impl Watchers {
                     eprintln!("{}", env.warning(w));
                 }
                 if let Some(e) = ending.error {
-                    eprintln!("{}", env.error(e));
+                    eprintln!("{}", env.error(e, ending.code));
                 }
                 eprintln!("{}", env.end(ending.status, ending.error));
                 return;
@@ -135,11 +136,11 @@ impl prose_runtime::runner::Observer for Watchers {
 pub fn start(program: Program, args: &RunArgs) -> ExitCode {
     let inputs = match args.inputs_for(&program) {
         Ok(i) => i,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     let (settings, place) = match (args.driver(), args.place()) {
         (Ok(s), Ok(p)) => (s, p),
-        (Err(e), _) | (_, Err(e)) => return fail(e, 2),
+        (Err(e), _) | (_, Err(e)) => return fail(e, Exit::Unusable),
     };
     // Before a store is opened or a driver connected: an untrusted artifact writes nothing.
     if let Err(e) = place.check_trust(&program.bytes) {
@@ -147,7 +148,7 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
     }
     let options = match args.options() {
         Ok(o) => o,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     if let Err(e) = prosevm::run::check_budget(
         &settings,
@@ -155,11 +156,11 @@ pub fn start(program: Program, args: &RunArgs) -> ExitCode {
         options.max_tokens,
         options.max_cost,
     ) {
-        return fail(e, 2);
+        return fail(e, Exit::Unusable);
     }
     let export = match Export::from_env() {
         Ok(e) => e,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     let (runtime, store) = match opened(args) {
         Ok(s) => s,
@@ -266,7 +267,7 @@ fn connect(
 ) -> Result<Connected, ExitCode> {
     let driver = runtime
         .block_on(prosevm::run::connect(settings, artifact, memo))
-        .map_err(|e| fail(e, 2))?;
+        .map_err(|e| fail(e, Exit::Unusable))?;
     Ok(Connected { driver, runtime })
 }
 
@@ -312,141 +313,106 @@ fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>)
                 status: RunStatus::Running,
                 outputs: 0,
                 error: Some(&message),
+                code: None,
                 resume_with: resume_with.as_deref(),
             });
-            return fail(e, 2);
+            return fail(e, Exit::Unusable);
         }
     };
-    match result {
+    let resume = summary::resume_command(&id, resume_with.as_deref());
+    let (status, outputs, error) = match &result {
         Ok(outputs) => {
-            watchers.ended(&Ending {
-                run_id: &id,
-                run_dir: &run_dir,
-                status: RunStatus::Finished,
-                outputs: outputs.len(),
-                error: None,
-                resume_with: resume_with.as_deref(),
-            });
             let outputs: serde_json::Map<String, serde_json::Value> = outputs
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect();
-            if stdio {
-                stdio::send(&serde_json::json!({
-                    "type": "done",
-                    "run": id,
-                    "status": "finished",
-                    "outputs": outputs,
-                }));
-            } else {
-                print_outputs(&outputs, args.output);
-            }
-            ExitCode::SUCCESS
+            (RunStatus::Finished, outputs, None)
         }
-        Err(e) if e.code == bytecode_spec::Code::E217 => {
-            watchers.ended(&Ending {
-                run_id: &id,
-                run_dir: &run_dir,
-                status: RunStatus::Paused,
-                outputs: 0,
-                error: Some(&e.message),
-                resume_with: resume_with.as_deref(),
-            });
-            if stdio {
-                stdio::send(&serde_json::json!({
-                    "type": "done",
-                    "run": id,
-                    "status": "paused",
-                    "error": e.message,
-                }));
-            }
-            fail(
-                format!(
-                    "run {id} paused at its budget: {}; continue it with a larger one: prosevm resume {id} --max-cost USD (or --max-tokens N)",
-                    e.message
-                ),
-                3,
-            )
+        Err(e) => (RunStatus::ended_by(e.code), Default::default(), Some(e)),
+    };
+    let code = error.map(|e| e.code.to_string());
+    // What the trace's end says: the failure in full, the budget or the input waited for.
+    let traced = error.map(|e| match status {
+        RunStatus::Failed => format!("runtime error: {e}"),
+        _ => e.message.clone(),
+    });
+    watchers.ended(&Ending {
+        run_id: &id,
+        run_dir: &run_dir,
+        status,
+        outputs: outputs.len(),
+        error: traced
+            .as_deref()
+            .filter(|_| status != RunStatus::Interrupted),
+        code: code.as_deref().filter(|_| status != RunStatus::Interrupted),
+        resume_with: resume_with.as_deref(),
+    });
+    if stdio {
+        let mut done = serde_json::json!({
+            "type": "done",
+            "run": id,
+            "status": status.as_str(),
+        });
+        match error {
+            None => done["outputs"] = outputs.clone().into(),
+            Some(_) if status == RunStatus::Interrupted => {}
+            Some(e) if status == RunStatus::Failed => done["error"] = e.to_string().into(),
+            Some(e) => done["error"] = e.message.clone().into(),
         }
-        Err(e) if e.code == bytecode_spec::Code::E220 => {
-            watchers.ended(&Ending {
-                run_id: &id,
-                run_dir: &run_dir,
-                status: RunStatus::Waiting,
-                outputs: 0,
-                error: Some(&e.message),
-                resume_with: resume_with.as_deref(),
-            });
-            if stdio {
-                stdio::send(&serde_json::json!({
-                    "type": "done",
-                    "run": id,
-                    "status": "waiting",
-                    "error": e.message,
-                }));
-            }
-            fail(
-                format!(
-                    "run {id} waits: {}; answer with: {}, then continue it with: {}",
-                    e.message,
-                    prose_runtime::observe::summary::answer_command(&id, resume_with.as_deref()),
-                    prose_runtime::observe::summary::resume_command(&id, resume_with.as_deref()),
-                ),
-                3,
-            )
-        }
-        Err(e) if e.code == bytecode_spec::Code::E216 => {
-            watchers.ended(&Ending {
-                run_id: &id,
-                run_dir: &run_dir,
-                status: RunStatus::Interrupted,
-                outputs: 0,
-                error: None,
-                resume_with: resume_with.as_deref(),
-            });
-            if stdio {
-                stdio::send(&serde_json::json!({
-                    "type": "done",
-                    "run": id,
-                    "status": "interrupted",
-                }));
-            }
-            fail(
-                format!("run {id} interrupted; continue it with: prosevm resume {id}"),
-                130,
-            )
-        }
-        Err(e) => {
-            let message = format!("runtime error: {e}");
-            watchers.ended(&Ending {
-                run_id: &id,
-                run_dir: &run_dir,
-                status: RunStatus::Failed,
-                outputs: 0,
-                error: Some(&message),
-                resume_with: resume_with.as_deref(),
-            });
-            if stdio {
-                stdio::send(&serde_json::json!({
-                    "type": "done",
-                    "run": id,
-                    "status": "failed",
-                    "error": e.to_string(),
-                }));
-            }
-            if args.trace == Trace::Json {
-                // The error and end events said it: stderr stays pure JSON.
-                return ExitCode::from(1);
-            }
-            fail(message, 1)
-        }
+        stdio::send(&done);
     }
+    let Some(e) = error else {
+        if !stdio {
+            print_outputs(&id, &outputs);
+        }
+        return ExitCode::SUCCESS;
+    };
+    let (message, exit) = match status {
+        RunStatus::Paused => (
+            format!(
+                "run {id} paused at its budget: {}; continue it with a larger one: {resume} --max-cost USD (or --max-tokens N)",
+                e.message
+            ),
+            Exit::Stopped,
+        ),
+        RunStatus::Waiting => (
+            format!(
+                "run {id} waits: {}; answer with: {}, then continue it with: {resume}",
+                e.message,
+                summary::answer_command(&id, resume_with.as_deref()),
+            ),
+            Exit::Stopped,
+        ),
+        RunStatus::Interrupted => (
+            format!("run {id} interrupted; continue it with: {resume}"),
+            Exit::Interrupted,
+        ),
+        _ => (format!("runtime error: {e}"), Exit::Failed),
+    };
+    if Console::json() {
+        let mut doc = serde_json::json!({ "run": id, "status": status.as_str() });
+        doc["error"] = console::error_json(&message, code.as_deref(), exit)["error"].clone();
+        println!("{doc}");
+    } else if args.trace != Trace::Json {
+        // Under `--trace json` the error and end events said it: stderr stays JSON.
+        eprintln!("prosevm: {message}");
+    }
+    exit.into()
 }
 
-pub fn print_outputs(outputs: &serde_json::Map<String, serde_json::Value>, format: Output) {
-    match format {
-        Output::Json => println!("{}", serde_json::Value::Object(outputs.clone())),
-        Output::Text => {
+/// Prints a finished run's outputs as `--format` asks: `name: value` lines, or one JSON
+/// object `{"run", "status", "outputs"}`.
+pub fn print_outputs(id: &str, outputs: &serde_json::Map<String, serde_json::Value>) {
+    match Console::get().format {
+        Format::Json => println!(
+            "{}",
+            serde_json::json!({
+                "run": id,
+                "status": RunStatus::Finished.as_str(),
+                "outputs": outputs,
+            })
+        ),
+        Format::Text => {
             for (k, v) in outputs {
                 match v {
                     serde_json::Value::String(s) => println!("{k}: {s}"),
@@ -459,11 +425,16 @@ pub fn print_outputs(outputs: &serde_json::Map<String, serde_json::Value>, forma
 
 /// `prosevm resume RUN`: takes the run up again in the store `args` name and drives it,
 /// asking nothing twice.
-pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
+pub fn resume(run: Option<&str>, force: bool, args: &RunArgs) -> ExitCode {
     let (runtime, store) = match opened(args) {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let run = match resolve(&runtime, &*store, run) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let run = run.as_str();
     let (id, record) = match runtime.block_on(store.record(run)) {
         Ok(r) => r,
         Err(e) => return store_error(e),
@@ -483,13 +454,13 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
                         "run {id}: {} has changed since the run started; refusing to resume a different program (--force resumes it, asking again what the edit changed)",
                         record.origin.display()
                     ),
-                    1,
+                    Exit::Failed,
                 )
             }
             // A store of its own keeps the program: a run submitted elsewhere resumes
             // without its source.
             Err(Changed::Unreadable(_)) if store.kind() != "file" => {}
-            Err(Changed::Unreadable(e)) => return fail(format!("run {id}: {e}"), 1),
+            Err(Changed::Unreadable(e)) => return fail(format!("run {id}: {e}"), Exit::Failed),
         }
     }
     // An explicit driver replaces the one the run started with.
@@ -506,12 +477,12 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
                 }
                 Some(d)
             }
-            Err(e) => return fail(e, 2),
+            Err(e) => return fail(e, Exit::Unusable),
         },
     };
     let (place, inputs, export) = match (args.place(), parse_inputs(args), Export::from_env()) {
         (Ok(p), Ok(i), Ok(x)) => (p, i, x),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, 2),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, Exit::Unusable),
     };
     // A budget the driver cannot keep is refused before the run is taken.
     let budget = (
@@ -532,7 +503,7 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
             },
         };
         if let Err(e) = checked {
-            return fail(format!("run {id}: {e}"), 2);
+            return fail(format!("run {id}: {e}"), Exit::Unusable);
         }
     }
     let how = Resuming {
@@ -566,7 +537,7 @@ pub fn resume(run: &str, force: bool, args: &RunArgs) -> ExitCode {
     match resumed {
         Ok(Resumed::Finished(record)) => {
             eprintln!("run {} already finished", record.id);
-            print_outputs(&record.outputs.unwrap_or_default(), args.output);
+            print_outputs(&record.id, &record.outputs.unwrap_or_default());
             ExitCode::SUCCESS
         }
         Ok(Resumed::Ready(run)) => {
@@ -595,13 +566,17 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
     let from = match from.map(str::parse::<prose_machine::protocol::RequestId>) {
         None => None,
         Some(Ok(id)) => Some(id),
-        Some(Err(e)) => return fail(format!("--from: {e}"), 2),
+        Some(Err(e)) => return fail(format!("--from: {e}"), Exit::Unusable),
     };
     let (runtime, store) = match opened(args) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let (id, record) = match runtime.block_on(store.record(run)) {
+    let run = match resolve(&runtime, &*store, Some(run)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let (id, record) = match runtime.block_on(store.record(&run)) {
         Ok(r) => r,
         Err(e) => return store_error(e),
     };
@@ -623,12 +598,12 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
         with.driver = with.driver.or_else(|| record.driver.name().parse().ok());
         match with.driver() {
             Ok(d) => d,
-            Err(e) => return fail(e, 2),
+            Err(e) => return fail(e, Exit::Unusable),
         }
     };
     let (place, export) = match (args.place(), Export::from_env()) {
         (Ok(p), Ok(x)) => (p, x),
-        (Err(e), _) | (_, Err(e)) => return fail(e, 2),
+        (Err(e), _) | (_, Err(e)) => return fail(e, Exit::Unusable),
     };
     let budget = (
         place.budget.0.or(record.options.max_tokens),
@@ -640,7 +615,7 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
         });
         match checked {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return fail(e, 2),
+            Ok(Err(e)) => return fail(e, Exit::Unusable),
             Err(code) => return code,
         }
     }
@@ -671,7 +646,7 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
 fn stored_program(runtime: &Runtime, store: &dyn Store, id: &str) -> Result<Program, ExitCode> {
     let stored = runtime.block_on(store.read(id)).map_err(store_error)?;
     Program::from_bytes(stored.artifact, stored.record.origin.clone())
-        .map_err(|e| fail(format!("run {id}: its artifact: {e}"), 1))
+        .map_err(|e| fail(format!("run {id}: its artifact: {e}"), Exit::Failed))
 }
 
 /// The flags a resume needs to find a run kept where `args` say, when not in the default

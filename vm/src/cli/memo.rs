@@ -3,6 +3,7 @@
 
 use super::{fail, open_store, runtime};
 use prose_runtime::observe::grouped;
+use prosec::console::Exit;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -25,7 +26,7 @@ pub fn memo(store: Option<&str>, state_dir: Option<&Path>, clear: bool, json: bo
     };
     let size = match size {
         Ok(s) => s,
-        Err(e) => return fail(format!("the memo at {}: {e}", memo.place()), 2),
+        Err(e) => return fail(format!("the memo at {}: {e}", memo.place()), Exit::Unusable),
     };
     if json {
         println!(

@@ -12,34 +12,79 @@ pub mod runs;
 pub mod serve;
 pub mod worker;
 
+use bytecode_spec::Code;
+use prose_runtime::observe::envelope::Envelope;
 use prose_store::{Locator, Store, StoreError};
+use prosec::console::{self, Console, Exit};
 use prosevm::run::RunError;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::runtime::Runtime;
 
-/// Says `msg` on stderr, and gives `code` as the exit status.
-pub fn fail(msg: impl std::fmt::Display, code: u8) -> ExitCode {
-    eprintln!("prosevm: {msg}");
-    ExitCode::from(code)
+/// Whether `--trace json` was asked for: a failure before the run's events begin is then an
+/// `error` line of the trace, so stderr stays JSON.
+static TRACE_JSON: AtomicBool = AtomicBool::new(false);
+
+/// Makes failures `error` lines of the JSON trace (`--trace json`).
+pub fn trace_json() {
+    TRACE_JSON.store(true, Ordering::Relaxed);
+}
+
+/// Whether failures are `error` lines of the JSON trace.
+pub fn tracing_json() -> bool {
+    TRACE_JSON.load(Ordering::Relaxed)
+}
+
+/// Says `msg` as `--format` and `--trace` ask (see [`prosec::console`]), and gives `exit`
+/// as the exit status.
+pub fn fail(msg: impl std::fmt::Display, exit: Exit) -> ExitCode {
+    fail_coded(msg, None, exit)
+}
+
+/// [`fail`], with the failure's stable code (`E219`).
+pub fn fail_coded(msg: impl std::fmt::Display, code: Option<Code>, exit: Exit) -> ExitCode {
+    let code = code.map(|c| c.to_string());
+    if tracing_json() {
+        let msg = msg.to_string();
+        eprintln!("{}", Envelope::unstarted().error(&msg, code.as_deref()));
+        if Console::json() {
+            println!("{}", console::error_json(&msg, code.as_deref(), exit));
+        }
+        return exit.into();
+    }
+    console::fail_coded("prosevm", msg, code.as_deref(), exit)
 }
 
 /// The exit status for a store's error: 2 when the store or run could not be reached at
-/// all, else 1.
+/// all, else 1 (the run's files are damaged).
 pub fn store_error(e: StoreError) -> ExitCode {
-    let code = if e.is_unreachable() { 2 } else { 1 };
-    fail(e, code)
+    let exit = if e.is_unreachable() {
+        Exit::Unusable
+    } else {
+        Exit::Failed
+    };
+    fail(e, exit)
 }
 
-/// The exit status for an error that stops a run from starting or resuming.
+/// The exit status for an error that stops a run from starting or resuming: the store's
+/// own, else 2 (nothing ran: the inputs, the machine's skills or servers, or the trust
+/// asked for did not allow it).
 pub fn run_error(e: RunError) -> ExitCode {
     match e {
         RunError::Store(e) => store_error(e),
-        RunError::Program(e) => fail(e, 1),
-        RunError::Setup(e) => fail(e, 1),
-        e @ RunError::Unequipped(_) => fail(e, 1),
-        e @ RunError::Untrusted(_) => fail(e, 2),
+        e => {
+            let code = e.code();
+            fail_coded(e, code, Exit::Unusable)
+        }
     }
+}
+
+/// The run `given` names in `store` (an id, a prefix of one, a directory, `latest`; none
+/// names the latest: [`prose_store::naming`]).
+pub fn resolve(rt: &Runtime, store: &dyn Store, given: Option<&str>) -> Result<String, ExitCode> {
+    rt.block_on(prose_store::naming::resolve(store, given))
+        .map_err(store_error)
 }
 
 /// The runtime the stores' connections and the drivers live on.
@@ -48,7 +93,7 @@ pub fn runtime() -> Result<Runtime, ExitCode> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| fail(format!("cannot start the runtime: {e}"), 2))
+        .map_err(|e| fail(format!("cannot start the runtime: {e}"), Exit::Unusable))
 }
 
 /// The store `--store` names (a directory or `file:DIR`, `sqlite:PATH`, a `postgres://`
@@ -61,10 +106,10 @@ pub fn open_store(
     connections: usize,
 ) -> Result<Box<dyn Store>, ExitCode> {
     let locator = match store {
-        Some(spec) => Locator::parse(spec).map_err(|e| fail(e, 2))?,
+        Some(spec) => Locator::parse(spec).map_err(|e| fail(e, Exit::Unusable))?,
         None => Locator::File(state_dir.map(Path::to_path_buf)),
     };
     runtime
         .block_on(locator.open(state_dir, connections))
-        .map_err(|e| fail(e, 2))
+        .map_err(|e| fail(e, Exit::Unusable))
 }

@@ -1,12 +1,13 @@
 //! The commands that read runs, or remove them: `runs`, `runs prune`, `inspect` and
 //! `report`, each written once against the [`Store`] trait.
 
-use super::{fail, open_store, runtime, store_error};
+use super::{fail, open_store, resolve, runtime, store_error};
 use prose_machine::protocol::{Answer, Ask, RequestId};
 use prose_runtime::program::Program;
 use prose_runtime::record::RunStatus;
 use prose_store::journal::in_order;
 use prose_store::{PruneRule, Pruned, RunRow, Store, StoredRun};
+use prosec::console::{Console, Exit};
 use prosevm::run::rebuild::views_in_memory;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -36,6 +37,19 @@ impl At {
         At { store, state_dir }
     }
 
+    /// The flags that name this store again, for a command printed for the user to run (a
+    /// Postgres URL, which may hold a password, is not repeated).
+    fn flags(&self) -> Option<String> {
+        match (&self.store, &self.state_dir) {
+            (Some(s), _) if prose_store::pg::is_url(s) => {
+                Some("--store <the postgres:// URL>".to_string())
+            }
+            (Some(s), _) => Some(format!("--store {s}")),
+            (None, Some(d)) => Some(format!("--state-dir {}", d.display())),
+            (None, None) => None,
+        }
+    }
+
     /// A runtime, and the store open on it.
     fn open(&self) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
         let rt = runtime()?;
@@ -43,10 +57,12 @@ impl At {
         Ok((rt, store))
     }
 
-    /// A runtime, the store open on it, and run `run` as the store keeps it.
+    /// A runtime, the store open on it, and run `run` (as a command names it:
+    /// [`prose_store::naming`]) as the store keeps it.
     fn read(&self, run: &str) -> Result<(Runtime, Box<dyn Store>, StoredRun), ExitCode> {
         let (rt, store) = self.open()?;
-        let stored = rt.block_on(store.read(run)).map_err(store_error)?;
+        let run = resolve(&rt, &*store, Some(run))?;
+        let stored = rt.block_on(store.read(&run)).map_err(store_error)?;
         Ok((rt, store, stored))
     }
 }
@@ -58,13 +74,18 @@ pub fn answer(at: &At, run: &str, answers: &[String]) -> ExitCode {
     for a in answers {
         match a.split_once('=') {
             Some((name, value)) if !name.is_empty() => given.push((name, value)),
-            _ => return fail(format!("{a:?}: expected NAME=VALUE"), 2),
+            _ => return fail(format!("{a:?}: expected NAME=VALUE"), Exit::Unusable),
         }
     }
     let (rt, store) = match at.open() {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let run = match resolve(&rt, &*store, Some(run)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let run = run.as_str();
     let mut left = None;
     for (name, value) in given {
         let answered = rt.block_on(prosevm::run::answer::answer(
@@ -79,18 +100,20 @@ pub fn answer(at: &At, run: &str, answers: &[String]) -> ExitCode {
         }
     }
     if let Some(a) = left {
-        if a.still_waiting.is_empty() {
-            let flags = match (&at.store, &at.state_dir) {
-                (Some(s), _) if prose_store::pg::is_url(s) => {
-                    " --store <the postgres:// URL>".to_string()
-                }
-                (Some(s), _) => format!(" --store {s}"),
-                (None, Some(d)) => format!(" --state-dir {}", d.display()),
-                (None, None) => String::new(),
-            };
+        let resume = prose_runtime::observe::summary::resume_command(&a.id, at.flags().as_deref());
+        if Console::json() {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "run": a.id,
+                    "still_waiting": a.still_waiting,
+                    "resume": a.still_waiting.is_empty().then_some(resume),
+                })
+            );
+        } else if a.still_waiting.is_empty() {
             eprintln!(
-                "run {} has its answers; under `prosevm serve` it goes on by itself, else continue it with: prosevm resume {}{flags}",
-                a.id, a.id
+                "run {} has its answers; under `prosevm serve` it goes on by itself, else continue it with: {resume}",
+                a.id
             );
         } else {
             eprintln!(
@@ -121,12 +144,12 @@ pub fn runs(at: &At, json: bool, statuses: &[String]) -> ExitCode {
                 statuses.is_empty() || statuses.iter().any(|s| Some(s) == r.status.as_ref())
             })
             .collect(),
-        Err(e) => return fail(e, 1),
+        Err(e) => return fail(e, Exit::Failed),
     };
     if json {
         match serde_json::to_string(&rows) {
             Ok(text) => println!("{text}"),
-            Err(e) => return fail(e, 2),
+            Err(e) => return fail(e, Exit::Unusable),
         }
         return ExitCode::SUCCESS;
     }
@@ -178,7 +201,7 @@ pub fn prune(at: &At, rule: PruneRule) -> ExitCode {
     if rule.older_than.is_none() && rule.statuses.is_empty() {
         return fail(
             "say which runs to prune: --older-than AGE, --status STATUS, or both",
-            2,
+            Exit::Unusable,
         );
     }
     let (rt, store) = match at.open() {
@@ -187,8 +210,28 @@ pub fn prune(at: &At, rule: PruneRule) -> ExitCode {
     };
     let done = match rt.block_on(store.prune(&rule)) {
         Ok(d) => d,
-        Err(e) => return fail(e, 1),
+        Err(e) => return fail(e, Exit::Failed),
     };
+    if Console::json() {
+        let row = |r: &RunRow| serde_json::json!({"id": r.id, "program": r.program, "status": r.status_text(), "started": r.started});
+        let mut removed = Vec::new();
+        let mut kept = Vec::new();
+        for p in &done {
+            match p {
+                Pruned::Removed(r) | Pruned::WouldRemove(r) => removed.push(row(r)),
+                Pruned::Kept(r, why) => {
+                    let mut k = row(r);
+                    k["why"] = why.to_string().into();
+                    kept.push(k);
+                }
+            }
+        }
+        println!(
+            "{}",
+            serde_json::json!({ "dry_run": rule.dry_run, "removed": removed, "kept": kept })
+        );
+        return ExitCode::SUCCESS;
+    }
     let (mut removed, mut kept) = (0, 0);
     for p in &done {
         match p {
@@ -230,17 +273,37 @@ pub fn report(at: &At, run: &str, output: Option<&Path>) -> ExitCode {
         Err(code) => return code,
     };
     let id = stored.id.clone();
-    let views = store.views(run);
+    let views = store.views(&id);
     let report = match prosevm::report::Report::of(stored, &views) {
         Ok(r) => r,
-        Err(e) => return fail(format!("run {id}: {e}"), 1),
+        Err(e) => return fail(format!("run {id}: {e}"), Exit::Failed),
     };
     let page = prosevm::report::html::render(&report);
+    if Console::json() {
+        let mut doc = serde_json::json!({ "run": id, "requests": report.entries.len() });
+        match output {
+            None => doc["html"] = page.into(),
+            Some(path) => {
+                if let Err(e) = std::fs::write(path, page) {
+                    return fail(
+                        format!("cannot write {}: {e}", path.display()),
+                        Exit::Unusable,
+                    );
+                }
+                doc["written"] = path.display().to_string().into();
+            }
+        }
+        println!("{doc}");
+        return ExitCode::SUCCESS;
+    }
     match output {
         None => print!("{page}"),
         Some(path) => {
             if let Err(e) = std::fs::write(path, page) {
-                return fail(format!("cannot write {}: {e}", path.display()), 2);
+                return fail(
+                    format!("cannot write {}: {e}", path.display()),
+                    Exit::Unusable,
+                );
             }
             eprintln!(
                 "prosevm: report of run {id} ({} requests) written to {}",
@@ -259,19 +322,20 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let details = match rt.block_on(store.details(run)) {
+    let id = stored.id.clone();
+    let details = match rt.block_on(store.details(&id)) {
         Ok(d) => d,
         Err(e) => return store_error(e),
     };
     let mut view = match serde_json::to_value(&stored.record) {
         Ok(v) => v,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     view["answered"] = stored.journal.len().into();
     for (k, v) in details {
         view[k] = v;
     }
-    let views = store.views(run);
+    let views = store.views(&id);
     let ended = matches!(
         stored.record.status,
         RunStatus::Finished | RunStatus::Failed
@@ -319,7 +383,7 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
 pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
     let id: RequestId = match id.parse() {
         Ok(id) => id,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     let (_rt, _store, stored) = match at.read(run) {
         Ok(s) => s,
@@ -337,15 +401,18 @@ pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
         });
     let exchanges = match loaded {
         Ok(x) => x,
-        Err(e) => return fail(format!("run {run_id}: {e}"), 1),
+        Err(e) => return fail(format!("run {run_id}: {e}"), Exit::Failed),
     };
     let Some(x) = exchanges.into_iter().find(|x| x.request.id == id) else {
-        return fail(format!("run {run_id} asked nothing under the id {id}"), 1);
+        return fail(
+            format!("run {run_id} asked nothing under the id {id}"),
+            Exit::Failed,
+        );
     };
     let Ask::Session(s) = &x.request.ask else {
         return fail(
             format!("{id} is a `{}` request, not a session", x.request.kind()),
-            1,
+            Exit::Failed,
         );
     };
     if json {
@@ -435,8 +502,14 @@ pub fn diff(at: &At, a: &str, b: &str, json: bool, width: usize) -> ExitCode {
         Ok(x) => x,
         Err(code) => return code,
     };
+    let (a, b) = match resolve(&runtime, &*store, Some(a))
+        .and_then(|a| Ok((a, resolve(&runtime, &*store, Some(b))?)))
+    {
+        Ok(both) => both,
+        Err(code) => return code,
+    };
     let read = |id: &str| runtime.block_on(store.read(id));
-    let (ra, rb) = match (read(a), read(b)) {
+    let (ra, rb) = match (read(&a), read(&b)) {
         (Ok(ra), Ok(rb)) => (ra, rb),
         (Err(e), _) | (_, Err(e)) => return store_error(e),
     };
@@ -444,7 +517,7 @@ pub fn diff(at: &At, a: &str, b: &str, json: bool, width: usize) -> ExitCode {
     if json {
         match serde_json::to_string_pretty(&c) {
             Ok(text) => println!("{text}"),
-            Err(e) => return fail(e, 1),
+            Err(e) => return fail(e, Exit::Failed),
         }
     } else {
         print!("{}", c.render_text(width));
@@ -452,6 +525,6 @@ pub fn diff(at: &At, a: &str, b: &str, json: bool, width: usize) -> ExitCode {
     if c.is_same() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(1)
+        Exit::Failed.into()
     }
 }

@@ -5,6 +5,7 @@ use super::args::RunArgs;
 use super::{fail, open_store, runtime};
 use prose_runtime::people::People;
 use prose_runtime::runner::Stop;
+use prosec::console::Exit;
 use prosevm::serve::{self, auth::Token};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -43,32 +44,26 @@ fn address(listen: &str) -> Result<SocketAddr, String> {
 /// `prosevm serve`: serves until SIGTERM or Ctrl-C (then the runs it drives are stopped,
 /// to be taken up at its next start); a second signal exits at once.
 pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
-    if !opts.inputs.is_empty() || opts.input_file.is_some() {
-        return fail(
-            "serve takes no inputs: each run brings its own (POST /v1/runs)",
-            2,
-        );
-    }
     let addr = match address(&args.listen) {
         Ok(a) => a,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     let token = match &args.token_file {
         Some(f) => match Token::read(f) {
             Ok(t) => Some(t),
-            Err(e) => return fail(e, 2),
+            Err(e) => return fail(e, Exit::Unusable),
         },
         None => None,
     };
     if token.is_none() && !addr.ip().is_loopback() {
         return fail(
             format!("refusing to serve on {addr} without a token: anyone who can reach it could run programs with this server's keys (give --token-file FILE, or listen on a loopback address)"),
-            2,
+            Exit::Unusable,
         );
     }
     let (driver, mut place, options) = match (opts.driver(), opts.place(), opts.options()) {
         (Ok(d), Ok(p), Ok(o)) => (d, p, o),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, 2),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return fail(e, Exit::Unusable),
     };
     if matches!(
         driver,
@@ -76,7 +71,7 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
     ) {
         return fail(
             "serve cannot use --driver stdio: a server has no host on its stdin (use a provider, the command driver or the mock)",
-            2,
+            Exit::Unusable,
         );
     }
     // A server asks no terminal: questions for people wait for an answer through the API.
@@ -103,19 +98,19 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
                     store: pg.with_views(root.join("pg")),
                     concurrency: args.max_runs,
                 }),
-                Err(e) => return fail(e, 2),
+                Err(e) => return fail(e, Exit::Unusable),
             }
         }
         _ => {
             return fail(
                 "--worker works the queue of a Postgres store: give --store postgres://…",
-                2,
+                Exit::Unusable,
             )
         }
     };
     let listener = match rt.block_on(tokio::net::TcpListener::bind(addr)) {
         Ok(l) => l,
-        Err(e) => return fail(format!("cannot listen on {addr}: {e}"), 2),
+        Err(e) => return fail(format!("cannot listen on {addr}: {e}"), Exit::Unusable),
     };
     let bound = listener.local_addr().unwrap_or(addr);
     let shutdown = Stop::default();
@@ -148,6 +143,6 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
             eprintln!("prosevm serve: stopped");
             ExitCode::SUCCESS
         }
-        Err(e) => fail(format!("serving on {bound}: {e}"), 2),
+        Err(e) => fail(format!("serving on {bound}: {e}"), Exit::Unusable),
     }
 }

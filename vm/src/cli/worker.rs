@@ -6,6 +6,7 @@ use super::{fail, runtime};
 use prose_runtime::runner::{RunConfig, Stop};
 use prose_store::pg::lease::WorkerId;
 use prose_store::pg::PgStore;
+use prosec::console::Exit;
 use prosevm::run::Place;
 use prosevm::worker::{self, Ended, WorkerEvent, WorkerOptions};
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use std::time::Duration;
 /// Connects to the store at `url` with up to `connections` connections.
 fn open(rt: &tokio::runtime::Runtime, url: &str, connections: usize) -> Result<PgStore, ExitCode> {
     rt.block_on(PgStore::connect(url, connections))
-        .map_err(|e| fail(e, 2))
+        .map_err(|e| fail(e, Exit::Unusable))
 }
 
 /// A runtime and the store at `url` on it, with a pool of up to `connections`; a failure
@@ -34,15 +35,15 @@ pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArg
     match args.place().map(|place| place.check_trust(&program.bytes)) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => return super::run_error(e),
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     }
     let inputs = match args.inputs_for(&program) {
         Ok(i) => i,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     let (settings, options) = match (args.driver(), args.options()) {
         (Ok(s), Ok(o)) => (s, o),
-        (Err(e), _) | (_, Err(e)) => return fail(e, 2),
+        (Err(e), _) | (_, Err(e)) => return fail(e, Exit::Unusable),
     };
     if let Err(e) = prosevm::run::check_budget(
         &settings,
@@ -50,7 +51,7 @@ pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArg
         options.max_tokens,
         options.max_cost,
     ) {
-        return fail(e, 2);
+        return fail(e, Exit::Unusable);
     }
     let (rt, store) = match connected(url, 1) {
         Ok(c) => c,
@@ -58,10 +59,17 @@ pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArg
     };
     match rt.block_on(store.submit(&program, inputs, settings, options)) {
         Ok(id) => {
-            println!("{id}");
+            if prosec::console::Console::json() {
+                println!(
+                    "{}",
+                    serde_json::json!({ "run": id.to_string(), "status": "queued" })
+                );
+            } else {
+                println!("{id}");
+            }
             ExitCode::SUCCESS
         }
-        Err(e) => fail(e, 1),
+        Err(e) => fail(e, Exit::Failed),
     }
 }
 
@@ -95,20 +103,23 @@ pub struct WorkerArgs {
 /// `--drain`; a second one exits at once), or until idle with `--exit-when-idle`.
 pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
     if !(args.lease.is_finite() && args.lease >= 0.3) {
-        return fail("--lease must be at least 0.3 seconds", 2);
+        return fail("--lease must be at least 0.3 seconds", Exit::Unusable);
     }
     let Ok(drain) = Duration::try_from_secs_f64(args.drain) else {
-        return fail("--drain must be a number of seconds, 0 or more", 2);
+        return fail(
+            "--drain must be a number of seconds, 0 or more",
+            Exit::Unusable,
+        );
     };
     let workdir = match args.workdir.map_or_else(std::env::current_dir, Ok) {
         Ok(d) => std::fs::canonicalize(&d).unwrap_or(d),
-        Err(e) => return fail(format!("the working directory: {e}"), 2),
+        Err(e) => return fail(format!("the working directory: {e}"), Exit::Unusable),
     };
     let trust = match prose_settings::Settings::load(None, &workdir)
         .and_then(|settings| prosec::ship::keys::trusted(&args.trust, &settings))
     {
         Ok(keys) => keys,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     let rt = match runtime() {
         Ok(rt) => rt,
@@ -117,7 +128,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
     let concurrency = args.concurrency.max(1);
     let store = match rt.block_on(worker::connect(url, concurrency)) {
         Ok(s) => s,
-        Err(e) => return fail(e, 2),
+        Err(e) => return fail(e, Exit::Unusable),
     };
     let opts = WorkerOptions {
         concurrency,

@@ -64,6 +64,18 @@ pub enum RunError {
     Untrusted(String),
 }
 
+impl RunError {
+    /// The error's stable code, where it has one (a refused input's, a missing skill's
+    /// E219).
+    pub fn code(&self) -> Option<bytecode_spec::Code> {
+        match self {
+            RunError::Program(e) => Some(e.code),
+            RunError::Unequipped(u) => Some(u.error.code),
+            RunError::Store(_) | RunError::Setup(_) | RunError::Untrusted(_) => None,
+        }
+    }
+}
+
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

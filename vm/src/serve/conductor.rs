@@ -369,19 +369,23 @@ async fn drive(
     if let Some(k) = keeper {
         k.abort();
     }
-    use bytecode_spec::Code;
-    let (status, error) = match ended {
-        Ok(Ok(_)) => (RunStatus::Finished, None),
-        Ok(Err(e)) if e.code == Code::E216 => (RunStatus::Interrupted, None),
-        Ok(Err(e)) if e.code == Code::E217 => (RunStatus::Paused, Some(e.message)),
-        Ok(Err(e)) if e.code == Code::E220 => (RunStatus::Waiting, Some(e.message)),
-        Ok(Err(e)) => (RunStatus::Failed, Some(format!("runtime error: {e}"))),
+    let (status, error, code) = match ended {
+        Ok(Ok(_)) => (RunStatus::Finished, None, None),
+        Ok(Err(e)) => match RunStatus::ended_by(e.code) {
+            RunStatus::Interrupted => (RunStatus::Interrupted, None, None),
+            RunStatus::Failed => (
+                RunStatus::Failed,
+                Some(format!("runtime error: {e}")),
+                Some(e.code.to_string()),
+            ),
+            stopped => (stopped, Some(e.message), Some(e.code.to_string())),
+        },
         Err(e) => {
             eprintln!("prosevm serve: run {id}: {e}");
-            (RunStatus::Running, Some(e.to_string()))
+            (RunStatus::Running, Some(e.to_string()), None)
         }
     };
-    writer.ended(status, error.as_deref());
+    writer.ended(status, error.as_deref(), code.as_deref());
     status
 }
 
@@ -430,9 +434,9 @@ impl prose_runtime::runner::Observer for Followed {
 }
 
 impl crate::worker::Following for Followed {
-    fn ended(self: Box<Self>, status: RunStatus, error: Option<&str>) {
+    fn ended(self: Box<Self>, status: RunStatus, error: Option<&str>, code: Option<&str>) {
         let Followed { writer, live, id } = *self;
-        writer.ended(status, error);
+        writer.ended(status, error, code);
         lock(&live).remove(&id);
     }
 }
@@ -445,5 +449,5 @@ impl prose_runtime::runner::Observer for Unfollowed {
 }
 
 impl crate::worker::Following for Unfollowed {
-    fn ended(self: Box<Self>, _: RunStatus, _: Option<&str>) {}
+    fn ended(self: Box<Self>, _: RunStatus, _: Option<&str>, _: Option<&str>) {}
 }

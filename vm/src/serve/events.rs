@@ -149,9 +149,9 @@ impl Writer {
 
     /// Writes the `error` line (when the drive ended with one) and the `end` line, and
     /// ends the log's streams.
-    pub fn ended(mut self, status: RunStatus, error: Option<&str>) {
+    pub fn ended(mut self, status: RunStatus, error: Option<&str>, code: Option<&str>) {
         if let Some(e) = error {
-            self.log.push(self.envelope.error(e));
+            self.log.push(self.envelope.error(e, code));
         }
         self.log.push(self.envelope.end(status, error));
         self.log.end();
@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(log.len(), 2);
         let mut w = Writer::new("r", log.clone());
         prose_runtime::runner::Observer::event(&mut w, &Event::TryEnter);
-        w.ended(RunStatus::Finished, None);
+        w.ended(RunStatus::Finished, None, None);
         let lines = read(&dir.join(FILE));
         assert_eq!(lines.len(), 4, "{lines:?}");
         let third: serde_json::Value = serde_json::from_str(&lines[2]).expect("json");

@@ -20,6 +20,7 @@ pub mod file;
 mod fs;
 mod ids;
 pub mod journal;
+pub mod naming;
 pub mod pg;
 mod prune;
 pub mod sqlite;

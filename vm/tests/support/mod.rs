@@ -67,3 +67,14 @@ pub fn journal_ids(state: &Path, id: &str) -> Vec<String> {
         .filter_map(|j| j["id"].as_str().map(String::from))
         .collect()
 }
+
+/// The outputs in what `prosevm run|exec|resume --format json` printed for a finished run
+/// (`{"run", "status", "outputs"}`); the whole document when it holds none (a failure).
+pub fn outputs(stdout: &str) -> serde_json::Value {
+    let doc: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    match doc.get("outputs") {
+        Some(o) => o.clone(),
+        None => doc,
+    }
+}

@@ -15,7 +15,8 @@ use std::time::SystemTime;
 
 /// Stamps the lines of one run's JSON trace.
 pub struct Envelope {
-    run: String,
+    /// The run's id; none for the lines of a command that failed before its run began.
+    run: Option<String>,
     seq: u64,
 }
 
@@ -31,7 +32,12 @@ enum Body<'a> {
 #[serde(tag = "event", rename_all = "snake_case")]
 enum Own<'a> {
     /// Something went wrong that ends (or stops) the run.
-    Error { message: &'a str },
+    Error {
+        message: &'a str,
+        /// Its stable code (`E203`), when it has one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        code: Option<&'a str>,
+    },
     /// Something went wrong beside the run (an export), which went on.
     Warning { message: &'a str },
     /// The run is over (or stopped): how it stands.
@@ -44,7 +50,8 @@ enum Own<'a> {
 
 #[derive(Serialize)]
 struct Line<'a> {
-    run: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<&'a str>,
     seq: u64,
     time: String,
     #[serde(flatten)]
@@ -55,23 +62,28 @@ impl Envelope {
     /// The envelope of run `run`'s lines, numbered from 0.
     pub fn new(run: impl Into<String>) -> Envelope {
         Envelope {
-            run: run.into(),
+            run: Some(run.into()),
             seq: 0,
         }
+    }
+
+    /// The envelope of a command that failed before a run began: its lines name no run.
+    pub fn unstarted() -> Envelope {
+        Envelope { run: None, seq: 0 }
     }
 
     /// The envelope of run `run`'s lines, numbered from `seq`: a log of several drives of
     /// one run (started, then resumed) numbers its lines on.
     pub fn numbered_from(run: impl Into<String>, seq: u64) -> Envelope {
         Envelope {
-            run: run.into(),
+            run: Some(run.into()),
             seq,
         }
     }
 
     fn line(&mut self, body: Body) -> String {
         let line = Line {
-            run: &self.run,
+            run: self.run.as_deref(),
             seq: self.seq,
             time: rfc3339(SystemTime::now()),
             body,
@@ -86,8 +98,8 @@ impl Envelope {
     }
 
     /// An `error` line.
-    pub fn error(&mut self, message: &str) -> String {
-        self.line(Body::Own(Own::Error { message }))
+    pub fn error(&mut self, message: &str, code: Option<&str>) -> String {
+        self.line(Body::Own(Own::Error { message, code }))
     }
 
     /// A `warning` line: something beside the run went wrong.
@@ -114,7 +126,7 @@ mod tests {
         let mut env = Envelope::new("r1");
         let a = parse(&env.event(&Event::ProgramStart { name: "p".into() }));
         let b = parse(&env.event(&Event::TryEnter));
-        let c = parse(&env.error("session 0:1 failed"));
+        let c = parse(&env.error("session 0:1 failed", Some("E203")));
         let d = parse(&env.end(RunStatus::Failed, Some("session 0:1 failed")));
         assert_eq!(
             (&a["run"], &a["seq"], &a["event"], &a["name"]),
@@ -127,8 +139,12 @@ mod tests {
         );
         assert_eq!((&b["seq"], &b["event"]), (&1.into(), &"try_enter".into()));
         assert_eq!(
-            (&c["event"], &c["message"]),
-            (&"error".into(), &"session 0:1 failed".into())
+            (&c["event"], &c["message"], &c["code"]),
+            (
+                &"error".into(),
+                &"session 0:1 failed".into(),
+                &"E203".into()
+            )
         );
         assert_eq!(
             (&d["seq"], &d["event"], &d["status"], &d["error"]),
@@ -139,6 +155,9 @@ mod tests {
                 &"session 0:1 failed".into()
             )
         );
+        // Before a run begins, a failure's line names none.
+        let e = parse(&Envelope::unstarted().error("bad flag", None));
+        assert!(e.get("run").is_none() && e.get("code").is_none(), "{e}");
         for line in [&a, &b, &c, &d] {
             let t = line["time"].as_str().expect("time");
             assert!(

@@ -69,6 +69,8 @@ pub struct Ending<'a> {
     pub outputs: usize,
     /// The error that ended it (when failed).
     pub error: Option<&'a str>,
+    /// That error's stable code (`E203`).
+    pub code: Option<&'a str>,
     /// The flags saying where the run is kept, when not in the default place (for the
     /// resume command): `--state-dir DIR`, `--store sqlite:PATH`.
     pub resume_with: Option<&'a str>,
@@ -458,6 +460,7 @@ mod tests {
                 status: RunStatus::Failed,
                 outputs: 0,
                 error: Some("session failed: rate limited"),
+                code: Some("E203"),
                 resume_with: Some("--state-dir /w/.state"),
             },
             Duration::from_millis(12_300),
@@ -493,6 +496,7 @@ mod tests {
                 status: RunStatus::Finished,
                 outputs: 2,
                 error: None,
+                code: None,
                 resume_with: None,
             },
             Duration::from_secs(61),
@@ -540,6 +544,7 @@ mod tests {
                 status: RunStatus::Finished,
                 outputs: 1,
                 error: None,
+                code: None,
                 resume_with: None,
             },
             Duration::from_secs(1),
