@@ -214,3 +214,31 @@ fn on_a_terminal_narration_gives_way_to_live_progress() {
     );
     assert!(!out.contains("in flight"), "{out}");
 }
+
+#[test]
+fn text_read_as_a_structure_is_narrated_and_traced() {
+    let dir = scratch("convert");
+    std::fs::write(
+        dir.join("count.prose"),
+        "let n = session \"How many drafts?\"\nrepeat n:\n  session \"Draft\"\n",
+    )
+    .expect("program");
+    let out = vm(&dir)
+        .args(["run", "count.prose", "--no-progress"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("[Convert] 0:1: read as integer: 1"), "{err}");
+    let out = vm(&dir)
+        .args(["run", "count.prose", "--trace", "json"])
+        .output()
+        .expect("runs");
+    let events = json_lines(&String::from_utf8_lossy(&out.stderr));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "converted" && e["shape"] == "integer" && e["value"] == "1"),
+        "{events:?}"
+    );
+}
