@@ -10,7 +10,9 @@
 //! A writer that finds the run locked names the holder by the pid in the file, once it has
 //! seen that pid alive: a holder that has just taken the lock may not have written its pid
 //! yet (the file still names the crashed process before it), and a holder may have let go
-//! in the meantime, in which case the lock is tried again.
+//! in the meantime, in which case the lock is tried again. When the pid is the writer's own,
+//! it tries for a moment too: a child forked by another of its threads holds the lock that
+//! was let go of until the child execs.
 
 use crate::{fs, StoreError};
 use std::fs::File;
@@ -42,7 +44,11 @@ pub fn take(path: &Path, id: &str) -> Result<Lock, StoreError> {
             return Ok(Lock { _file: file });
         }
         let pid = written_pid(&mut file).filter(|&pid| alive(pid));
-        if pid.is_some() || Instant::now() >= deadline {
+        // This process's own pid is waited on: a lock it has just let go of is still held
+        // while a child that another thread forked keeps a copy of the descriptor, until
+        // that child execs.
+        let ours = pid == Some(std::process::id());
+        if (pid.is_some() && !ours) || Instant::now() >= deadline {
             return Err(StoreError::Held(format!(
                 "run {id} is being run by another process{}",
                 pid.map_or(String::new(), |pid| format!(" (pid {pid})"))
@@ -191,6 +197,32 @@ mod tests {
         );
         drop(lock);
         assert!(!held(&path));
+    }
+
+    #[test]
+    fn a_lock_let_go_while_a_forked_child_keeps_a_copy_is_taken_once_the_child_is_gone() {
+        let path = scratch("forked");
+        let lock = take(&path, "r").expect("taken");
+        // As another thread's spawn would: a child holding a copy of every descriptor.
+        // SAFETY: the child only sleeps and exits, both async-signal-safe.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 150_000_000,
+            };
+            // SAFETY: as above.
+            unsafe {
+                libc::nanosleep(&pause, std::ptr::null_mut());
+                libc::_exit(0);
+            }
+        }
+        assert!(child > 0, "fork");
+        drop(lock);
+        let again = take(&path, "r");
+        // SAFETY: reaps the child forked above.
+        unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
+        again.expect("taken once the child let go");
     }
 
     #[test]
