@@ -97,7 +97,7 @@ fn an_input_with_no_one_to_ask_makes_the_run_wait_and_never_goes_to_the_model() 
     assert!(err.contains(&format!("prosevm resume {id}")), "{err}");
     // Answered once: a second answer finds nothing waiting.
     let (code, _, err) = support::output(vm(&dir).args(["answer", &id, "audience=pilots"]));
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     // The resumed run goes on with the answer; the answered session is not asked again.
     let (url2, seen2) = provider(vec![ok("for sailors")]);
     let (code, out, err) =
