@@ -434,7 +434,10 @@ pub struct DriverChoice {
 }
 
 /// Seconds a request may take unless told otherwise.
-const DEFAULT_TIMEOUT_S: f64 = 600.0;
+pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
+
+/// HTTP attempts after the first unless told otherwise.
+pub const DEFAULT_HTTP_RETRIES: u32 = 3;
 
 impl DriverChoice {
     /// The settings this choice makes with `file` (the project's `prose.toml`).
@@ -523,7 +526,10 @@ impl DriverChoice {
                     base_url,
                     models,
                     timeout_s,
-                    retries: self.http_retries.or(file.http_retries).unwrap_or(3),
+                    retries: self
+                        .http_retries
+                        .or(file.http_retries)
+                        .unwrap_or(DEFAULT_HTTP_RETRIES),
                     backoff_ms: self.backoff_ms.unwrap_or(1000),
                     idle_s: self
                         .idle_timeout
