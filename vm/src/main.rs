@@ -140,8 +140,8 @@ enum Command {
         config: Option<PathBuf>,
     },
     /// Serve shipped workflows over HTTP: upload artifacts, start runs with this server's
-    /// driver, follow their events, answer them, and a web page at `/` (see the README's "Run
-    /// as a service"). Runs live in the store; SIGTERM stops them, to be taken up at the next
+    /// driver, follow their events, answer them, and a web page at `/` (see
+    /// docs/service.md). Runs live in the store; SIGTERM stops them, to be taken up at the next
     /// start, as are runs a crash left unfinished. `--max-concurrency` counts the requests in
     /// flight over all the runs it drives.
     Serve {

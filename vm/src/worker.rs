@@ -1,6 +1,6 @@
 //! A worker of the Postgres store: claims runs that are queued, or whose worker died (its
 //! lease expired), up to a number at once; holds them by a lease renewed by a heartbeat;
-//! drives each with the same run lifecycle as `prosevm exec` ([`Run::take_up_claimed`],
+//! drives each with the same run lifecycle as `prosevm exec` ([`Run::take_up`],
 //! [`Run::drive`]), resuming from its journal; and on a stop (SIGTERM) claims nothing more,
 //! lets what it runs go on for the drain time, then interrupts the rest, abandoning requests
 //! in flight unrecorded, and releases their leases (the runs are queued again for any

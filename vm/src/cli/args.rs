@@ -39,7 +39,8 @@ pub struct RunArgs {
     /// `prose.toml`'s, else the mock; a resumed run keeps the driver it started with).
     #[arg(long, value_parser = parse_driver)]
     pub driver: Option<DriverKind>,
-    /// Settings file (default: `prose.toml` in the working directory, if any).
+    /// Settings file, used alone (default: the nearest `prose.toml` in the program's
+    /// directory or above it, layered over the user's).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The command line of `--driver command` (run with `sh -c`, once per request).
