@@ -96,7 +96,19 @@ fn json(body: &str) -> serde_json::Value {
 
 /// Sends one request over a fresh connection; its status and body.
 fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect");
+    // Closed connections linger a while (TIME_WAIT): when the ports run out, wait for one.
+    let mut tries = 0;
+    let mut s = loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => break s,
+            Err(e) if tries < 6000 => {
+                tries += 1;
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => panic!("cannot connect for a minute: {e}"),
+        }
+    };
     s.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
