@@ -213,6 +213,8 @@ fn every_prosevm_command_fails_in_json_when_json_is_asked_for() {
             .is_some_and(|c| c.starts_with('E')),
         "{doc}"
     );
+    // Run ids, and `latest`, tell runs apart by the second they started in.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     // A run that waits for a person: exit status 3, status `waiting`, code E220.
     let doc = fails_in_json(
         "prosevm",
