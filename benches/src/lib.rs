@@ -1,5 +1,8 @@
 //! A generator of realistic OpenProse programs covering every construct, used as the
-//! benchmark corpus (see `benches/`).
+//! benchmark corpus (see `benches/`), and a fake provider with rate limits for the HTTP
+//! drivers' benches.
+
+pub mod provider;
 
 /// One generated program: a name and its source.
 pub struct Program {
@@ -249,6 +252,94 @@ pub fn run_mock_durable(
         ..Place::default()
     };
     let settings = DriverSettings::Mock(Default::default());
+    let store = prose_store::file::FileStore::new(place.state_dir.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let run = rt
+        .block_on(Run::start(
+            &store,
+            program,
+            Default::default(),
+            settings.clone(),
+            Default::default(),
+            &place,
+        ))
+        .expect("starts");
+    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
+    rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}))
+        .expect("the store works")
+        .expect("runs")
+}
+
+/// The settings `prosevm run --driver openai --base-url URL` takes when given no others,
+/// and the runner's configuration it chooses with them (vm/src/cli/args.rs: the driver's
+/// ceiling of requests in flight).
+fn openai_defaults(
+    base_url: &str,
+) -> (
+    prose_runtime::driver::settings::DriverSettings,
+    prose_runtime::runner::RunConfig,
+) {
+    use prose_runtime::driver::settings::{DriverChoice, DriverKind};
+    use prose_runtime::runner::RunConfig;
+    let settings = DriverChoice {
+        driver: Some(DriverKind::Openai),
+        base_url: Some(base_url.to_string()),
+        ..DriverChoice::default()
+    }
+    .settings(&Default::default())
+    .expect("settings");
+    let config = RunConfig {
+        max_concurrency: settings
+            .max_concurrency()
+            .unwrap_or(RunConfig::default().max_concurrency),
+        ..RunConfig::default()
+    };
+    (settings, config)
+}
+
+/// Runs a program in memory (no journal, trace off) with the `openai` driver against the
+/// provider at `base_url`, with the settings `prosevm run` takes by default; returns the
+/// outputs.
+pub fn run_openai(
+    program: &prose_runtime::program::Program,
+    base_url: &str,
+) -> Vec<(String, prose_machine::value::Value)> {
+    use prose_machine::{Limits, Machine};
+    let (settings, config) = openai_defaults(base_url);
+    let mut machine = Machine::new(
+        program.artifact.clone(),
+        &Default::default(),
+        Limits::default(),
+    )
+    .expect("inputs");
+    machine.set_trace(false);
+    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(prose_runtime::runner::run(machine, driver, &config, |_| {}))
+        .expect("runs")
+}
+
+/// Runs a program the way `prosevm run --driver openai --base-url URL` does, with the
+/// settings it takes when given no others (requests in flight, retries, timeouts), through
+/// the same entry points as [`run_mock_durable`]. Returns the outputs.
+pub fn run_openai_durable(
+    program: &prose_runtime::program::Program,
+    state_dir: &std::path::Path,
+    base_url: &str,
+) -> Vec<(String, prose_machine::value::Value)> {
+    use prosevm::run::{Place, Run};
+    let (settings, config) = openai_defaults(base_url);
+    let place = Place {
+        state_dir: Some(state_dir.to_path_buf()),
+        config,
+        ..Place::default()
+    };
     let store = prose_store::file::FileStore::new(place.state_dir.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

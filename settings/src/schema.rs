@@ -28,6 +28,9 @@ pub struct Settings {
     pub models: ModelAliases,
     /// Requests in flight at once.
     pub max_concurrency: Option<usize>,
+    /// Settings per provider (`[providers.openai]`, `[providers.anthropic]`).
+    #[serde(default)]
+    pub providers: ProvidersSettings,
     /// Seconds a request may take.
     pub request_timeout: Option<f64>,
     /// Seconds a streamed answer may go without a new piece.
@@ -81,6 +84,35 @@ pub struct Settings {
     /// Whose signed artifacts `prosevm` runs (`[trust]`).
     #[serde(default)]
     pub trust: TrustSettings,
+}
+
+/// `[providers]`: settings for each HTTP driver's provider.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProvidersSettings {
+    /// `[providers.openai]`.
+    #[serde(default)]
+    pub openai: ProviderSettings,
+    /// `[providers.anthropic]`.
+    #[serde(default)]
+    pub anthropic: ProviderSettings,
+}
+
+/// One provider's settings.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// Requests in flight at once to each of its models, at most (a ceiling on the window
+    /// that adapts to its rate limits).
+    pub max_concurrency: Option<usize>,
+}
+
+impl ProviderSettings {
+    fn under(self, over: ProviderSettings) -> ProviderSettings {
+        ProviderSettings {
+            max_concurrency: over.max_concurrency.or(self.max_concurrency),
+        }
+    }
 }
 
 /// `[trust]`: the public keys an artifact must be signed by before `prosevm` runs it.
@@ -190,6 +222,10 @@ impl Settings {
             model: over.model.or(self.model),
             models: self.models.under(over.models),
             max_concurrency: over.max_concurrency.or(self.max_concurrency),
+            providers: ProvidersSettings {
+                openai: self.providers.openai.under(over.providers.openai),
+                anthropic: self.providers.anthropic.under(over.providers.anthropic),
+            },
             request_timeout: over.request_timeout.or(self.request_timeout),
             idle_timeout: over.idle_timeout.or(self.idle_timeout),
             http_retries: over.http_retries.or(self.http_retries),
@@ -317,6 +353,24 @@ mod tests {
         assert_eq!(both.memo, Some(true));
         let e = Settings::parse("prompt_cache = \"10m\"\n").expect_err("bad value");
         assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn a_provider_may_have_its_own_ceiling_and_nothing_unknown() {
+        let user = Settings::parse("[providers.openai]\nmax_concurrency = 16\n").expect("valid");
+        let project =
+            Settings::parse("[providers.anthropic]\nmax_concurrency = 4\n").expect("valid");
+        let both = user.under(project);
+        assert_eq!(both.providers.openai.max_concurrency, Some(16));
+        assert_eq!(both.providers.anthropic.max_concurrency, Some(4));
+        for bad in [
+            "[providers.openai]\nmax_concurency = 16\n",
+            "[providers.mistral]\nmax_concurrency = 16\n",
+            "[providers.openai]\nmax_concurrency = -1\n",
+        ] {
+            let e = Settings::parse(bad).expect_err(bad);
+            assert!(e.contains("line "), "{e}");
+        }
     }
 
     #[test]

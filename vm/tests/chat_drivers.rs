@@ -54,6 +54,18 @@ fn run_with(
     url: &str,
     extra: &[&str],
 ) -> (i32, String, String) {
+    run_traced(dir, driver, source, url, "json", extra)
+}
+
+/// Runs `source` like [`run_with`], the trace in `trace`.
+fn run_traced(
+    dir: &Path,
+    driver: &str,
+    source: &str,
+    url: &str,
+    trace: &str,
+    extra: &[&str],
+) -> (i32, String, String) {
     std::fs::write(dir.join("prog.prose"), source).expect("program");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
     for var in [
@@ -68,7 +80,7 @@ fn run_with(
         cmd.current_dir(dir)
             .env("OPENAI_API_KEY", KEY)
             .env("ANTHROPIC_API_KEY", KEY)
-            .args(["run", "prog.prose", "--driver", driver, "--trace", "json"])
+            .args(["run", "prog.prose", "--driver", driver, "--trace", trace])
             .args(["--base-url", url, "--backoff-unit-ms", "1"])
             .args(extra),
     )
@@ -165,6 +177,57 @@ fn sessions_go_to_chat_completions_with_the_agent_as_system() {
     assert_eq!(recorded["id"], "0:0");
     assert_eq!(recorded["input_tokens"], 10);
     assert_eq!(recorded["output_tokens"], 3);
+}
+
+#[test]
+fn refusals_shrink_the_window_and_use_up_no_retries() {
+    for driver in DRIVERS {
+        let dir = scratch(&format!("refused-{driver}"));
+        // Anthropic's overloaded answer and OpenAI's rate limit, each with the wait asked
+        // for in milliseconds.
+        let busy = match driver {
+            "anthropic" => status(
+                529,
+                "retry-after-ms: 5\r\n",
+                "{\"type\": \"overloaded_error\"}",
+            ),
+            _ => status(429, "retry-after-ms: 5\r\n", "{\"error\": {}}"),
+        };
+        let (url, seen) = provider(vec![busy.clone(), busy.clone(), busy, ok("at last")]);
+        // No HTTP retries, and a session that may not retry: the refusals must use none.
+        // The narrated trace ends with the summary.
+        let url = match driver {
+            "anthropic" => url.trim_end_matches("/v1").to_string(),
+            _ => url,
+        };
+        let (code, out, err) = run_traced(
+            &dir,
+            driver,
+            "output r = session \"Go\"\n",
+            &url,
+            "narrate",
+            &["--http-retries", "0"],
+        );
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out, "r: at last\n");
+        assert_eq!(seen.lock().expect("seen").len(), 4);
+        assert!(err.contains(", 0 retries,"), "{err}");
+        // Each refusal came after the cut before it: 64, then 51, 40 and 32.
+        assert!(
+            err.contains(": window 32 (lowest 32), 3 of 4 requests refused"),
+            "{err}"
+        );
+
+        // A quota used up is no rate limit: it fails at once.
+        let (url, seen) = provider(vec![status(
+            429,
+            "retry-after: 0\r\n",
+            "{\"error\": {\"code\": \"insufficient_quota\"}}",
+        )]);
+        let (code, _, err) = run_for(driver, &dir, "output r = session \"Go\"\n", &url, &[]);
+        assert_eq!(code, 1, "{err}");
+        assert_eq!(seen.lock().expect("seen").len(), 1, "{err}");
+    }
 }
 
 #[test]

@@ -69,7 +69,8 @@ pub struct RunArgs {
     /// Trace format (on stderr).
     #[arg(long, value_enum, default_value = "narrate")]
     pub trace: Trace,
-    /// Requests in flight at once (default 8).
+    /// Requests in flight at once (default 8; for the openai and anthropic drivers 256, a
+    /// ceiling under which each model's window adapts to the provider's rate limits).
     #[arg(long)]
     pub max_concurrency: Option<usize>,
     /// Unit of retry backoff delays, in milliseconds.
@@ -279,6 +280,7 @@ impl RunArgs {
             model_map: self.model_map.clone(),
             request_timeout: self.request_timeout,
             http_retries: self.http_retries,
+            max_concurrency: self.max_concurrency,
             backoff_ms: Some(self.backoff_unit_ms),
             host_turns: self.host_turns,
             idle_timeout: self.idle_timeout,
@@ -311,10 +313,15 @@ impl RunArgs {
         Ok(Place {
             state_dir: self.state_dir.clone(),
             config: RunConfig {
-                max_concurrency: self
-                    .max_concurrency
-                    .or(file.max_concurrency)
-                    .unwrap_or(RunConfig::default().max_concurrency),
+                max_concurrency: match self.max_concurrency.or(file.max_concurrency) {
+                    Some(n) => n,
+                    // The HTTP drivers' windows adapt under a ceiling of their own.
+                    None => self
+                        .driver()
+                        .ok()
+                        .and_then(|d| d.max_concurrency())
+                        .unwrap_or(RunConfig::default().max_concurrency),
+                },
                 backoff_unit: Duration::from_millis(self.backoff_unit_ms),
                 stop: Default::default(),
                 budget: Default::default(),

@@ -1,15 +1,19 @@
-//! What the HTTP drivers share: attempts retried on rate limits (429), server errors (5xx),
-//! transport errors and broken or stalled streams, with growing delays, honouring a
-//! `Retry-After` header; each attempt within a time limit, and a streamed body read event
-//! by event within an idle limit; and error messages that never carry the API key.
+//! What the HTTP drivers share: one connection pool per provider ([`client_for`]); attempts
+//! retried on refusals (429, and 503 or 529 when overloaded), server errors (5xx), transport
+//! errors and broken or stalled streams, with growing delays, honouring the wait a provider
+//! asks for; each attempt within a time limit, and a streamed body read event by event
+//! within an idle limit; and error messages that never carry the API key.
 
+use super::pace::Limits;
 use futures_util::{Stream, StreamExt};
 use prose_machine::protocol::Failure;
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use sse_stream::{Sse, SseStream};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 /// How an HTTP driver treats each request.
@@ -25,8 +29,12 @@ pub struct HttpOptions {
     pub backoff: Duration,
 }
 
-/// The longest `Retry-After` honoured.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+/// The longest wait a provider's answer is honoured for.
+const MAX_RETRY_AFTER: Duration = super::pace::MAX_WAIT;
+
+/// Refusals (429, overloaded) a request takes in a row before it fails: they do not count
+/// against the retries, as the provider said nothing is wrong with the request.
+pub const MAX_REFUSALS: u32 = 50;
 
 /// The most bytes a streamed answer may take on the wire (a stream without end stops
 /// here rather than filling memory).
@@ -60,6 +68,13 @@ impl AttemptError {
         }
     }
 
+    /// Whether the provider refused the attempt for its limits or load (429, 503, 529)
+    /// rather than for what was asked: a refusal is worth waiting out, and the pace of
+    /// requests to the provider slows down.
+    pub fn refused(&self) -> bool {
+        self.retryable && self.refusal.as_ref().is_some_and(Refusal::is_busy)
+    }
+
     /// A failure another attempt would repeat.
     pub fn fatal(message: impl Into<String>) -> AttemptError {
         AttemptError {
@@ -82,10 +97,21 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// The attempt's failure: retryable for 429 and 5xx, after the wait asked for.
+    /// Whether the provider is over its limits or overloaded: 429 (except OpenAI's
+    /// `insufficient_quota`, which waiting does not mend), 503 or 529.
+    pub fn is_busy(&self) -> bool {
+        match self.status {
+            429 => !self.text.contains("insufficient_quota"),
+            503 | 529 => true,
+            _ => false,
+        }
+    }
+
+    /// The attempt's failure: retryable when the provider is busy and for 5xx, after the
+    /// wait asked for.
     pub fn error(self) -> AttemptError {
         AttemptError {
-            retryable: self.status == 429 || (500..600).contains(&self.status),
+            retryable: self.is_busy() || (500..600).contains(&self.status),
             wait: self
                 .retry_after_s
                 .and_then(|s| Duration::try_from_secs_f64(s).ok())
@@ -118,13 +144,21 @@ where
         _ => msg,
     };
     let mut delay = opts.backoff;
+    // Failures counted against the retries; refusals in a row, which are not.
+    let (mut failures, mut refusals) = (0, 0);
     let mut n = 0;
     loop {
         let error = match attempt(n).await {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
-        if !error.retryable || n >= opts.retries {
+        let refused = error.refused();
+        let spent = if refused {
+            refusals >= MAX_REFUSALS
+        } else {
+            failures >= opts.retries
+        };
+        if !error.retryable || spent {
             let tries = if n > 0 {
                 format!(" (after {} attempts)", n + 1)
             } else {
@@ -132,14 +166,20 @@ where
             };
             return Err(Failure(scrub(format!("{}{tries}", error.message))));
         }
+        if refused {
+            refusals += 1;
+        } else {
+            (failures, refusals) = (failures + 1, 0);
+        }
         n += 1;
         tokio::time::sleep(error.wait.unwrap_or(delay)).await;
-        delay *= 2;
+        delay = (delay * 2).min(MAX_RETRY_AFTER);
     }
 }
 
 /// POSTs `body` to `url` with `headers`: the response of a 2xx status; any other status is
-/// the attempt's failure (retryable for 429 and 5xx, with the provider's `Retry-After`).
+/// the attempt's failure (retryable for 429 and 5xx, with the wait the provider asked for:
+/// `retry-after-ms`, `retry-after`, or its rate-limit headers' reset).
 pub async fn send(
     client: &reqwest::Client,
     url: &str,
@@ -158,11 +198,9 @@ pub async fn send(
     if status.is_success() {
         return Ok(resp);
     }
-    let retry_after_s = resp
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok());
+    let retry_after_s = Limits::from_headers(resp.headers(), chrono::Utc::now())
+        .wait()
+        .map(|w| w.as_secs_f64());
     let text = resp.text().await.unwrap_or_default();
     Err(Refusal {
         status: status.as_u16(),
@@ -170,6 +208,33 @@ pub async fn send(
         retry_after_s,
     }
     .error())
+}
+
+/// How long an idle connection stays in the pool.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// The HTTP client for the provider at `base_url`: one per provider for the whole process,
+/// so every request of every session and run to it draws on one connection pool
+/// (kept alive between requests, TLS set up once per connection, HTTP/2 where the server
+/// offers it in ALPN, many requests then sharing one connection).
+pub fn client_for(base_url: &str) -> Result<reqwest::Client, String> {
+    static CLIENTS: OnceLock<Mutex<HashMap<String, reqwest::Client>>> = OnceLock::new();
+    let mut clients = CLIENTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = clients.get(base_url) {
+        return Ok(c.clone());
+    }
+    crate::tls::install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .pool_idle_timeout(POOL_IDLE)
+        .tcp_keepalive(POOL_IDLE)
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| format!("cannot set up HTTP: {e}"))?;
+    clients.insert(base_url.to_string(), client.clone());
+    Ok(client)
 }
 
 /// Whether `resp` streams server-sent events (rather than answering with one JSON body).

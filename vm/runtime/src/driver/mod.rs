@@ -11,6 +11,7 @@ pub mod command;
 pub mod http;
 pub mod live;
 pub mod mock;
+pub mod pace;
 pub mod prices;
 pub mod render;
 pub mod runaway;

@@ -8,6 +8,7 @@ use super::chat::{Api, ChatDriver, Models};
 use super::command::CommandDriver;
 use super::http::HttpOptions;
 use super::mock::{Mock, MockOptions};
+use super::pace;
 use super::prices::Price;
 use super::stdio::StdioDriver;
 use super::{Driver, Live, Served};
@@ -49,6 +50,14 @@ pub struct ChatSettings {
     /// marks them), or no marks.
     #[serde(default, skip_serializing_if = "PromptCache::is_default")]
     pub prompt_cache: PromptCache,
+    /// Requests in flight at once to the provider, at most: the ceiling of each model's
+    /// window, which adapts to the provider's limits under it.
+    #[serde(default = "default_ceiling")]
+    pub max_concurrency: usize,
+}
+
+fn default_ceiling() -> usize {
+    pace::DEFAULT_CEILING
 }
 
 /// Seconds a streamed answer may go without a new piece unless told otherwise: long enough
@@ -116,6 +125,16 @@ pub enum AnyDriver {
 }
 
 impl DriverSettings {
+    /// Requests a run on this driver has in flight at once unless told otherwise: the HTTP
+    /// drivers' ceiling (their windows adapt to the provider under it); none for the
+    /// others, which take the runner's default.
+    pub fn max_concurrency(&self) -> Option<usize> {
+        match self {
+            DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => Some(c.max_concurrency),
+            _ => None,
+        }
+    }
+
     /// The driver's name: `mock`, `command`, `stdio`, `openai` or `anthropic`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -261,7 +280,8 @@ impl DriverSettings {
                     None => http_driver(api, c, http)?,
                 };
                 AnyDriver::Chat(Box::new(
-                    chat.with_sampling(c.sampling.clone())
+                    chat.with_concurrency(c.max_concurrency)
+                        .with_sampling(c.sampling.clone())
                         .with_prices(c.prices.clone())
                         .with_cache(c.prompt_cache),
                 ))
@@ -418,6 +438,8 @@ pub struct DriverChoice {
     pub request_timeout: Option<f64>,
     /// HTTP attempts after the first.
     pub http_retries: Option<u32>,
+    /// Requests in flight at once (`--max-concurrency`).
+    pub max_concurrency: Option<usize>,
     /// First HTTP retry delay, in milliseconds.
     pub backoff_ms: Option<u64>,
     /// The mock's options.
@@ -547,6 +569,17 @@ impl DriverChoice {
                     },
                     prices: file.prices.clone(),
                     prompt_cache: file.prompt_cache.unwrap_or_default(),
+                    max_concurrency: {
+                        let run = self
+                            .max_concurrency
+                            .or(file.max_concurrency)
+                            .unwrap_or(pace::DEFAULT_CEILING);
+                        let provider = match api {
+                            Api::OpenAi => file.providers.openai,
+                            Api::Anthropic => file.providers.anthropic,
+                        };
+                        provider.max_concurrency.map_or(run, |p| p.min(run)).max(1)
+                    },
                 };
                 match api {
                     Api::OpenAi => DriverSettings::Openai(chat),

@@ -209,6 +209,14 @@ impl Progress {
         if let Some(t) = self.tokens {
             m.push_str(&format!(" · {}", tokens(t)));
         }
+        // A provider's window, once it shrank (a provider refused requests).
+        let windows: Vec<String> = crate::driver::pace::shrunk()
+            .iter()
+            .map(|r| r.window.to_string())
+            .collect();
+        if !windows.is_empty() {
+            m.push_str(&format!(" · window {}", windows.join(", ")));
+        }
         self.status.set_message(m);
     }
 

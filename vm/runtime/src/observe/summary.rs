@@ -191,6 +191,12 @@ impl Summary {
         let dir = ending.run_dir.display();
         let mut lines = vec![first];
         lines.extend(self.model_line());
+        lines.extend(crate::driver::pace::shrunk().iter().map(|r| {
+            format!(
+                "[Summary] provider {}: window {} (lowest {}), {} of {} requests refused",
+                r.label, r.window, r.least, r.refused, r.sent
+            )
+        }));
         if let Some(u) = t.tokens.filter(|u| u.from_memo + u.asked > 0) {
             lines.push(format!(
                 "[Summary] memo: {} answer(s) from the memo, {} asked",

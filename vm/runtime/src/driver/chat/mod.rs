@@ -20,6 +20,7 @@ pub mod tape;
 mod wire;
 
 use super::http::{self, retrying, AttemptError, Events, HttpOptions};
+use super::pace::{self, Limits};
 use super::prices::{price, priced, Price};
 use super::{astray, runaway};
 use super::{render, unanswerable, Driver, Live, Served};
@@ -97,6 +98,8 @@ pub struct ChatDriver {
     /// How long the prefixes marked for the provider's cache live (Anthropic), and so what
     /// writing them costs.
     cache: PromptCache,
+    /// Requests in flight to each model at once, at most (its window adapts under this).
+    ceiling: usize,
 }
 
 impl ChatDriver {
@@ -116,11 +119,8 @@ impl ChatDriver {
                 "the anthropic driver needs ANTHROPIC_API_KEY".into(),
             ));
         }
-        crate::tls::install_crypto_provider();
-        let client = reqwest::Client::builder()
-            .build()
-            .map_err(|e| Failure(format!("cannot set up HTTP: {e}")))?;
         let base = base_url.trim_end_matches('/');
+        let client = http::client_for(base).map_err(Failure)?;
         let url = match api {
             Api::OpenAi => format!("{base}/chat/completions"),
             Api::Anthropic => format!("{base}/v1/messages"),
@@ -137,6 +137,7 @@ impl ChatDriver {
             sampling: SamplingTable::default(),
             prices: BTreeMap::new(),
             cache: PromptCache::default(),
+            ceiling: pace::DEFAULT_CEILING,
         })
     }
 
@@ -160,12 +161,19 @@ impl ChatDriver {
             sampling: SamplingTable::default(),
             prices: BTreeMap::new(),
             cache: PromptCache::default(),
+            ceiling: pace::DEFAULT_CEILING,
         }
     }
 
     /// The driver, also keeping every exchange on the tape of `recorder`.
     pub fn recording(mut self, recorder: Recorder) -> ChatDriver {
         self.recorder = Some(recorder);
+        self
+    }
+
+    /// The driver, with at most `ceiling` requests in flight to each model at once.
+    pub fn with_concurrency(mut self, ceiling: usize) -> ChatDriver {
+        self.ceiling = ceiling.max(1);
         self
     }
 
@@ -308,18 +316,38 @@ impl ChatDriver {
         Ok(answer)
     }
 
-    /// One attempt at `p`, within the time limit, kept on the tape when recording.
+    /// One attempt at `p`, once the model's window has a place for it (the wait is not part
+    /// of its time limit), within the time limit, kept on the tape when recording. How it
+    /// went moves the window.
     async fn attempt(
         &self,
         p: &Prepared<'_>,
         live: &Live,
     ) -> Result<(TurnAnswer, Option<Usage>), AttemptError> {
+        let permit = match &self.transport {
+            Transport::Http(_) => Some(
+                pace::pace_for(&self.base_url, p.model, self.ceiling)
+                    .acquire()
+                    .await,
+            ),
+            Transport::Replay(_) => None,
+        };
         let mut kept = self.recorder.as_ref().map(|_| Kept::default());
+        let mut limits = Limits::default();
         let result = http::within(
             self.http.timeout,
-            self.attempt_within(p, live, kept.as_mut()),
+            self.attempt_within(p, live, kept.as_mut(), &mut limits),
         )
         .await;
+        match (permit, &result) {
+            (Some(permit), Ok(_)) => permit.answered(&limits),
+            (Some(permit), Err(e)) if e.refused() => permit.refused(&Limits {
+                retry_after: e.wait,
+                ..limits
+            }),
+            // A failure says nothing of the provider's limits.
+            _ => {}
+        }
         if let (Some(recorder), Some(kept)) = (&self.recorder, kept) {
             let exchange = tape::Exchange {
                 request: p.body.clone(),
@@ -331,16 +359,19 @@ impl ChatDriver {
     }
 
     /// One attempt at `p`: sent (or looked up on the tape), and its reply read whole or as
-    /// a stream; what came is put in `kept` when recording.
+    /// a stream; what came is put in `kept` when recording, and what the provider's headers
+    /// say of its limits in `limits`.
     async fn attempt_within(
         &self,
         p: &Prepared<'_>,
         live: &Live,
         mut kept: Option<&mut Kept>,
+        limits: &mut Limits,
     ) -> Result<(TurnAnswer, Option<Usage>), AttemptError> {
         let mut source = match &self.transport {
             Transport::Http(client) => {
                 let resp = http::send(client, &self.url, &p.headers, &p.body).await?;
+                *limits = Limits::from_headers(resp.headers(), chrono::Utc::now());
                 if http::is_event_stream(&resp) {
                     if let Some(k) = kept.as_deref_mut() {
                         k.streamed = true;
