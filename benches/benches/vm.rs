@@ -9,6 +9,10 @@
 //! `run.json` written at start and end). Targets: the 20,000-element fan-out in under
 //! 0.5 s whole process, and growth from 2,000 to 20,000 at most 12x.
 //!
+//! Real-shaped (`vm/real-shaped/...`): [`prose_benches::patrol`], persistent agents' sessions
+//! in loops and blocks, against a chain asking as many sessions, both durable. Target: the
+//! patrol costs at most 3x the chain per request.
+//!
 //! `vm/load and verify/...`: reading and verifying each example's artifact (target 50 µs).
 //!
 //! Run: `cargo bench -p prose-benches --bench vm`.
@@ -64,6 +68,36 @@ fn durable(c: &mut Criterion) {
     g.finish();
 }
 
+fn real_shaped(c: &mut Criterion) {
+    let mut g = c.benchmark_group("vm/real-shaped");
+    g.sample_size(10);
+    let dir = std::env::temp_dir().join(format!("prose-bench-real-{}", std::process::id()));
+    // Project-scoped memory lives in the state directory too: each run starts without any.
+    let fresh = || {
+        let _ = std::fs::remove_dir_all(&dir);
+    };
+    // 2,002 sessions; the published program's size (about 20,000) waits for block calls'
+    // binding files to cost less (each call writes files of its own).
+    for rounds in [400] {
+        let sessions = 5 * rounds + 2;
+        for (what, src) in [
+            ("patrol", prose_benches::patrol(rounds)),
+            ("chain", prose_benches::session_chain(sessions - 1)),
+        ] {
+            let a = prose_benches::compile(&src);
+            g.bench_function(format!("{what} of {sessions} sessions"), |b| {
+                b.iter_batched(
+                    fresh,
+                    |()| prose_benches::run_mock_durable(&a, &dir),
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+    }
+    fresh();
+    g.finish();
+}
+
 fn load(c: &mut Criterion) {
     let mut g = c.benchmark_group("vm/load and verify");
     g.warm_up_time(Duration::from_millis(500));
@@ -76,5 +110,5 @@ fn load(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, in_memory, durable, load);
+criterion_group!(benches, in_memory, durable, real_shaped, load);
 criterion_main!(benches);

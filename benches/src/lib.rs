@@ -176,6 +176,80 @@ pub fn fan_out(n: usize) -> String {
     format!("let items = []\nrepeat {n} as i:\n  items = items + [i]\nlet results = items | pmap:\n  session \"Work on item {{item}}\"\noutput joined = session \"Join the results\"\n  context: results\n")
 }
 
+/// A program shaped like the large published ones: persistent agents (two kept for the
+/// project, two for the run) whose sessions sit inside a patrol loop of `rounds` rounds,
+/// each round calling blocks that call blocks (three surveys, an assessment, then a decision
+/// by one of the agents, each agent deciding for a quarter of the rounds). It asks
+/// `5 * rounds + 2` sessions, a fifth of them updating an agent's memory; compare it with
+/// [`session_chain`]`(5 * rounds + 1)`, which asks as many.
+pub fn patrol(rounds: usize) -> String {
+    let q = rounds.div_ceil(4);
+    let (q1, q2, q3) = (q, 2 * q, 3 * q);
+    format!(
+        r#"# A patrol: loops around persistent agents' sessions, in blocks calling blocks.
+agent captain:
+  persist: project
+  prompt: "You coordinate the patrol and keep its decisions consistent"
+agent navigator:
+  persist: project
+  prompt: "You plan the routes and remember the ones taken"
+agent scout:
+  persist: true
+  prompt: "You scout ahead and remember what you saw"
+agent warden:
+  persist: true
+  prompt: "You guard the camp and remember every alarm"
+
+block survey(area, round):
+  let seen = session "Survey the {{area}} sector on round {{round}}"
+  output seen
+
+block assess(reports, round):
+  let risk = session "Assess the risks found on round {{round}}"
+    context: reports
+  output risk
+
+block decide(risk, round):
+  if round < {q1}:
+    let d = resume: captain
+      prompt: "Decide the next move after round {{round}}"
+      context: risk
+    output d
+  elif round < {q2}:
+    let d = resume: navigator
+      prompt: "Plan the route after round {{round}}"
+      context: risk
+    output d
+  elif round < {q3}:
+    let d = resume: scout
+      prompt: "Scout ahead after round {{round}}"
+      context: risk
+    output d
+  else:
+    let d = resume: warden
+      prompt: "Set the watch after round {{round}}"
+      context: risk
+    output d
+
+block patrol(round):
+  let reports = []
+  for area in ["north", "south", "east"]:
+    let seen = do survey(area, round)
+    reports = reports + [seen]
+  let risk = do assess(reports, round)
+  output do decide(risk, round)
+
+session: captain
+  prompt: "Open the patrol log"
+let last = ""
+repeat {rounds} as round:
+  last = do patrol(round)
+output summary = session "Summarise the patrol"
+  context: last
+"#
+    )
+}
+
 /// Compiles `src` (which must be valid) to a verified program.
 pub fn compile(src: &str) -> prose_runtime::program::Program {
     let mut c = prosec::compile::Compilation::new(prosec::compile::Options::default());
@@ -472,6 +546,35 @@ mod tests {
         let mut c = Compilation::new(Options::default());
         c.add_source(Path::new("typical.prose"), &src);
         assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    }
+
+    #[test]
+    fn the_patrol_asks_as_many_sessions_as_its_chain_and_updates_memory() {
+        let src = super::patrol(8);
+        let mut c = Compilation::new(Options::default());
+        c.add_source(Path::new("patrol.prose"), &src);
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+        let dir = std::env::temp_dir().join(format!("prose-patrol-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let journaled = |src: &str| {
+            let _ = std::fs::remove_dir_all(&dir);
+            super::run_mock_durable(&super::compile(src), &dir);
+            let runs: Vec<_> = std::fs::read_dir(dir.join("runs"))
+                .expect("runs")
+                .flatten()
+                .collect();
+            assert_eq!(runs.len(), 1);
+            let journal = std::fs::read_to_string(runs[0].path().join("journal.log"));
+            journal.expect("journal").lines().count()
+        };
+        assert_eq!(journaled(&super::session_chain(5 * 8 + 1)), 5 * 8 + 2);
+        assert_eq!(journaled(&src), 5 * 8 + 2);
+        // Each agent decided two rounds; the captain also opened the log.
+        let memory = |dir: &Path| std::fs::read_to_string(dir.join("memory.md")).expect("memory");
+        let captain = memory(&dir.join("agents/captain"));
+        assert_eq!(captain.lines().count(), 3, "{captain}");
+        assert_eq!(memory(&dir.join("agents/navigator")).lines().count(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

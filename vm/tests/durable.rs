@@ -1,7 +1,8 @@
 //! Durable runs with real processes: a run killed (SIGKILL) at random moments resumes to the
 //! same outputs as an uninterrupted run, and no answer journaled before the kill is asked
 //! of the driver again, and its binding files come out the same. Also: the binding files
-//! and `state.md` of a run, the directories of invoked programs, persistent agents' memory across runs and resumes, resuming a finished run, a changed program, a torn and a
+//! and `state.md` of a run, the directories of invoked programs, persistent agents' memory across runs and resumes (the same after a kill, and on disk when a
+//! run finishes), resuming a finished run, a changed program, a torn and a
 //! corrupted journal, and two runs side by side.
 
 mod support;
@@ -401,6 +402,167 @@ fn project_agents_remember_across_runs_and_resumes() {
     let state_md =
         std::fs::read_to_string(state.join("runs").join(&id).join("state.md")).expect("state");
     assert!(state_md.contains("| keeper | project | "), "{state_md}");
+}
+
+/// A program whose persistent agents, one kept for the project and one for the run, update
+/// their memory in a loop, through a block, between other sessions.
+const KEEPERS: &str = r#"agent keeper:
+  persist: project
+  prompt: "You keep the notes"
+agent scout:
+  persist: true
+  prompt: "You scout ahead"
+block note(k):
+  let n = resume: keeper
+    prompt: "Note thing {k}"
+  output n
+session: keeper
+  prompt: "Open the notes"
+session: scout
+  prompt: "Start scouting"
+repeat 24 as k:
+  do note(k)
+  session "Check {k}"
+  resume: scout
+    prompt: "Scout {k}"
+output done = session "Close the notes"
+"#;
+
+/// The memory files of run `id` in `state` (the project's keeper's and the run's scout's),
+/// by agent and file name, with the run's id in segments replaced by `RUN`.
+fn memory_files(state: &Path, id: &str) -> Vec<(String, String, String)> {
+    let keeper = state.join("agents").join("keeper");
+    let scout = state.join("runs").join(id).join("agents").join("scout");
+    [("keeper", keeper), ("scout", scout)]
+        .into_iter()
+        .flat_map(|(agent, dir)| {
+            files_in(&dir)
+                .into_iter()
+                .map(move |(f, text)| (agent.to_string(), f, text.replace(id, "RUN")))
+        })
+        .collect()
+}
+
+#[test]
+fn killed_runs_with_persistent_agents_end_with_the_memory_of_an_uninterrupted_run() {
+    let dir = scratch("memory-kill");
+    let prog = dir.join("keepers.prose");
+    std::fs::write(&prog, KEEPERS).expect("program");
+    let run = |state: &Path| {
+        vm().args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+            .arg("--state-dir")
+            .arg(state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("runs")
+    };
+    let reference = dir.join("ref");
+    assert!(run(&reference).success());
+    let ref_id = run_ids(&reference).remove(0);
+    let expected = memory_files(&reference, &ref_id);
+    // 25 of the keeper's and 25 of the scout's segments, and each one's memory.md.
+    assert_eq!(expected.len(), 52, "{expected:?}");
+    let keeper_memory = &expected
+        .iter()
+        .find(|(a, f, _)| a == "keeper" && f == "memory.md")
+        .expect("keeper's memory")
+        .2;
+    assert_eq!(keeper_memory.lines().count(), 25, "{keeper_memory}");
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for trial in 0..6 {
+        let state = dir.join(format!("state-{trial}"));
+        let mut child = vm()
+            .args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+            .args(["--mock-latency", "5", "--state-dir"])
+            .arg(&state)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        // Killed once the journal holds between 4 and 70 of the run's 75 answers.
+        let records = 4 + (next(&mut seed) % 67) as usize;
+        let started = std::time::Instant::now();
+        while run_ids(&state)
+            .first()
+            .is_none_or(|id| journal_ids(&state, id).len() < records)
+            && started.elapsed() < Duration::from_secs(20)
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let id = run_ids(&state).remove(0);
+        if trial % 2 == 1 {
+            // What a power cut may do: the memory files, written without syncing while
+            // the run went on, are lost; the journal, synced, is not.
+            let _ = std::fs::remove_dir_all(state.join("agents"));
+            let _ = std::fs::remove_dir_all(state.join("runs").join(&id).join("agents"));
+        }
+        let (code, _, err) = output(
+            vm().args(["resume", &id, "--trace", "quiet", "--state-dir"])
+                .arg(&state),
+        );
+        assert_eq!(code, 0, "trial {trial}: {err}");
+        assert_eq!(
+            memory_files(&state, &id),
+            expected,
+            "trial {trial}: killed after {records} answers"
+        );
+    }
+}
+
+#[test]
+fn a_finished_runs_project_memory_is_on_disk_when_its_record_says_finished() {
+    let dir = scratch("memory-finished");
+    let state = dir.join("state");
+    let prog = dir.join("notes.prose");
+    std::fs::write(
+        &prog,
+        "agent keeper:\n  persist: project\n  prompt: \"You keep the notes\"\nsession: keeper\n  prompt: \"Open the notes\"\nrepeat 300 as k:\n  resume: keeper\n    prompt: \"Note thing {k}\"\n",
+    )
+    .expect("program");
+    // No latency: the runner never waits, so memory files are written only every 250 ms
+    // while the run goes, and when it stops.
+    let mut child = vm()
+        .args(["run", prog.to_str().expect("path"), "--trace", "quiet"])
+        .arg("--state-dir")
+        .arg(&state)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let home = state.join("agents").join("keeper");
+    let started = std::time::Instant::now();
+    let seen = loop {
+        let finished = run_ids(&state).first().is_some_and(|id| {
+            std::fs::read_to_string(state.join("runs").join(id).join("run.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|r| r["status"] == "finished")
+        });
+        if finished {
+            // Read at once, while the process may still be exiting.
+            break files_in(&home);
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run never finished"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert!(child.wait().expect("waits").success());
+    assert_eq!(seen.len(), 302, "301 segments and memory.md");
+    let (last, text) = &seen[300];
+    assert_eq!(last, "keeper-301.md");
+    assert!(text.ends_with("[mock] Note thing 299\n"), "{text}");
+    let (name, memory) = &seen[301];
+    assert_eq!(name, "memory.md");
+    assert_eq!(memory.lines().count(), 301);
+    assert!(
+        memory.ends_with("- keeper answered: [mock] Note thing 299"),
+        "{memory}"
+    );
 }
 
 #[test]

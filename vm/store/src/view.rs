@@ -55,6 +55,40 @@ impl Bound {
     }
 }
 
+/// A persistent agent of the program: where it keeps its memory, and what of it the files
+/// there do not show yet.
+struct Kept {
+    home: AgentHome,
+    /// Sessions it has had in this run.
+    sessions: u32,
+    /// Its memory as last reported, when `memory.md` does not hold it yet.
+    memory: Option<String>,
+    /// Segments not written yet: each one's number and text.
+    segments: Vec<(u32, String)>,
+}
+
+impl Kept {
+    /// Writes what the files do not show yet (without syncing), adding each file written
+    /// to `written`.
+    fn write(&mut self, written: &mut BTreeSet<PathBuf>) -> Result<(), StoreError> {
+        if self.memory.is_none() && self.segments.is_empty() {
+            return Ok(());
+        }
+        fs::ensure_dir(&self.home.dir)?;
+        for (n, text) in std::mem::take(&mut self.segments) {
+            let path = self.home.dir.join(segment_file(&self.home.name, n));
+            fs::write_unsynced(&path, text.as_bytes())?;
+            written.insert(path);
+        }
+        if let Some(memory) = self.memory.take() {
+            let path = self.home.dir.join("memory.md");
+            fs::write_unsynced(&path, memory.as_bytes())?;
+            written.insert(path);
+        }
+        Ok(())
+    }
+}
+
 /// A run's views as text, not written anywhere ([`RunView::rendered`]).
 #[derive(Debug, Default)]
 pub struct Rendered {
@@ -85,8 +119,11 @@ pub struct RunView {
     bound_at: BTreeMap<u32, String>,
     /// `usage.jsonl` lines not yet written: what each request served by a driver cost.
     usage: Vec<String>,
-    /// The program's persistent agents, with the sessions each has had in this run.
-    agents: Vec<(AgentHome, u32)>,
+    /// The program's persistent agents, with the sessions each has had in this run and
+    /// what of their memory is not written yet.
+    agents: Vec<Kept>,
+    /// The memory files written in this run, made durable together when it stops.
+    memory_written: BTreeSet<PathBuf>,
     /// When the files were last written.
     last_flush: Option<Instant>,
     /// Events since then.
@@ -162,7 +199,16 @@ impl RunView {
             complete: BTreeSet::new(),
             bound_at: BTreeMap::new(),
             usage: Vec::new(),
-            agents: agents.into_iter().map(|h| (h, 0)).collect(),
+            agents: agents
+                .into_iter()
+                .map(|home| Kept {
+                    home,
+                    sessions: 0,
+                    memory: None,
+                    segments: Vec::new(),
+                })
+                .collect(),
+            memory_written: BTreeSet::new(),
             last_flush: None,
             unflushed: 0,
             snapshot: None,
@@ -246,7 +292,7 @@ impl RunView {
     /// Whether the files should be brought up to date: something happened since they were
     /// written and either the runner is about to wait or [`FLUSH_EVERY`] has passed.
     pub fn due(&mut self, idle: bool) -> bool {
-        self.files
+        (self.files || self.agents.iter().any(|k| k.memory.is_some()))
             && self.unflushed > 0
             && (idle || self.last_flush.is_none_or(|t| t.elapsed() >= FLUSH_EVERY))
     }
@@ -276,7 +322,7 @@ impl RunView {
 
     /// Writes no `bindings/`, `imports/`, `state.md` or `usage.jsonl` (a run of the Postgres
     /// store, whose worker keeps no views): only persistent agents' memory files, which
-    /// other runs read.
+    /// other runs read (and which are made durable when the run stops).
     pub fn without_files(&mut self) {
         self.files = false;
     }
@@ -378,29 +424,40 @@ impl RunView {
         Ok(base.join("bindings").join(fs::file_name(&file)?))
     }
 
-    /// Writes a persistent agent's new memory and the segment recording the session. These
-    /// are written at once: they may live outside the run directory, where another run can
-    /// read them.
+    /// Takes a persistent agent's new memory and the segment recording the session, to be
+    /// written with the other views: the journal holds the answer that carried them, so a
+    /// resume writes them again if they were lost, and [`RunView::finish`] makes them
+    /// durable before the run's record says it stopped.
     fn remember(&mut self, agent: &str, id: &RequestId, memory: &str, answer: &str) {
-        let Some((home, sessions)) = self.agents.iter_mut().find(|(h, _)| h.name == agent) else {
+        let Some(kept) = self.agents.iter_mut().find(|k| k.home.name == agent) else {
             return;
         };
-        *sessions += 1;
+        kept.sessions += 1;
         if !self.agent_files {
             return;
         }
-        let n = home.segments + *sessions;
+        let n = kept.home.segments + kept.sessions;
         let segment = format!(
             "# Segment {n:03}\n\nrun: {}\nrequest: {id}\n\n## Answer\n\n{answer}\n",
             self.id
         );
-        let result = fs::ensure_dir(&home.dir)
-            .and_then(|()| fs::write_durable(&home.dir.join("memory.md"), memory.as_bytes()))
-            .and_then(|()| {
-                fs::write_durable(&home.dir.join(segment_file(agent, n)), segment.as_bytes())
-            });
-        if let (Err(e), None) = (result, &self.error) {
-            self.error = Some(e);
+        kept.segments.push((n, segment));
+        match &mut kept.memory {
+            Some(m) => {
+                m.clear();
+                m.push_str(memory);
+            }
+            None => kept.memory = Some(memory.to_string()),
+        }
+    }
+
+    /// Writes the memory files that lag what the run reported; the first failure is kept
+    /// for [`RunView::finish`].
+    fn write_memory(&mut self) {
+        for kept in &mut self.agents {
+            if let Err(e) = kept.write(&mut self.memory_written) {
+                self.error.get_or_insert(e);
+            }
         }
     }
 
@@ -423,6 +480,7 @@ impl RunView {
     fn flush(&mut self, status: &str) {
         self.last_flush = Some(Instant::now());
         self.unflushed = 0;
+        self.write_memory();
         if self.error.is_some() || !self.files {
             self.usage.clear();
             return;
@@ -486,13 +544,18 @@ impl RunView {
         }
     }
 
-    /// Writes everything with the run's final `status` (`finished` or `failed`); reports
-    /// the first write that failed.
+    /// Writes everything with the run's final `status` (`finished` or `failed`) and makes
+    /// the memory files written in this run durable (other runs read them, and nothing
+    /// rebuilds them once the run's record says it stopped); reports the first write that
+    /// failed.
     pub fn finish(mut self, status: &str) -> Result<(), StoreError> {
         self.executing.clear();
         self.snapshot = None;
         self.flush(status);
-        self.error.map_or(Ok(()), Err)
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        fs::sync_together(&self.memory_written)
     }
 
     /// The text of `state.md`.
@@ -565,7 +628,12 @@ impl RunView {
             let _ = writeln!(s, "\n### Agents\n");
             let _ = writeln!(s, "| Name | Scope | Path | Sessions this run |");
             let _ = writeln!(s, "|------|-------|------|-------------------|");
-            for (h, n) in &self.agents {
+            for Kept {
+                home: h,
+                sessions: n,
+                ..
+            } in &self.agents
+            {
                 let mut path = h.dir.display().to_string();
                 if !path.ends_with('/') {
                     path.push('/');
