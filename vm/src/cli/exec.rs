@@ -653,14 +653,7 @@ fn stored_program(runtime: &Runtime, store: &dyn Store, id: &str) -> Result<Prog
 /// place: `--state-dir DIR`, or `--store STORE` (a database's URL, which may carry a
 /// password, is not repeated).
 fn resume_flags(args: &RunArgs) -> Option<String> {
-    match args.store.as_deref() {
-        Some(s) if prose_store::pg::is_url(s) => Some("--store <the postgres:// URL>".into()),
-        Some(s) => Some(format!("--store {s}")),
-        None => args
-            .state_dir
-            .as_ref()
-            .map(|d| format!("--state-dir {}", d.display())),
-    }
+    super::store_flags(args.store.as_deref(), args.state_dir.as_deref())
 }
 
 /// How the program at a run's origin differs from the one it started with.

@@ -80,6 +80,16 @@ pub fn run_error(e: RunError) -> ExitCode {
     }
 }
 
+/// The flags that name a store again (`--store`, else `--state-dir`), for a command printed
+/// for the user to run; a Postgres URL, which may hold a password, is not repeated.
+pub fn store_flags(store: Option<&str>, state_dir: Option<&Path>) -> Option<String> {
+    match store {
+        Some(s) if prose_store::pg::is_url(s) => Some("--store <the postgres:// URL>".into()),
+        Some(s) => Some(format!("--store {s}")),
+        None => state_dir.map(|d| format!("--state-dir {}", d.display())),
+    }
+}
+
 /// The run `given` names in `store` (an id, a prefix of one, a directory, `latest`; none
 /// names the latest: [`prose_store::naming`]).
 pub fn resolve(rt: &Runtime, store: &dyn Store, given: Option<&str>) -> Result<String, ExitCode> {

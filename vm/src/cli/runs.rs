@@ -40,14 +40,7 @@ impl At {
     /// The flags that name this store again, for a command printed for the user to run (a
     /// Postgres URL, which may hold a password, is not repeated).
     fn flags(&self) -> Option<String> {
-        match (&self.store, &self.state_dir) {
-            (Some(s), _) if prose_store::pg::is_url(s) => {
-                Some("--store <the postgres:// URL>".to_string())
-            }
-            (Some(s), _) => Some(format!("--store {s}")),
-            (None, Some(d)) => Some(format!("--state-dir {}", d.display())),
-            (None, None) => None,
-        }
+        super::store_flags(self.store.as_deref(), self.state_dir.as_deref())
     }
 
     /// A runtime, and the store open on it.
