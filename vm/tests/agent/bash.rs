@@ -268,6 +268,54 @@ async fn writes_stay_inside_the_agents_write_paths() {
     assert!(!Path::new(&host_tmp).exists(), "/tmp is the sandbox's own");
 }
 
+/// A working directory under `/tmp` (where `mktemp -d` puts one) is seen as it is, with its
+/// files, inside the sandbox's private `/tmp`; the directories around it stay read-only and
+/// the rest of `/tmp` stays out of sight.
+#[tokio::test]
+async fn a_working_directory_under_tmp_is_seen_whole_and_its_ancestors_stay_read_only() {
+    let top = PathBuf::from(format!("/tmp/prosevm-tmp-workdir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&top);
+    let work = top.join("project/work");
+    std::fs::create_dir_all(work.join("src")).unwrap();
+    std::fs::write(work.join("src/lib.txt"), "original\n").unwrap();
+    let neighbour = PathBuf::from(format!("/tmp/prosevm-tmp-neighbour-{}", std::process::id()));
+    std::fs::write(&neighbour, "not yours\n").unwrap();
+    let sb = sandbox(
+        &work,
+        &[("bash", &["allow"]), ("write", &["out/"])],
+        UserAllow::default(),
+    );
+    let r = call(
+        &sb,
+        "bash",
+        json!({"command": format!(
+            "cat src/lib.txt; touch out/made && echo out-ok; \
+             touch {project}/escaped || echo ancestor-refused; \
+             cat {neighbour} || echo neighbour-hidden; \
+             touch /tmp/scratch-file && echo private-tmp",
+            project = top.join("project").display(),
+            neighbour = neighbour.display(),
+        )}),
+    )
+    .await;
+    let out = r.output.content.clone();
+    let _ = std::fs::remove_file(&neighbour);
+    for expected in [
+        "original",
+        "out-ok",
+        "ancestor-refused",
+        "neighbour-hidden",
+        "private-tmp",
+    ] {
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
+    assert!(!out.contains("not yours"), "{out}");
+    assert!(work.join("out/made").is_file(), "out/ is writable");
+    assert!(!top.join("project/escaped").exists());
+    assert!(!Path::new("/tmp/scratch-file").exists());
+    let _ = std::fs::remove_dir_all(&top);
+}
+
 #[tokio::test]
 async fn the_network_is_reachable_only_when_allowed() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -12,7 +12,11 @@
 //!   mount points that cannot be renamed or removed to take the path away;
 //! - the **state directories** are replaced by empty read-only directories (hidden);
 //! - `/tmp` is a private, empty tmpfs, `/dev` holds only the basic devices, and `/proc` is
-//!   the sandbox's own.
+//!   the sandbox's own; when the working directory lies under `/tmp`, the directory of
+//!   `/tmp` that holds it is bound read-only into the private one
+//!   ([`shared_tmp_tree`]), so the working directory and the tree around it look as they
+//!   would anywhere else (read-only but for the write roots), while the rest of `/tmp` stays
+//!   out of sight.
 //!
 //! It runs in its own user, PID, IPC and (unless the agent has the network) network
 //! namespaces, with no capabilities and no way to create further user namespaces: the VM and
@@ -80,7 +84,7 @@ fn probe() -> Support {
         );
     };
     let mut cmd = std::process::Command::new(&bwrap);
-    cmd.args(base_args(false))
+    cmd.args(base_args(false, None))
         .args(["--", "sh", "-c", ":"])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -114,9 +118,21 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The directory directly under `/tmp` that holds `workdir` (canonical), or `/tmp` itself
+/// when that is the working directory; `None` when the working directory is elsewhere.
+fn shared_tmp_tree(workdir: &Path) -> Option<PathBuf> {
+    let tmp = Path::new("/tmp");
+    let rest = workdir.strip_prefix(tmp).ok()?;
+    Some(match rest.components().next() {
+        Some(top) => tmp.join(top),
+        None => tmp.to_path_buf(),
+    })
+}
+
 /// The arguments every sandbox starts with: namespaces, no capabilities, the file system
-/// read-only, private `/dev`, `/proc` and `/tmp`.
-fn base_args(network: bool) -> Vec<OsString> {
+/// read-only, private `/dev`, `/proc` and `/tmp` (with `tmp_tree`, the part of the real
+/// `/tmp` holding the working directory, bound back read-only).
+fn base_args(network: bool, tmp_tree: Option<&Path>) -> Vec<OsString> {
     let mut args: Vec<OsString> = [
         "--unshare-user",
         "--disable-userns",
@@ -146,6 +162,9 @@ fn base_args(network: bool) -> Vec<OsString> {
         "/tmp",
     ] {
         args.push(a.into());
+    }
+    if let Some(tree) = tmp_tree {
+        args.extend(["--ro-bind".into(), tree.into(), tree.into()]);
     }
     args
 }
@@ -408,7 +427,7 @@ impl Confinement {
     /// The bubblewrap arguments that set up this confinement, ending with `--`; the command
     /// to run follows them.
     fn bwrap_args(&self) -> Vec<OsString> {
-        let mut args = base_args(self.network);
+        let mut args = base_args(self.network, shared_tmp_tree(&self.workdir).as_deref());
         for m in &self.mounts {
             match m {
                 Mount::Bind {
