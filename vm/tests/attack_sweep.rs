@@ -84,6 +84,51 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
 
 /// Escape 1: with `bash: allow`, the model read the API key from the VM's environment
 /// through `/proc/$PPID/environ` (removing it from the child's environment did not help).
+/// The VM's own environment block, as `/proc/PID/environ` shows it to any process of the
+/// same user (an unsandboxed command reading `/proc/$PPID/environ`), holds no key while a run
+/// goes: `secrets::take` overwrote the values before removing the variables. Checked from
+/// outside, so it holds whether or not commands are sandboxed.
+#[test]
+fn the_vms_own_environment_block_holds_no_key_while_it_runs() {
+    const KEY: &str = "sk-sweep-own-environ-7319";
+    let dir = scratch("own-environ");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "output out = session \"Say hello\"\n",
+    )
+    .expect("program");
+    // A provider that takes the connection and never answers: the run waits on it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    let mut child = vm(KEY)
+        .current_dir(&dir)
+        .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+        .args(["--base-url", &url, "--trace", "quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prosevm starts");
+    let (_held, _) = listener.accept().expect("the run asks the provider");
+    let environ = std::fs::read(format!("/proc/{}/environ", child.id())).expect("environ");
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = String::from_utf8_lossy(&environ);
+    assert!(
+        !text.contains(KEY),
+        "the key is in the VM's environment block"
+    );
+    assert!(
+        !text.contains("sk-sweep"),
+        "no part of the key is left: {text:?}"
+    );
+    assert!(
+        environ
+            .windows(b"OPENAI_API_KEY=".len())
+            .any(|w| w == b"OPENAI_API_KEY="),
+        "the block is the one the process started with (its names stay, their values are gone)"
+    );
+}
+
 #[test]
 fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
     const KEY: &str = "sk-sweep-environ-5150";
