@@ -136,6 +136,11 @@ fn sessions_go_to_chat_completions_with_the_agent_as_system() {
         .headers
         .contains(&("authorization".into(), format!("Bearer {KEY}"))));
     assert_eq!(seen[0].body["model"], "m1");
+    // The openai driver's reply limit when nothing sets one (a local model's runaway costs
+    // minutes, not the 8,192 tokens a server may allow), streamed with usage.
+    assert_eq!(seen[0].body["max_tokens"], 2048);
+    assert_eq!(seen[0].body["stream"], true);
+    assert_eq!(seen[0].body["stream_options"]["include_usage"], true);
     assert_eq!(
         seen[0].body["messages"],
         json!([

@@ -16,7 +16,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use support::provider::{ok, provider, status, tool_calls};
+use support::provider::{provider, status, streamed, tool_calls};
 
 const PROGRAM: &str = r#"agent builder:
   model: sonnet
@@ -112,6 +112,7 @@ fn from_proto(req: ExportTraceServiceRequest) -> Vec<Got> {
                             Some(Any::StringValue(t)) => t.clone(),
                             Some(Any::IntValue(i)) => i.to_string(),
                             Some(Any::BoolValue(b)) => b.to_string(),
+                            Some(Any::DoubleValue(d)) => d.to_string(),
                             other => format!("{other:?}"),
                         };
                         (kv.key.clone(), v)
@@ -147,6 +148,8 @@ fn from_json(req: &Value) -> Vec<Got> {
                             i.to_string()
                         } else if let Some(i) = v["intValue"].as_i64() {
                             i.to_string()
+                        } else if let Some(d) = v["doubleValue"].as_f64() {
+                            d.to_string()
                         } else {
                             v.to_string()
                         };
@@ -189,7 +192,8 @@ fn exported(name: &str, protocol: &str) -> (Vec<Got>, Vec<String>, std::path::Pa
                           "prompt_tokens_details": {"cached_tokens": 8}}})
             .to_string(),
         ),
-        ok("All summarised."),
+        // The summary's answer streams in two pieces: its time to the first token is kept.
+        streamed(&["All ", "summarised."], &[], (12, 2)),
     ]);
     let (otlp, spans, types) = receiver();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
@@ -309,6 +313,17 @@ fn the_span_tree_is_right(spans: &[Got], dir: &Path) {
         builder.attributes["gen_ai.usage.cache_read.input_tokens"],
         "8"
     );
+
+    // The streamed answer's time to its first token, in seconds, on its chat span.
+    let streamed_chat = chats
+        .iter()
+        .find(|c| c.parent == summary.id)
+        .expect("the summary's turn");
+    let ttft: f64 = streamed_chat.attributes["gen_ai.server.time_to_first_token"]
+        .parse()
+        .expect("a number of seconds");
+    assert!((0.0..30.0).contains(&ttft), "{streamed_chat:?}");
+    assert_eq!(streamed_chat.attributes["gen_ai.usage.input_tokens"], "12");
 
     let tools = named("execute_tool");
     assert_eq!(tools.len(), 1, "{spans:#?}");

@@ -120,6 +120,37 @@ fn the_report_is_one_escaped_self_contained_page_with_every_request() {
     );
 }
 
+/// A streamed answer's time to its first token is on its request and, as a median, among the
+/// run's figures.
+#[test]
+fn streamed_answers_show_their_time_to_the_first_token() {
+    let dir = support::scratch("report-first-token");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent quiet:\n  tools: none\n  prompt: \"Be brief\"\noutput r = session: quiet\n  prompt: \"Say hi\"\n",
+    )
+    .expect("program");
+    let (url, _) = support::provider::provider(vec![support::provider::streamed(
+        &["Hi ", "there."],
+        &[],
+        (9, 2),
+    )]);
+    let (code, out, err) = support::output(
+        vm(&dir)
+            .env("OPENAI_API_KEY", "sk-test")
+            .env_remove("OPENAI_BASE_URL")
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: Hi there.\n");
+    let (code, page, err) = support::output(vm(&dir).args(["report", "latest"]));
+    assert_eq!(code, 0, "{err}");
+    assert!(page.contains("first token (median)"), "no median figure");
+    assert!(page.contains("first token "), "no figure on the request");
+    assert!(page.contains("Hi there."));
+}
+
 #[test]
 fn a_missing_run_is_a_clear_error() {
     let dir = support::scratch("report-missing");

@@ -436,6 +436,55 @@ fn broken_streams_are_retryable_failures_and_never_half_answers() {
     assert!(!journal.contains("half an ans"), "{journal}");
 }
 
+/// A stream that never stalls but goes on past `--request-timeout` is stopped there: the
+/// limit is on the whole turn, not only on the first byte. It is a retryable failure, and no
+/// part of the long answer is kept.
+#[test]
+fn a_stream_that_keeps_going_past_the_request_timeout_is_stopped_there() {
+    for driver in DRIVERS {
+        // Forty different words a tenth of a second apart: four seconds, never idle for one,
+        // and nothing a runaway check would cut.
+        let words: Vec<String> = (0..40).map(|i| format!("word{i} ")).collect();
+        let pieces: Vec<&str> = words.iter().map(String::as_str).collect();
+        let long = || {
+            let both = streamed(&pieces, &[], (5, 40)).stream.expect("a stream");
+            stream(
+                both.openai,
+                both.anthropic,
+                Duration::from_millis(100),
+                false,
+            )
+        };
+        let limits = ["--request-timeout", "1", "--idle-timeout", "3"];
+        let (url, _, _) = streaming_provider(vec![long()]);
+        let dir = support::scratch(&format!("stream-turn-limit-{driver}"));
+        let (code, out, err) = run(
+            &dir,
+            driver,
+            "output r = session \"Go\"\n",
+            &url,
+            &[&limits[..], &["--http-retries", "0"]].concat(),
+        );
+        assert_eq!(code, 1, "{driver}: {err}");
+        assert_eq!(out, "");
+        assert!(err.contains("did not answer within 1 s"), "{driver}: {err}");
+        let journal = std::fs::read_to_string(only_run(&dir).join("journal.log")).expect("journal");
+        assert!(!journal.contains("word3"), "{driver}: {journal}");
+        // Retried, the next answer stands.
+        let (url, _, _) = streaming_provider(vec![long(), streamed(&["short"], &[], (5, 1))]);
+        let dir = support::scratch(&format!("stream-turn-limit-retried-{driver}"));
+        let (code, out, err) = run(
+            &dir,
+            driver,
+            "output r = session \"Go\"\n",
+            &url,
+            &[&limits[..], &["--http-retries", "1"]].concat(),
+        );
+        assert_eq!(code, 0, "{driver}: {err}");
+        assert_eq!(out, "r: short\n");
+    }
+}
+
 #[test]
 fn a_recorded_tape_replays_the_run_without_a_provider_and_refuses_what_it_lacks() {
     for driver in DRIVERS {

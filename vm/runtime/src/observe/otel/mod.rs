@@ -446,3 +446,55 @@ impl Observer for Otel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attributes(kv: &[KeyValue]) -> Vec<(String, String)> {
+        kv.iter()
+            .map(|kv| (kv.key.to_string(), kv.value.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn tokens_written_to_the_providers_cache_are_said_apart() {
+        let used = Usage {
+            input_tokens: 100,
+            output_tokens: 7,
+            cache_read_tokens: 0,
+            cache_write_tokens: 2_400,
+            ..Usage::default()
+        };
+        let kv = attributes(&tokens(Some(&used)));
+        assert!(
+            kv.contains(&("gen_ai.usage.input_tokens".into(), "2500".into())),
+            "{kv:?}"
+        );
+        assert!(
+            kv.contains(&("gen_ai.usage.output_tokens".into(), "7".into())),
+            "{kv:?}"
+        );
+        assert!(
+            kv.contains(&(
+                "gen_ai.usage.cache_creation.input_tokens".into(),
+                "2400".into()
+            )),
+            "{kv:?}"
+        );
+        assert!(
+            !kv.iter()
+                .any(|(k, _)| k == "gen_ai.usage.cache_read.input_tokens"),
+            "nothing was read from the cache: {kv:?}"
+        );
+        assert!(tokens(None).is_empty());
+    }
+
+    #[test]
+    fn the_time_to_the_first_token_is_in_seconds() {
+        let kv = first_token(Some(1_250)).expect("an attribute");
+        assert_eq!(kv.key.as_str(), "gen_ai.server.time_to_first_token");
+        assert_eq!(kv.value.to_string(), "1.25");
+        assert!(first_token(None).is_none());
+    }
+}
