@@ -36,7 +36,7 @@ fn prose_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Every `.prose` file of the repository (examples, test corpora, benches).
 fn corpus() -> Vec<PathBuf> {
     let mut files = Vec::new();
-    for d in ["examples", "compiler", "benches", "editors"] {
+    for d in ["examples", "compiler", "benches", "editors", "vm", "tests"] {
         let dir = repo().join(d);
         if dir.is_dir() {
             prose_files(&dir, &mut files);

@@ -783,6 +783,40 @@ fn the_example_programs_answer_navigation_hover_and_formatting() {
                 v.contains(&format!("**agent** `{name}`")) && v.contains("model:"),
                 "{v}"
             );
+            // Completion just after `session: ` offers the program's agents, this one among
+            // them.
+            let items = c.at("textDocument/completion", &path, line, col);
+            assert!(
+                items
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|i| i["label"] == name.as_str())),
+                "{}:{line}: {name} not offered: {items}",
+                path.display()
+            );
+            // Renaming the agent edits its definition and every session naming it, and
+            // only the name.
+            let renamed = format!("{name}-renamed");
+            let edit = c.request(
+                "textDocument/rename",
+                json!({"textDocument": {"uri": uri(&path)}, "position": {"line": line, "character": col},
+                       "newName": renamed}),
+            );
+            let edits = edit["changes"][uri(&path)]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let uses = text.matches(&format!("session: {name}\n")).count()
+                + text.matches(&format!("session: {name} ")).count();
+            assert!(
+                edits.len() > uses,
+                "{}: {name}: {} edit(s) for {uses} session(s) and a definition",
+                path.display(),
+                edits.len()
+            );
+            for e in &edits {
+                assert_eq!(range_text(&text, &e["range"]), name, "{}", path.display());
+                assert_eq!(e["newText"], renamed.as_str());
+            }
             sessions += 1;
         }
         let formatted = c.request(
@@ -798,5 +832,124 @@ fn the_example_programs_answer_navigation_hover_and_formatting() {
         );
     }
     assert!(sessions >= 10, "only {sessions} sessions naming agents");
+    c.stop();
+}
+
+/// What the other tests leave out: a block's definition and references, a fan-out's bounds in
+/// hover and inlay hints, keywords and snippets where a statement starts, the quick fix that
+/// allows a warning, and a diagnostic's related information.
+#[test]
+fn blocks_fan_outs_keywords_snippets_allow_fixes_and_related_information() {
+    let root = workspace();
+    let path = root.join("main.prose");
+    let text = format!(
+        "{}\nblock polish(text):\n  session: writer\n    prompt: \"Polish {{text}}\"\n\n\
+         do polish(draft)\nlet parts = parallel for part in [\"intro\", \"body\"]:\n  \
+         session \"Expand the {{part}}\"\nsession \"\"\n\n",
+        main_text()
+    );
+    let mut c = Client::start(&root);
+    let diags = c.open(&path, &text);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0]["code"], "W001", "{diags:?}");
+
+    // The block: from its call to its definition, and every reference.
+    let (l, ch) = pos(&text, "do polish", 0, 4);
+    let def = c.at("textDocument/definition", &path, l, ch);
+    assert_eq!(range_text(&text, &def["range"]), "polish");
+    assert_eq!(
+        def["range"]["start"]["line"].as_u64(),
+        Some(u64::from(pos(&text, "block polish", 0, 0).0))
+    );
+    let refs = c.request(
+        "textDocument/references",
+        json!({"textDocument": {"uri": uri(&path)}, "position": {"line": l, "character": ch},
+               "context": {"includeDeclaration": true}}),
+    );
+    let refs = refs.as_array().expect("locations");
+    assert_eq!(refs.len(), 2, "{refs:?}");
+    assert!(refs
+        .iter()
+        .all(|r| range_text(&text, &r["range"]) == "polish"));
+
+    // The fan-out: two branches of one session each, in hover and as an inlay hint.
+    let (l, ch) = pos(&text, "parallel for", 0, 1);
+    let h = c.at("textDocument/hover", &path, l, ch);
+    let v = h["contents"]["value"].as_str().expect("markdown");
+    assert!(v.contains("2 session(s)"), "{v}");
+    let hints = c.request(
+        "textDocument/inlayHint",
+        json!({"textDocument": {"uri": uri(&path)}, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 80, "character": 0}}}),
+    );
+    let hints = hints.as_array().expect("hints");
+    let fan_out = hints
+        .iter()
+        .find(|h| h["position"]["line"].as_u64() == Some(u64::from(l)))
+        .unwrap_or_else(|| panic!("no hint on the fan-out's line: {hints:?}"));
+    assert_eq!(fan_out["label"], "2 session(s)");
+
+    // Where a statement starts: keywords and snippets (with placeholders).
+    let (l, _) = pos(&text, "session \"\"", 0, 0);
+    let items = c.at("textDocument/completion", &path, l, 0);
+    let items = items.as_array().expect("items");
+    let has = |label: &str, kind: u64| {
+        items
+            .iter()
+            .any(|i| i["label"] == label && i["kind"].as_u64() == Some(kind))
+    };
+    for keyword in ["parallel", "loop", "try", "choice", "block"] {
+        assert!(has(keyword, 14), "keyword {keyword} not offered");
+    }
+    let snippet = items
+        .iter()
+        .find(|i| i["label"] == "loop until" && i["kind"].as_u64() == Some(15))
+        .expect("the loop snippet");
+    assert_eq!(snippet["insertTextFormat"], 2);
+    assert!(snippet["insertText"]
+        .as_str()
+        .expect("text")
+        .starts_with("loop until **${1:done}**"));
+
+    // The warning's quick fix: an allow comment on the line above, at its indentation.
+    let actions = c.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": uri(&path)}, "range": diags[0]["range"], "context": {"diagnostics": [diags[0].clone()]}}),
+    );
+    let allow = actions
+        .as_array()
+        .expect("actions")
+        .iter()
+        .find(|a| a["title"] == "Allow W001 here")
+        .unwrap_or_else(|| panic!("no allow action: {actions}"));
+    let edit = &allow["edit"]["changes"][uri(&path)][0];
+    assert_eq!(edit["newText"], "# prose: allow(W001)\n");
+    assert_eq!(edit["range"]["start"], json!({"line": l, "character": 0}));
+    // Applied, the warning is gone.
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&path), "version": 2},
+               "contentChanges": [{"range": edit["range"], "text": edit["newText"]}]}),
+    );
+    assert_eq!(c.diagnostics(&path), Vec::<Value>::new());
+
+    // An agent defined twice points back at its first definition.
+    let twice = format!("{text}agent writer:\n  model: haiku\n  prompt: \"Again\"\n");
+    c.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri(&path), "version": 3}, "contentChanges": [{"text": twice}]}),
+    );
+    let diags = c.diagnostics(&path);
+    let e006 = diags
+        .iter()
+        .find(|d| d["code"] == "E006")
+        .unwrap_or_else(|| panic!("{diags:?}"));
+    let related = e006["relatedInformation"].as_array().expect("related");
+    assert_eq!(related.len(), 1, "{e006}");
+    assert_eq!(related[0]["message"], "first defined here");
+    assert_eq!(related[0]["location"]["uri"], uri(&path));
+    assert_eq!(
+        related[0]["location"]["range"]["start"],
+        json!({"line": 4, "character": 6})
+    );
     c.stop();
 }
