@@ -664,6 +664,79 @@ fn a_page_nested_100000_deep_neither_hangs_the_fetch_nor_the_process() {
     assert!(text.contains("without layout"), "{text}");
 }
 
+/// A fetch in progress never holds the process: SIGTERM while `web_fetch` reads a page that
+/// trickles in forever (one byte every 100 ms, never the end) stops the run at once, marked
+/// interrupted (exit 130), as Ctrl-C does anywhere else.
+#[test]
+fn sigterm_during_a_fetch_stops_the_run_at_once() {
+    use std::io::{Read, Write};
+    let dir = scratch("sigterm-fetch");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/page", listener.local_addr().expect("addr"));
+    let (asked, fetching) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if let Some(mut stream) = listener.incoming().flatten().next() {
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000000\r\n\r\n<html><body>",
+            );
+            let _ = asked.send(());
+            while stream.write_all(b"<p>x").is_ok() {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    });
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent reader:\n  permissions:\n    network: allow\noutput out = session: reader\n  prompt: \"Read the page\"\n",
+    )
+    .expect("program");
+    let script = json!([
+        {"kind": "turn", "prompt": "Read the page", "times": 1, "reply": {"tool_calls": [
+            {"name": "web_fetch", "arguments": {"url": url}}
+        ]}},
+        {"kind": "turn", "prompt": "Read the page", "reply": "read"}
+    ]);
+    let file = dir.with_extension("script.json");
+    std::fs::write(&file, script.to_string()).expect("script");
+    let mut child = vm("sk-unused")
+        .current_dir(&dir)
+        .args(["run", "prog.prose", "--trace", "quiet", "--mock-script"])
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prosevm");
+    fetching
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the tool fetches the page");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // SAFETY: sending a signal to a child this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    // A watchdog, not a timing: the fetch would go on for 30 s, the page for days.
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the run had not stopped 10 s after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "{status}");
+    let run = &runs(&dir.join(".prose"))[0];
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).expect("run.json"))
+            .expect("json");
+    assert_eq!(record["status"], "interrupted", "{record}");
+}
+
 /// The sandbox works for an unprivileged user as it does for root (CI runs as root: there
 /// the run is made as `nobody` through `setpriv`; elsewhere the tests already run
 /// unprivileged).
