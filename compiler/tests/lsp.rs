@@ -953,3 +953,37 @@ fn blocks_fan_outs_keywords_snippets_allow_fixes_and_related_information() {
     );
     c.stop();
 }
+
+/// The VS Code extension's client starts this server and talks to it: its test
+/// (`editors/vscode/client-test/`) calls `activate` as VS Code would, then starts the
+/// server the client names, with `PROSEC` set to this build's `prosec`. Needs Node and the
+/// extension's packages (`npm ci --prefix editors/vscode`): required on CI, skipped saying
+/// so elsewhere.
+#[test]
+fn the_vscode_extension_starts_this_server() {
+    let ext = Path::new(env!("CARGO_MANIFEST_DIR")).join("../editors/vscode");
+    let ready = ext.join("node_modules/vscode-languageclient").is_dir()
+        && Command::new("node").arg("--version").output().is_ok();
+    if !ready {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI needs node and `npm ci --prefix editors/vscode` for the extension's client test"
+        );
+        eprintln!(
+            "skipped: node or editors/vscode/node_modules missing (npm ci --prefix editors/vscode)"
+        );
+        return;
+    }
+    let out = Command::new("node")
+        .args(["--test", "client-test/"])
+        .current_dir(&ext)
+        .env("PROSEC", env!("CARGO_BIN_EXE_prosec"))
+        .output()
+        .expect("node runs");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
