@@ -6,7 +6,7 @@
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cli::args::Trace;
-use cli::args::{parse_listed_status, RunArgs};
+use cli::args::{parse_listed_status, RunArgs, StoreArg};
 use cli::{build, exec, memo, runs, serve, worker};
 use prose_runtime::record::RunStatus;
 use prosec::console::{Color, Console, Exit, Format};
@@ -83,46 +83,8 @@ enum Command {
         /// The store: a postgres:// URL.
         #[arg(long, env = "PROSE_STORE", hide_env_values = true, value_name = "URL")]
         store: String,
-        /// Runs driven at once.
-        #[arg(long, default_value_t = 4)]
-        concurrency: usize,
-        /// Seconds a claim holds without a heartbeat (renewed every third of it): a worker
-        /// silent this long is taken for dead, and its runs are resumed by others.
-        #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
-        lease: f64,
-        /// Milliseconds between looks for work when there was none.
-        #[arg(long, value_name = "MS", default_value_t = 500)]
-        poll_ms: u64,
-        /// Where the runs' sessions act (default: the current directory).
-        #[arg(long, value_name = "DIR")]
-        workdir: Option<PathBuf>,
-        /// Where the runs' views are written, under `pg/` (default: `.prose`).
-        #[arg(long, value_name = "DIR")]
-        state_dir: Option<PathBuf>,
-        /// Requests in flight at once within one run (default 8).
-        #[arg(long)]
-        max_concurrency: Option<usize>,
-        /// Exit once nothing is left to claim and nothing runs.
-        #[arg(long)]
-        exit_when_idle: bool,
-        /// Seconds the runs in progress may go on after SIGTERM or Ctrl-C before they are
-        /// interrupted and queued again (0: at once).
-        #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
-        drain: f64,
-        /// Say nothing about the runs claimed and ended.
-        #[arg(long)]
-        quiet: bool,
-        /// Write no views of the runs (`bindings/`, `state.md` under the state directory's
-        /// `pg/`): the store holds everything `inspect` and `report` show, and a worker
-        /// without views does only the store's work. Persistent agents' memory is written
-        /// either way.
-        #[arg(long)]
-        no_views: bool,
-        /// Run only artifacts signed by this public key (repeatable; also `PROSE_TRUST` and
-        /// `[trust] keys` in the working directory's prose.toml): a claimed run whose
-        /// artifact is unsigned, foreign-signed or altered fails without running.
-        #[arg(long, value_name = "KEY.pub")]
-        trust: Vec<PathBuf>,
+        #[command(flatten)]
+        args: worker::WorkerArgs,
     },
     /// Describe a `.pbc` artifact before running it: its program, inputs and outputs,
     /// agents (models, permissions, skills), MCP servers, bundled skills and programs with
@@ -148,15 +110,8 @@ enum Command {
         /// The address to listen on, HOST:PORT (a non-loopback one needs --token-file).
         #[arg(long, value_name = "HOST:PORT")]
         listen: String,
-        /// The store keeping the runs: a directory (or file:DIR), sqlite:PATH, or a
-        /// postgres:// URL (default: the file store under --state-dir).
-        #[arg(
-            long,
-            env = "PROSE_STORE",
-            hide_env_values = true,
-            value_name = "STORE"
-        )]
-        store: Option<String>,
+        #[command(flatten)]
+        store: StoreArg,
         /// A file holding the token every API request must bear (Authorization: Bearer).
         #[arg(long, value_name = "FILE")]
         token_file: Option<PathBuf>,
@@ -178,15 +133,8 @@ enum Command {
     Resume {
         /// The run: its id, a prefix of it, its directory, or `latest` (the default).
         run: Option<String>,
-        /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a
-        /// postgres:// URL (default: the file store under --state-dir).
-        #[arg(
-            long,
-            env = "PROSE_STORE",
-            hide_env_values = true,
-            value_name = "STORE"
-        )]
-        store: Option<String>,
+        #[command(flatten)]
+        store: StoreArg,
         /// Go on although something changed: an edited program (answers are kept where the
         /// edited program asks the same question from an unchanged statement, the rest is
         /// asked again, listed), or a journal that is missing, lost records it held when
@@ -207,15 +155,8 @@ enum Command {
         /// `inspect` and the trace show it, e.g. `0:3`); without it, every answer.
         #[arg(long, value_name = "REQUEST-ID")]
         from: Option<String>,
-        /// The store keeping both runs: a directory (or file:DIR), sqlite:PATH, or a
-        /// postgres:// URL (default: the file store under --state-dir).
-        #[arg(
-            long,
-            env = "PROSE_STORE",
-            hide_env_values = true,
-            value_name = "STORE"
-        )]
-        store: Option<String>,
+        #[command(flatten)]
+        store: StoreArg,
         #[command(flatten)]
         opts: RunArgs,
     },
@@ -272,15 +213,8 @@ enum Command {
         /// memo is its `memo/` directory.
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
-        /// The store whose memo to show: a directory (or file:DIR), sqlite:PATH, or a
-        /// postgres:// URL (default: the file store under --state-dir).
-        #[arg(
-            long,
-            env = "PROSE_STORE",
-            hide_env_values = true,
-            value_name = "STORE"
-        )]
-        store: Option<String>,
+        #[command(flatten)]
+        store: StoreArg,
         /// Remove every answer it keeps.
         #[arg(long)]
         clear: bool,
@@ -453,35 +387,7 @@ fn main() -> ExitCode {
                 Err(code) => code,
             }
         }
-        Command::Worker {
-            store,
-            concurrency,
-            lease,
-            poll_ms,
-            workdir,
-            state_dir,
-            max_concurrency,
-            exit_when_idle,
-            drain,
-            quiet,
-            no_views,
-            trust,
-        } => worker::worker(
-            &store,
-            worker::WorkerArgs {
-                concurrency,
-                lease,
-                poll_ms,
-                workdir,
-                state_dir,
-                max_concurrency,
-                exit_when_idle,
-                drain,
-                quiet,
-                no_views,
-                trust,
-            },
-        ),
+        Command::Worker { store, args } => worker::worker(&store, args),
         Command::Info {
             file,
             trust,
@@ -510,7 +416,7 @@ fn main() -> ExitCode {
             serve::serve(
                 serve::ServeArgs {
                     listen,
-                    store,
+                    store: store.url,
                     token_file,
                     max_runs,
                     max_requests,
@@ -525,7 +431,7 @@ fn main() -> ExitCode {
             force,
             mut opts,
         } => {
-            opts.store = store;
+            opts.store = store.url;
             exec::resume(run.as_deref(), force, &opts)
         }
         Command::Fork {
@@ -534,7 +440,7 @@ fn main() -> ExitCode {
             store,
             mut opts,
         } => {
-            opts.store = store;
+            opts.store = store.url;
             exec::fork(&run, from.as_deref(), &opts)
         }
         Command::Diff { a, b, at, width } => runs::diff(&at, &a, &b, json, width),
@@ -565,7 +471,7 @@ fn main() -> ExitCode {
             state_dir,
             store,
             clear,
-        } => memo::memo(store.as_deref(), state_dir.as_deref(), clear, json),
+        } => memo::memo(store.url.as_deref(), state_dir.as_deref(), clear, json),
         Command::Answer { run, answers, at } => runs::answer(&at, &run, &answers),
         Command::Report { run, at, output } => runs::report(&at, &run, output.as_deref()),
         Command::Inspect { run, at, session } => match session {

@@ -27,6 +27,20 @@ pub enum Trace {
     Quiet,
 }
 
+/// `--store` (or `PROSE_STORE`): the store a command keeps or reads runs in.
+#[derive(Args, Clone, Debug, Default)]
+pub struct StoreArg {
+    /// The store keeping the runs: a directory (or file:DIR), sqlite:PATH, or a postgres://
+    /// URL (default: the file store under --state-dir).
+    #[arg(
+        long = "store",
+        env = "PROSE_STORE",
+        hide_env_values = true,
+        value_name = "STORE"
+    )]
+    pub url: Option<String>,
+}
+
 #[derive(Args, Clone)]
 pub struct RunArgs {
     /// A top-level input, NAME=VALUE (repeatable).

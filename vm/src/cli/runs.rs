@@ -17,15 +17,8 @@ use tokio::runtime::Runtime;
 /// `--state-dir`.
 #[derive(clap::Args)]
 pub struct At {
-    /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a postgres://
-    /// URL (default: the file store under --state-dir).
-    #[arg(
-        long,
-        env = "PROSE_STORE",
-        hide_env_values = true,
-        value_name = "STORE"
-    )]
-    store: Option<String>,
+    #[command(flatten)]
+    store: super::args::StoreArg,
     /// Where runs live (default: `.prose` in the working directory).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
@@ -34,19 +27,22 @@ pub struct At {
 impl At {
     /// The store `store` names, else the file store under `state_dir`.
     pub fn new(store: Option<String>, state_dir: Option<PathBuf>) -> At {
-        At { store, state_dir }
+        At {
+            store: super::args::StoreArg { url: store },
+            state_dir,
+        }
     }
 
     /// The flags that name this store again, for a command printed for the user to run (a
     /// Postgres URL, which may hold a password, is not repeated).
     fn flags(&self) -> Option<String> {
-        super::store_flags(self.store.as_deref(), self.state_dir.as_deref())
+        super::store_flags(self.store.url.as_deref(), self.state_dir.as_deref())
     }
 
     /// A runtime, and the store open on it.
     fn open(&self) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
         let rt = runtime()?;
-        let store = open_store(&rt, self.store.as_deref(), self.state_dir.as_deref(), 1)?;
+        let store = open_store(&rt, self.store.url.as_deref(), self.state_dir.as_deref(), 1)?;
         Ok((rt, store))
     }
 

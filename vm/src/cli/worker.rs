@@ -73,29 +73,48 @@ pub fn submit(url: &str, program: prose_runtime::program::Program, args: &RunArg
     }
 }
 
-/// The flags of `prosevm worker` (see its help).
+/// The flags of `prosevm worker` but its store.
+#[derive(clap::Args)]
 pub struct WorkerArgs {
     /// Runs driven at once.
+    #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
-    /// Seconds a claim holds without a heartbeat.
+    /// Seconds a claim holds without a heartbeat (renewed every third of it): a worker
+    /// silent this long is taken for dead, and its runs are resumed by others.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30.0)]
     pub lease: f64,
     /// Milliseconds between looks for work when there was none.
+    #[arg(long, value_name = "MS", default_value_t = 500)]
     pub poll_ms: u64,
-    /// Where the runs' sessions act.
+    /// Where the runs' sessions act (default: the current directory).
+    #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
-    /// Where the runs' views go (under `pg/`).
+    /// Where the runs' views are written, under `pg/` (default: `.prose`).
+    #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Requests in flight at once within one run.
+    /// Requests in flight at once within one run (default 8).
+    #[arg(long)]
     pub max_concurrency: Option<usize>,
-    /// Return once idle.
+    /// Exit once nothing is left to claim and nothing runs.
+    #[arg(long)]
     pub exit_when_idle: bool,
-    /// Seconds the runs held may go on after a stop is asked.
+    /// Seconds the runs in progress may go on after SIGTERM or Ctrl-C before they are
+    /// interrupted and queued again (0: at once).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
     pub drain: f64,
-    /// No line per run claimed and ended.
+    /// Say nothing about the runs claimed and ended.
+    #[arg(long)]
     pub quiet: bool,
-    /// Keep no views of the runs.
+    /// Write no views of the runs (`bindings/`, `state.md` under the state directory's
+    /// `pg/`): the store holds everything `inspect` and `report` show, and a worker
+    /// without views does only the store's work. Persistent agents' memory is written
+    /// either way.
+    #[arg(long)]
     pub no_views: bool,
-    /// Public keys a run's artifact must be signed by (`--trust`).
+    /// Run only artifacts signed by this public key (repeatable; also `PROSE_TRUST` and
+    /// `[trust] keys` in the working directory's prose.toml): a claimed run whose
+    /// artifact is unsigned, foreign-signed or altered fails without running.
+    #[arg(long, value_name = "KEY.pub")]
     pub trust: Vec<PathBuf>,
 }
 

@@ -387,10 +387,6 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
-    fn read_only(&self) -> bool {
-        false
-    }
-
     fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
             if let Some(target) = &self.network {

@@ -241,10 +241,10 @@ pub enum OsRoot {
     Nothing,
 }
 
-/// The [`OsRoot`] of one pattern (patterns are checked by [`PatternSet::new`]).
-fn os_root(pattern: &str) -> OsRoot {
-    const GLOB: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
-    let mut p = pattern.trim();
+/// A pattern without its leading `./` and `/` (any number of them), and whether it had one:
+/// such a pattern is anchored at the working directory.
+fn unanchored(pattern: &str) -> (&str, bool) {
+    let mut p = pattern;
     let mut anchored = false;
     loop {
         if let Some(rest) = p.strip_prefix("./") {
@@ -257,6 +257,13 @@ fn os_root(pattern: &str) -> OsRoot {
             break;
         }
     }
+    (p, anchored)
+}
+
+/// The [`OsRoot`] of one pattern (patterns are checked by [`PatternSet::new`]).
+fn os_root(pattern: &str) -> OsRoot {
+    const GLOB: &[char] = &['*', '?', '[', ']', '{', '}', '\\'];
+    let (p, anchored) = unanchored(pattern.trim());
     let dir = p.ends_with('/');
     let p = p.trim_end_matches('/');
     if p.is_empty() || p == "." {
@@ -300,19 +307,7 @@ fn expand_pattern(pattern: &str) -> Result<Vec<String>, PolicyError> {
             "`..` can never match: paths are relative to the working directory",
         ));
     }
-    let mut p = trimmed;
-    let mut anchored = false;
-    loop {
-        if let Some(rest) = p.strip_prefix("./") {
-            p = rest;
-            anchored = true;
-        } else if let Some(rest) = p.strip_prefix('/') {
-            p = rest;
-            anchored = true;
-        } else {
-            break;
-        }
-    }
+    let (p, anchored) = unanchored(trimmed);
     if p.is_empty() || p == "." {
         return Ok(vec!["**".to_string()]);
     }

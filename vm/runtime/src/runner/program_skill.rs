@@ -128,10 +128,6 @@ impl<D: Driver> Tool for ProgramTool<D> {
         self.spec.clone()
     }
 
-    fn read_only(&self) -> bool {
-        false
-    }
-
     fn call<'a>(
         &'a self,
         args: &'a serde_json::Value,

@@ -11,15 +11,10 @@ pub struct PgMemo {
 }
 
 impl PgMemo {
-    async fn size_now(&self) -> Result<MemoSize, String> {
+    /// The count and bytes `sql` answers with (one row of two bigints).
+    async fn counted(&self, sql: &str) -> Result<MemoSize, String> {
         let client = self.store.client().await.map_err(|e| e.to_string())?;
-        let row = client
-            .query_one(
-                "SELECT count(*), coalesce(sum(length(entry)), 0)::bigint FROM prose_memo",
-                &[],
-            )
-            .await
-            .map_err(|e| describe(&e))?;
+        let row = client.query_one(sql, &[]).await.map_err(|e| describe(&e))?;
         Ok(MemoSize {
             entries: row.get::<_, i64>(0).max(0) as u64,
             bytes: row.get::<_, i64>(1).max(0) as u64,
@@ -59,24 +54,17 @@ impl MemoStore for PgMemo {
     }
 
     fn size(&self) -> BoxFuture<'_, Result<MemoSize, String>> {
-        Box::pin(self.size_now())
+        Box::pin(
+            self.counted(
+                "SELECT count(*), coalesce(sum(length(entry)), 0)::bigint FROM prose_memo",
+            ),
+        )
     }
 
     fn clear(&self) -> BoxFuture<'_, Result<MemoSize, String>> {
-        Box::pin(async move {
-            let client = self.store.client().await.map_err(|e| e.to_string())?;
-            let row = client
-                .query_one(
-                    "WITH gone AS (DELETE FROM prose_memo RETURNING length(entry) AS n)
-                     SELECT count(*), coalesce(sum(n), 0)::bigint FROM gone",
-                    &[],
-                )
-                .await
-                .map_err(|e| describe(&e))?;
-            Ok(MemoSize {
-                entries: row.get::<_, i64>(0).max(0) as u64,
-                bytes: row.get::<_, i64>(1).max(0) as u64,
-            })
-        })
+        Box::pin(self.counted(
+            "WITH gone AS (DELETE FROM prose_memo RETURNING length(entry) AS n)
+             SELECT count(*), coalesce(sum(n), 0)::bigint FROM gone",
+        ))
     }
 }

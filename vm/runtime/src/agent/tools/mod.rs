@@ -60,8 +60,10 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
 
     /// Whether calling it changes nothing, so a call interrupted by a crash may simply be
-    /// made again.
-    fn read_only(&self) -> bool;
+    /// made again. A tool is taken to change something unless it says otherwise.
+    fn read_only(&self) -> bool {
+        false
+    }
 
     /// Runs it. Failures are outputs with `is_error: true`, never panics.
     fn call<'a>(&'a self, args: &'a Value, cx: &'a ToolContext<'a>) -> BoxFuture<'a, ToolOutput>;
@@ -102,17 +104,11 @@ impl<'a> ToolContext<'a> {
         action: super::permissions::Action,
         result: Result<CheckedPath, Refusal>,
     ) -> Result<CheckedPath, String> {
-        let (allowed, reason) = match &result {
-            Ok(p) => (true, p.reason().to_string()),
-            Err(r) => (false, r.reason.clone()),
-        };
-        self.record(Decision {
-            tool: self.tool.to_string(),
+        self.decided(
             action,
-            target: target.to_string(),
-            allowed,
-            reason,
-        });
+            target,
+            result.as_ref().map(|p| p.reason().to_string()),
+        );
         result.map_err(|r| r.to_string())
     }
 
@@ -166,8 +162,18 @@ impl<'a> ToolContext<'a> {
         target: &str,
         result: &Result<Grant, Refusal>,
     ) {
+        self.decided(action, target, result.as_ref().map(|g| g.reason.clone()));
+    }
+
+    /// Records the decision on `target`: allowed for the reason given, or the refusal.
+    fn decided(
+        &self,
+        action: super::permissions::Action,
+        target: &str,
+        result: Result<String, &Refusal>,
+    ) {
         let (allowed, reason) = match result {
-            Ok(g) => (true, g.reason.clone()),
+            Ok(reason) => (true, reason),
             Err(r) => (false, r.reason.clone()),
         };
         self.record(Decision {

@@ -125,12 +125,34 @@ impl ChatDriver {
             Api::OpenAi => format!("{base}/chat/completions"),
             Api::Anthropic => format!("{base}/v1/messages"),
         };
-        Ok(ChatDriver {
+        Ok(ChatDriver::with(
             api,
-            transport: Transport::Http(client),
+            Transport::Http(client),
+            url,
+            base,
+            key,
+            models,
+            http,
+        ))
+    }
+
+    /// A driver of `api` over `transport`, with the default sampling, prices, cache marks
+    /// and ceiling (the builder methods below change them).
+    fn with(
+        api: Api,
+        transport: Transport,
+        url: String,
+        base_url: &str,
+        key: Option<String>,
+        models: Models,
+        http: HttpOptions,
+    ) -> ChatDriver {
+        ChatDriver {
+            api,
+            transport,
             recorder: None,
             url,
-            base_url: base.to_string(),
+            base_url: base_url.to_string(),
             key,
             models,
             http,
@@ -138,7 +160,7 @@ impl ChatDriver {
             prices: BTreeMap::new(),
             cache: PromptCache::default(),
             ceiling: pace::DEFAULT_CEILING,
-        })
+        }
     }
 
     /// A driver answering from the tape `player` holds, as its API at `base_url` would (no
@@ -149,20 +171,15 @@ impl ChatDriver {
         models: Models,
         http: HttpOptions,
     ) -> ChatDriver {
-        ChatDriver {
-            api: player.api(),
-            transport: Transport::Replay(player),
-            recorder: None,
-            url: String::new(),
-            base_url: base_url.trim_end_matches('/').to_string(),
-            key: None,
+        ChatDriver::with(
+            player.api(),
+            Transport::Replay(player),
+            String::new(),
+            base_url.trim_end_matches('/'),
+            None,
             models,
             http,
-            sampling: SamplingTable::default(),
-            prices: BTreeMap::new(),
-            cache: PromptCache::default(),
-            ceiling: pace::DEFAULT_CEILING,
-        }
+        )
     }
 
     /// The driver, also keeping every exchange on the tape of `recorder`.
