@@ -90,3 +90,20 @@ pub struct TurnAnswer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeated: Option<String>,
 }
+
+impl TurnAnswer {
+    /// A message that stopped for `stop` (not for repeating itself).
+    pub fn new(text: String, tool_calls: Vec<ToolCall>, stop: Stop) -> TurnAnswer {
+        TurnAnswer {
+            text,
+            tool_calls,
+            stop,
+            repeated: None,
+        }
+    }
+
+    /// A plain answer that ends the session: text, no tool calls.
+    pub fn text(text: String) -> TurnAnswer {
+        TurnAnswer::new(text, Vec::new(), Stop::End)
+    }
+}

@@ -256,12 +256,7 @@ impl Mock {
                     i.name
                 ))
             }
-            Ask::Turn(t) => Answer::Turn(TurnAnswer {
-                text: answer_for(task_of(t)),
-                tool_calls: Vec::new(),
-                stop: Stop::End,
-                repeated: None,
-            }),
+            Ask::Turn(t) => Answer::Turn(TurnAnswer::text(answer_for(task_of(t)))),
             Ask::Tool(_) | Ask::Permission(_) => {
                 return Served::failed(format!(
                     "the mock driver does not answer `{}` requests",
@@ -319,12 +314,7 @@ fn scripted(ask: &Ask, reply: serde_json::Value) -> Result<Answer, String> {
         ),
         (Ask::Input(_), j) => Answer::Input(Value::from_json(&j)),
         (Ask::Convert(_), j) => Answer::Convert(Value::from_json(&j)),
-        (Ask::Turn(_), J::String(s)) => Answer::Turn(TurnAnswer {
-            text: s,
-            tool_calls: Vec::new(),
-            stop: Stop::End,
-            repeated: None,
-        }),
+        (Ask::Turn(_), J::String(s)) => Answer::Turn(TurnAnswer::text(s)),
         (Ask::Turn(t), j) => Answer::Turn(scripted_turn(t, j)?),
         (Ask::Tool(_) | Ask::Permission(_), _) => {
             return Err("cannot answer a tool call or a permission".into())
@@ -369,16 +359,12 @@ fn scripted_turn(t: &TurnAsk, j: serde_json::Value) -> Result<TurnAnswer, String
             arguments: c.arguments,
         })
         .collect();
-    Ok(TurnAnswer {
-        stop: if tool_calls.is_empty() {
-            Stop::End
-        } else {
-            Stop::ToolUse
-        },
-        repeated: None,
-        text: turn.text,
-        tool_calls,
-    })
+    let stop = if tool_calls.is_empty() {
+        Stop::End
+    } else {
+        Stop::ToolUse
+    };
+    Ok(TurnAnswer::new(turn.text, tool_calls, stop))
 }
 
 /// The task a turn's session was given: its first user message.

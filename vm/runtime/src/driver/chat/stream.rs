@@ -279,15 +279,7 @@ impl Assembly {
             Api::OpenAi => openai_stop(reason, has_calls),
             Api::Anthropic => anthropic_stop(reason, has_calls),
         };
-        Ok((
-            TurnAnswer {
-                text: self.text,
-                tool_calls,
-                stop,
-                repeated: None,
-            },
-            usage,
-        ))
+        Ok((TurnAnswer::new(self.text, tool_calls, stop), usage))
     }
 }
 

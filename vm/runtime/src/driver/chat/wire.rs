@@ -273,12 +273,7 @@ pub fn openai_answer(resp: &Value) -> Result<(TurnAnswer, Option<Usage>), String
     };
     let stop = openai_stop(choice["finish_reason"].as_str(), !tool_calls.is_empty());
     Ok((
-        TurnAnswer {
-            text,
-            tool_calls,
-            stop,
-            repeated: None,
-        },
+        TurnAnswer::new(text, tool_calls, stop),
         openai_usage(&resp["usage"]),
     ))
 }
@@ -306,12 +301,7 @@ pub fn anthropic_answer(resp: &Value) -> Result<(TurnAnswer, Option<Usage>), Str
     }
     let stop = anthropic_stop(resp["stop_reason"].as_str(), !tool_calls.is_empty());
     Ok((
-        TurnAnswer {
-            text,
-            tool_calls,
-            stop,
-            repeated: None,
-        },
+        TurnAnswer::new(text, tool_calls, stop),
         anthropic_usage(&resp["usage"]),
     ))
 }
