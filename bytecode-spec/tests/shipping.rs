@@ -418,7 +418,13 @@ mod saved {
                     "the encoding changed without FORMAT_VERSION"
                 );
             }
-            Err(LoadError::UnsupportedVersion(_)) => {}
+            // A format bump refuses the saved artifact, as it should; the fixture is then
+            // blessed again, so that this test goes on checking the encoding and signature.
+            Err(LoadError::UnsupportedVersion(v)) => panic!(
+                "the saved artifact is format {v}, this build writes {}: \
+                 bless it again with PROSEC_BLESS=1",
+                bytecode_spec::artifact::FORMAT_VERSION
+            ),
             Err(e) => panic!("the saved artifact is refused: {e}"),
         }
     }
