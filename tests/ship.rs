@@ -2,7 +2,8 @@
 //! machine's terms, offline: the published programs that import skills are built with their
 //! sources reachable (a repository through git's `insteadOf`, a package from a loopback npm
 //! registry, a local directory), copied elsewhere, every source and cache removed, and run
-//! for a user with a home and cache of their own; each skill's instructions reach the model.
+//! as another user (`nobody`, when the tests run as root) with a home and cache of their
+//! own; each skill's instructions reach the model.
 //! Then trust: an unsigned, foreign-signed or altered artifact never runs, and nothing is
 //! written for it; and skills no place has: a warning under the mock, a located error
 //! otherwise.
@@ -39,26 +40,60 @@ fn keygen(w: &World, dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}.pub"))
 }
 
-/// Someone else's machine: a home and a cache of their own, nothing fetched before.
+/// Someone else's machine: another user (`nobody`, through `setpriv`, when the tests run as
+/// root, as on CI; elsewhere the same user), with a home and a cache of their own, nothing
+/// fetched before.
 struct Elsewhere {
     dir: PathBuf,
     home: PathBuf,
     cache: PathBuf,
+    /// Whether commands run as `nobody`.
+    other_user: bool,
 }
+
+/// The user and group ids of `nobody`.
+const NOBODY: u32 = 65534;
 
 impl Elsewhere {
     fn new(w: &World) -> Elsewhere {
-        Elsewhere {
+        // SAFETY: geteuid has no preconditions.
+        let other_user = unsafe { libc::geteuid() } == 0;
+        let there = Elsewhere {
             dir: w.dir("elsewhere/run"),
             home: w.dir("elsewhere/home"),
             cache: w.dir("elsewhere/cache"),
+            other_user,
+        };
+        if other_user {
+            for d in [&there.dir, &there.home, &there.cache] {
+                std::os::unix::fs::chown(d, Some(NOBODY), Some(NOBODY)).expect("chown");
+            }
         }
+        there
     }
 
     /// `prosevm ARGS` run here, as that user, against the fake provider at `url`.
     fn prosevm(&self, w: &World, url: &str, args: &[&str]) -> Run {
-        let out = w
-            .command("prosevm", &self.dir)
+        let mut cmd = w.command("prosevm", &self.dir);
+        if self.other_user {
+            let mut as_nobody = std::process::Command::new("setpriv");
+            as_nobody
+                .args([
+                    format!("--reuid={NOBODY}"),
+                    format!("--regid={NOBODY}"),
+                    "--clear-groups".into(),
+                ])
+                .arg(cmd.get_program())
+                .current_dir(&self.dir);
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => as_nobody.env(k, v),
+                    None => as_nobody.env_remove(k),
+                };
+            }
+            cmd = as_nobody;
+        }
+        let out = cmd
             .args(args)
             .env("HOME", &self.home)
             .env("XDG_CACHE_HOME", &self.cache)
@@ -215,6 +250,15 @@ fn the_published_skills_example_runs_elsewhere_with_every_skill_reaching_the_mod
         !systems[0].contains(FILE_READER),
         "only the agent's own skills"
     );
+    if there.other_user {
+        use std::os::unix::fs::MetadataExt;
+        let made_by = |p: &Path| std::fs::metadata(p).expect("made").uid();
+        assert_eq!(
+            made_by(&there.dir.join(".prose")),
+            NOBODY,
+            "the run is nobody's"
+        );
+    }
     // The skills were unpacked into that user's cache, and the run names each.
     assert!(systems[0].contains(&there.cache.display().to_string()));
     let record = run_record(&there.dir);
