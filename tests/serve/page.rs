@@ -108,6 +108,18 @@ fn the_page_lists_runs_and_follows_answers_and_steers_a_live_run_without_console
         b.eval("document.querySelectorAll('#report .request.k-session').length"),
         json!(5)
     );
+    // Each card in full: the prompt, what it was given as context, and the answer.
+    let report = b.eval("document.getElementById('report').textContent");
+    let report = report.as_str().expect("text");
+    for want in [
+        "Step one about reefs",
+        "[mock] Step one about reefs",
+        "Step two",
+        "[mock] Step two",
+        "[mock] Step five",
+    ] {
+        assert!(report.contains(want), "{want} not in the report: {report}");
+    }
     let shot = b.screenshot();
     std::fs::write(dir.join("page.png"), &shot).expect("screenshot");
     if let Some(path) = std::env::var_os("PROSE_SCREENSHOT") {
