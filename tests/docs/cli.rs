@@ -44,6 +44,7 @@ fn code_default(flag: &str) -> Option<String> {
         "max-turns" => prose_runtime::agent::workshop::DEFAULT_MAX_TURNS.to_string(),
         "max-value-size" => exec.max_value_size.to_string(),
         "max-frame-memory" => exec.max_frame_memory.to_string(),
+        "max-branches" => exec.max_branches.to_string(),
         "state-dir" => prose_runtime::agent::protected::STATE_DIR.to_string(),
         "tools" => {
             let v = serde_json::to_value(prose_runtime::agent::workshop::ToolDefault::default())

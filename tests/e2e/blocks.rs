@@ -181,7 +181,8 @@ do split(0)
     let e = h.error();
     assert_eq!(
         e.message,
-        "more than 50 parallel branches at once (runaway recursion?)"
+        "more than 50 parallel branches at once (runaway recursion? `--max-branches` raises \
+         the limit)"
     );
     assert_eq!(e.line, 2);
 }

@@ -57,6 +57,44 @@ fn a_doubling_text_stops_at_the_value_size_limit_and_resumes_with_a_larger_one()
     assert_eq!(out, "size: doubled\n");
 }
 
+/// A fan-out wider than `--max-branches` stops with E209 at its statement, naming the flag;
+/// resumed with a higher limit, the run asks only what it had not (its first session was
+/// answered) and finishes.
+#[test]
+fn a_fan_out_past_the_branch_limit_stops_and_resumes_with_a_higher_one() {
+    let dir = scratch("branches");
+    let src = "let first = session \"Pick six topics\"\nlet items = [1, 2, 3, 4, 5, 6]\nlet done = items | pmap:\n  session \"Work on {item}\"\noutput n = \"done\"\n";
+    let (code, _, err) = run(&dir, src, &["--max-branches", "5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("[E209]"), "{err}");
+    assert!(err.contains("prog.prose:3:"), "names the statement: {err}");
+    assert!(err.contains("more than 5 parallel branches"), "{err}");
+    assert!(err.contains("--max-branches"), "names the flag: {err}");
+    let state = dir.join("state");
+    let id = run_ids(&state).remove(0);
+    let (code, out, err) = output(
+        vm().args(["resume", &id, "--trace", "json", "--max-branches", "6"])
+            .arg("--state-dir")
+            .arg(&state),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "n: done\n");
+    // Six branches asked now; the first session came from the journal.
+    let asked = err
+        .lines()
+        .filter(|l| l.contains("\"event\":\"session\"") && l.contains("Work on"))
+        .count();
+    assert_eq!(asked, 6, "{err}");
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("runs").join(&id).join("run.json")).expect("record"),
+    )
+    .expect("json");
+    assert_eq!(
+        record["options"]["max_branches"], 6,
+        "the new limit is recorded"
+    );
+}
+
 #[test]
 fn values_that_grow_without_memory_are_bounded_too() {
     let cases = [

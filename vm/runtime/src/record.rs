@@ -126,6 +126,9 @@ pub struct ExecOptions {
     /// Bytes the registers of all live frames may take (E218 beyond).
     #[serde(default = "default_frame_memory")]
     pub max_frame_memory: u64,
+    /// Parallel branches alive at once (E209 beyond).
+    #[serde(default = "default_branches")]
+    pub max_branches: u64,
     /// Model requests asked before are answered from the store's memo, and new answers
     /// kept there (`--memo`, `memo = true`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -144,6 +147,10 @@ fn default_frame_memory() -> u64 {
     prose_machine::Limits::default().frame_bytes as u64
 }
 
+fn default_branches() -> u64 {
+    prose_machine::Limits::default().fibers as u64
+}
+
 impl Default for ExecOptions {
     fn default() -> ExecOptions {
         ExecOptions {
@@ -157,6 +164,7 @@ impl Default for ExecOptions {
             max_cost: None,
             max_value_size: default_value_size(),
             max_frame_memory: default_frame_memory(),
+            max_branches: default_branches(),
             memo: false,
         }
     }
@@ -323,6 +331,7 @@ pub fn new_machine(
     let limits = Limits {
         iterations: options.max_iterations,
         frame_bytes: size(options.max_frame_memory),
+        fibers: size(options.max_branches),
         values: Bounds {
             bytes: size(options.max_value_size),
             ..defaults.values

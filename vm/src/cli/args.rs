@@ -101,6 +101,11 @@ pub struct RunArgs {
     /// `resume`, replaces the recorded limit.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_frame_memory: Option<u64>,
+    /// Parallel branches alive at once (default 100,000): a fork that would go past it fails
+    /// with E209, the guard against runaway recursion; raise it for a larger fan-out. On
+    /// `resume`, replaces the recorded limit.
+    #[arg(long, value_name = "N")]
+    pub max_branches: Option<u64>,
     /// Relaxed runtime rules are errors (a persistent agent's first `resume:`, E018).
     #[arg(long)]
     pub strict: bool,
@@ -372,6 +377,7 @@ impl RunArgs {
             max_cost: self.max_cost.or(file.max_cost),
             max_value_size: self.max_value_size.unwrap_or(defaults.max_value_size),
             max_frame_memory: self.max_frame_memory.unwrap_or(defaults.max_frame_memory),
+            max_branches: self.max_branches.unwrap_or(defaults.max_branches),
             memo: self.memo || file.memo.unwrap_or(false),
         })
     }

@@ -516,6 +516,7 @@ pub fn resume(run: Option<&str>, force: bool, args: &RunArgs) -> ExitCode {
         },
         max_value_size: args.max_value_size,
         max_frame_memory: args.max_frame_memory,
+        max_branches: args.max_branches,
         workdir: None,
     };
     let resumed = match edited {

@@ -415,6 +415,8 @@ pub struct Resuming {
     pub max_value_size: Option<u64>,
     /// A new frame memory limit (recorded): a run that failed with E218 can go on.
     pub max_frame_memory: Option<u64>,
+    /// A new limit on parallel branches (recorded): a run that failed with E209 can go on.
+    pub max_branches: Option<u64>,
     /// Where its sessions act from now on (a worker's working directory); by default where
     /// they did, or, for a run that recorded none (submitted to a queue), here.
     pub workdir: Option<PathBuf>,
@@ -641,6 +643,7 @@ impl Run {
             journal: _,
             max_value_size,
             max_frame_memory,
+            max_branches,
             workdir,
         } = how;
         if let Some(d) = driver {
@@ -662,6 +665,9 @@ impl Run {
         }
         if let Some(n) = max_frame_memory {
             record.options.max_frame_memory = n;
+        }
+        if let Some(n) = max_branches {
+            record.options.max_branches = n;
         }
         if let Some(t) = place.budget.0 {
             record.options.max_tokens = Some(t);

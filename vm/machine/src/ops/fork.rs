@@ -34,7 +34,8 @@ impl Machine {
                     return Err(ErrorValue::new(
                         Code::E209,
                         format!(
-                            "more than {} parallel branches at once (runaway recursion?)",
+                            "more than {} parallel branches at once (runaway recursion? \
+                             `--max-branches` raises the limit)",
                             self.limits.fibers
                         ),
                     ));
