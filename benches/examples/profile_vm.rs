@@ -1,6 +1,7 @@
 //! Runs a VM benchmark workload for profilers: `profile_vm N ROUNDS [WORKLOAD]`, where
-//! WORKLOAD is `fan-out` (the default), `chain` or `chain-durable` (the chain journaled in a
-//! run directory, as `prosevm run` does).
+//! WORKLOAD is `fan-out` (the default), `chain`, or either with `-durable` (journaled in a
+//! run directory, as `prosevm run` does). Prints the time per run and the process's peak
+//! resident memory (VmHWM), whole and per session.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -16,10 +17,12 @@ fn main() {
         .unwrap_or(10);
     let workload = std::env::args().nth(3).unwrap_or_else(|| "fan-out".into());
     let src = match workload.as_str() {
-        "fan-out" => prose_benches::fan_out(n),
+        "fan-out" | "fan-out-durable" => prose_benches::fan_out(n),
         "chain" | "chain-durable" => prose_benches::session_chain(n),
         other => {
-            eprintln!("unknown workload {other}: use fan-out, chain or chain-durable");
+            eprintln!(
+                "unknown workload {other}: use fan-out, chain, fan-out-durable or chain-durable"
+            );
             std::process::exit(2);
         }
     };
@@ -27,15 +30,30 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("prose-profile-run-{}", std::process::id()));
     let start = std::time::Instant::now();
     for _ in 0..rounds {
-        if workload == "chain-durable" {
+        if workload.ends_with("-durable") {
             std::hint::black_box(prose_benches::run_mock_durable(&a, &dir));
         } else {
             std::hint::black_box(prose_benches::run_mock(&a));
         }
     }
+    let peak = peak_resident_bytes();
     println!(
-        "{:.2} ms per run",
-        start.elapsed().as_secs_f64() * 1e3 / rounds as f64
+        "{:.2} ms per run; peak resident {:.1} MB, {} bytes per session",
+        start.elapsed().as_secs_f64() * 1e3 / rounds as f64,
+        peak as f64 / 1e6,
+        peak / n.max(1) as u64
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The process's peak resident memory (`VmHWM` in `/proc/self/status`), 0 where there is none.
+fn peak_resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }

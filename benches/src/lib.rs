@@ -283,6 +283,11 @@ pub fn example_artifacts() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The limit on parallel branches alive at once the VM benches run with, as a user would
+/// with `--max-branches 2000000`: the default (100,000) guards against runaway recursion,
+/// and the scale benches fan out to a million.
+pub const BENCH_BRANCHES: usize = 2_000_000;
+
 /// Runs a program to completion in memory with the zero-latency mock driver, trace off;
 /// returns the outputs.
 pub fn run_mock(
@@ -293,7 +298,10 @@ pub fn run_mock(
     let mut machine = Machine::new(
         program.artifact.clone(),
         &Default::default(),
-        Limits::default(),
+        Limits {
+            fibers: BENCH_BRANCHES,
+            ..Limits::default()
+        },
     )
     .expect("inputs");
     machine.set_trace(false);
@@ -337,7 +345,10 @@ pub fn run_mock_durable(
             program,
             Default::default(),
             settings.clone(),
-            Default::default(),
+            prose_runtime::record::ExecOptions {
+                max_branches: BENCH_BRANCHES as u64,
+                ..Default::default()
+            },
             &place,
         ))
         .expect("starts");
@@ -386,7 +397,10 @@ pub fn run_openai(
     let mut machine = Machine::new(
         program.artifact.clone(),
         &Default::default(),
-        Limits::default(),
+        Limits {
+            fibers: BENCH_BRANCHES,
+            ..Limits::default()
+        },
     )
     .expect("inputs");
     machine.set_trace(false);
@@ -425,7 +439,10 @@ pub fn run_openai_durable(
             program,
             Default::default(),
             settings.clone(),
-            Default::default(),
+            prose_runtime::record::ExecOptions {
+                max_branches: BENCH_BRANCHES as u64,
+                ..Default::default()
+            },
             &place,
         ))
         .expect("starts");
