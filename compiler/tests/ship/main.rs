@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::Path;
-use support::{integrity, skill_md, tarball, Server, World};
+use support::{integrity, skill_md, tarball, Server, World, NOTES, TONE};
 
 const WEB_SEARCH: &str = "Search the web before answering; cite every source.";
 const SUMMARIZER: &str = "Summarize in five bullet points at most.";
@@ -650,4 +650,50 @@ fn info_tells_a_host_what_it_needs_to_know() {
     let text = w.prosec(&p, &["info", "main.pbc"]).stdout();
     assert!(text.contains("topic: The subject to research"), "{text}");
     assert!(text.contains("sessions  5"), "{text}");
+}
+
+#[test]
+fn local_sources_are_relative_to_the_importing_file_wherever_the_build_runs() {
+    let w = World::new("relative");
+    let (a, cwd) = support::relative_layout(&w);
+
+    let out = w.prosec(&cwd, &["build", "../../a/project/main.prose"]);
+    out.ok();
+    let pbc = a.join("project/main.pbc");
+    let v = load(&pbc);
+    assert!(instructions(&v, "notes").contains(NOTES));
+    let helper = v
+        .modules
+        .iter()
+        .position(|m| m.import_path == "./lib/helper")
+        .expect("the module is carried");
+    let tone = v
+        .skill(helper, "tone")
+        .expect("the module's skill is bundled")
+        .skill_md()
+        .expect("SKILL.md");
+    assert!(tone.contains(TONE), "{tone}");
+    assert!(
+        v.skill(0, "tone").is_none(),
+        "the module's import is its own"
+    );
+    assert!(!cwd.join("main.pbc").exists() && !cwd.join("prose.lock").exists());
+
+    // Built to an output elsewhere, with an absolute path: the same.
+    let abs = a.join("project/main.prose");
+    w.prosec(
+        &cwd,
+        &["build", abs.to_str().expect("utf-8"), "-o", "here.pbc"],
+    )
+    .ok();
+    let v = load(&cwd.join("here.pbc"));
+    assert!(instructions(&v, "notes").contains(NOTES));
+
+    // A source missing relative to the importer is an error there, naming the module.
+    std::fs::remove_dir_all(a.join("project/lib/vendor")).unwrap();
+    let err = w
+        .prosec(&cwd, &["build", "../../a/project/main.prose"])
+        .fails_with("E149");
+    assert!(err.contains("helper.prose:1:"), "{err}");
+    assert!(err.contains("./vendor/tone"), "{err}");
 }
