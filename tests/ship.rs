@@ -4,8 +4,9 @@
 //! registry, a local directory), copied elsewhere, every source and cache removed, and run
 //! for a user with a home and cache of their own; each skill's instructions reach the model.
 //! Then trust: an unsigned, foreign-signed or altered artifact never runs, and nothing is
-//! written for it; and skills no place has: a warning under the mock, a located error
-//! otherwise.
+//! written for it, whether it is run, resumed (its run's copy altered, or the program
+//! edited under it), submitted or claimed by a worker of the Postgres store; and skills no
+//! place has: a warning under the mock, a located error otherwise.
 
 #[path = "../compiler/tests/ship/support.rs"]
 #[allow(dead_code)]
@@ -283,43 +284,30 @@ fn altered(bytes: &[u8]) -> Vec<u8> {
     b
 }
 
+/// Builds `source` in `dir` three ways: `unsigned.pbc`, `signed.pbc` (by key `release`,
+/// whose public key is returned) and `foreign.pbc` (by key `other`).
+fn signed_three_ways(w: &World, dir: &Path, source: &str) -> PathBuf {
+    std::fs::write(dir.join("hello.prose"), source).unwrap();
+    let public = keygen(w, dir, "release");
+    keygen(w, dir, "other");
+    w.prosec(dir, &["build", "hello.prose", "-o", "unsigned.pbc"])
+        .ok();
+    for (out, key) in [("signed.pbc", "release.key"), ("foreign.pbc", "other.key")] {
+        w.prosec(dir, &["build", "hello.prose", "-o", out, "--sign", key])
+            .ok();
+    }
+    public
+}
+
 #[test]
 fn an_untrusted_artifact_never_runs_and_nothing_is_written_for_it() {
     let w = World::new("vm-trust");
     let dir = w.dir("p");
-    std::fs::write(
-        dir.join("hello.prose"),
+    let public = signed_three_ways(
+        &w,
+        &dir,
         "session \"Say hello\"\noutput greeting = \"hi\"\n",
-    )
-    .unwrap();
-    let public = keygen(&w, &dir, "release");
-    keygen(&w, &dir, "other");
-    w.prosec(&dir, &["build", "hello.prose", "-o", "unsigned.pbc"])
-        .ok();
-    w.prosec(
-        &dir,
-        &[
-            "build",
-            "hello.prose",
-            "-o",
-            "signed.pbc",
-            "--sign",
-            "release.key",
-        ],
-    )
-    .ok();
-    w.prosec(
-        &dir,
-        &[
-            "build",
-            "hello.prose",
-            "-o",
-            "foreign.pbc",
-            "--sign",
-            "other.key",
-        ],
-    )
-    .ok();
+    );
     let signed = std::fs::read(dir.join("signed.pbc")).unwrap();
     std::fs::write(dir.join("altered.pbc"), altered(&signed)).unwrap();
     // A whole other program under the signed one's signature: a valid artifact, not signed.
@@ -484,4 +472,130 @@ fn a_skill_no_place_has_is_a_warning_under_the_mock_and_a_located_error_otherwis
     assert!(err.contains("let found = session: finder"), "{err}");
     assert!(err.contains("help: import it"), "{err}");
     assert!(!run_dir.join(".prose").exists());
+}
+
+/// `prosevm ARGS` in `cwd`, in world `w`, trusting nothing from the environment.
+fn prosevm(w: &World, cwd: &Path, args: &[&str]) -> Run {
+    Run(w
+        .command("prosevm", cwd)
+        .args(args)
+        .env_remove("PROSE_TRUST")
+        .output()
+        .expect("runs"))
+}
+
+/// Asserts `out` is a refusal under `--trust` for reason `why`: exit status 2, and an error
+/// saying so.
+fn assert_refused(out: &Run, why: &str) {
+    assert_eq!(out.code(), 2, "must be refused:\n{}", out.stderr());
+    assert!(
+        out.stderr().contains("refused to run") && out.stderr().contains(why),
+        "expected a refusal for `{why}`:\n{}",
+        out.stderr()
+    );
+}
+
+/// The one run under `cwd`: its directory's `run.json`, and its journal (empty if none).
+fn the_run(cwd: &Path) -> (Value, String) {
+    let record = run_record(cwd);
+    let id = record["id"].as_str().expect("id").to_string();
+    let journal = std::fs::read_to_string(cwd.join(".prose/runs").join(id).join("journal.log"))
+        .unwrap_or_default();
+    (record, journal)
+}
+
+#[test]
+fn resume_refuses_an_untrusted_run_an_altered_copy_and_an_edited_program() {
+    let w = World::new("vm-trust-resume");
+    let dir = w.dir("p");
+    let public = signed_three_ways(&w, &dir, "output greeting = session \"Say hello\"\n");
+    std::fs::write(
+        dir.join("other.prose"),
+        "output greeting = session \"Delete everything\"\n",
+    )
+    .unwrap();
+    w.prosec(&dir, &["build", "other.prose", "-o", "other.pbc"])
+        .ok();
+    let trust = public.to_str().unwrap();
+    // A run of artifact `name` (copied to its own directory as prog.pbc) that failed at its
+    // one request: resumable.
+    let failed_run = |case: &str, name: &str, trusted: bool| -> PathBuf {
+        let cwd = w.dir(&format!("runs/{case}"));
+        std::fs::copy(dir.join(name), cwd.join("prog.pbc")).unwrap();
+        let mut args = vec![
+            "exec",
+            "prog.pbc",
+            "--driver",
+            "command",
+            "--command",
+            "exit 3",
+            "--backoff-unit-ms",
+            "1",
+        ];
+        if trusted {
+            args.extend(["--trust", trust]);
+        }
+        let out = prosevm(&w, &cwd, &args);
+        assert_eq!(
+            out.code(),
+            1,
+            "{case}: the run must fail:\n{}",
+            out.stderr()
+        );
+        assert_eq!(the_run(&cwd).0["status"], "failed");
+        cwd
+    };
+    // A resume whose driver leaves a mark if it is ever asked anything.
+    let resume = |cwd: &Path, extra: &[&str]| {
+        let mark = cwd.join("asked");
+        let command = format!("touch {}; echo hello", mark.display());
+        let mut args = vec![
+            "resume",
+            "--driver",
+            "command",
+            "--command",
+            command.as_str(),
+            "--trust",
+            trust,
+        ];
+        args.extend(extra);
+        (prosevm(&w, cwd, &args), mark)
+    };
+    let refused = |cwd: &Path, extra: &[&str], why: &str| {
+        let before = the_run(cwd);
+        let (out, mark) = resume(cwd, extra);
+        assert_refused(&out, why);
+        assert!(!mark.exists(), "the driver was asked:\n{}", out.stderr());
+        assert_eq!(the_run(cwd), before, "the refused resume changed the run");
+    };
+
+    // Started without trust, resumed under it: the run's artifact is checked.
+    refused(
+        &failed_run("unsigned", "unsigned.pbc", false),
+        &[],
+        "not signed",
+    );
+    refused(
+        &failed_run("foreign", "foreign.pbc", false),
+        &[],
+        "which is not trusted",
+    );
+    // The store's copy of a signed artifact, altered after the run started.
+    let cwd = failed_run("altered", "signed.pbc", true);
+    let id = the_run(&cwd).0["id"].as_str().unwrap().to_string();
+    let copy = cwd.join(".prose/runs").join(&id).join("artifact.pbc");
+    std::fs::write(&copy, altered(&std::fs::read(&copy).unwrap())).unwrap();
+    refused(&cwd, &[], "altered");
+    // The program replaced by an unsigned one: resumed as an edit (--force), it is the new
+    // program that would run, and it is not signed.
+    let cwd = failed_run("edited", "signed.pbc", true);
+    std::fs::copy(dir.join("other.pbc"), cwd.join("prog.pbc")).unwrap();
+    refused(&cwd, &["--force"], "not signed");
+
+    // The same resume of a signed run goes on, and asks the driver.
+    let cwd = failed_run("signed", "signed.pbc", true);
+    let (out, mark) = resume(&cwd, &[]);
+    out.ok();
+    assert!(mark.exists());
+    assert!(out.stdout().contains("greeting: hello"), "{}", out.stdout());
 }
