@@ -16,6 +16,9 @@ mod ship_support;
 #[allow(dead_code)]
 mod provider;
 
+#[path = "support/mod.rs"]
+mod support;
+
 use serde_json::Value;
 use ship_support::{integrity, skill_md, tarball, Run, Server, World};
 use std::path::{Path, PathBuf};
@@ -598,4 +601,103 @@ fn resume_refuses_an_untrusted_run_an_altered_copy_and_an_edited_program() {
     out.ok();
     assert!(mark.exists());
     assert!(out.stdout().contains("greeting: hello"), "{}", out.stdout());
+}
+
+#[test]
+fn submit_and_a_worker_refuse_untrusted_artifacts() {
+    let Some(url) = support::pg::database("ship_trust") else {
+        return;
+    };
+    let w = World::new("vm-trust-queue");
+    let dir = w.dir("p");
+    let public = signed_three_ways(&w, &dir, "output greeting = session \"Say hello\"\n");
+    let trust = public.to_str().unwrap();
+    let asked = dir.join("asked.log");
+    let command = format!(
+        "echo \"$PROSE_REQUEST_ID\" >> {}; echo hello",
+        asked.display()
+    );
+    let submit = |name: &str, extra: &[&str]| {
+        let file = dir.join(name);
+        let mut args = vec![
+            "submit",
+            file.to_str().unwrap(),
+            "--store",
+            url.as_str(),
+            "--driver",
+            "command",
+            "--command",
+            command.as_str(),
+        ];
+        args.extend(extra);
+        prosevm(&w, &dir, &args)
+    };
+    let listed = || {
+        let out = prosevm(&w, &dir, &["runs", "--json", "--store", &url]);
+        out.ok();
+        serde_json::from_str::<Vec<Value>>(&out.stdout()).expect("json")
+    };
+
+    // Submit checks before anything reaches the store.
+    assert_refused(&submit("unsigned.pbc", &["--trust", trust]), "not signed");
+    assert_refused(
+        &submit("foreign.pbc", &["--trust", trust]),
+        "which is not trusted",
+    );
+    assert_eq!(listed(), Vec::<Value>::new(), "a refused run was queued");
+    // A key that cannot be read is no trust at all.
+    let out = submit("signed.pbc", &["--trust", "missing.pub"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr());
+    assert!(out.stderr().contains("missing.pub"), "{}", out.stderr());
+
+    // Queued by a submitter that trusts nothing; the worker trusts one key.
+    let mut ids = std::collections::BTreeMap::new();
+    for name in ["unsigned.pbc", "foreign.pbc", "signed.pbc"] {
+        let out = submit(name, &[]);
+        out.ok();
+        ids.insert(out.stdout().trim().to_string(), name);
+    }
+    let worker = prosevm(
+        &w,
+        &dir,
+        &[
+            "worker",
+            "--store",
+            &url,
+            "--exit-when-idle",
+            "--poll-ms",
+            "50",
+            "--trust",
+            trust,
+        ],
+    );
+    worker.ok();
+    let said = worker.stderr();
+    let runs = listed();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    for run in &runs {
+        let id = run["id"].as_str().unwrap();
+        let name = ids[id];
+        let (status, why) = match name {
+            "signed.pbc" => ("finished", None),
+            "unsigned.pbc" => ("failed", Some("not signed")),
+            _ => ("failed", Some("which is not trusted")),
+        };
+        assert_eq!(run["status"], status, "{name}: {run}");
+        if let Some(why) = why {
+            let error = run["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("refused to run") && error.contains(why),
+                "{name}: {run}"
+            );
+            assert!(
+                said.contains(&format!("[worker] run {id} failed: refused to run")),
+                "{said}"
+            );
+            assert_eq!(run["answered"], 0, "{name}: {run}");
+        }
+    }
+    // Only the signed run's one request reached the driver.
+    let asked = std::fs::read_to_string(&asked).unwrap_or_default();
+    assert_eq!(asked.lines().count(), 1, "{asked}");
 }
