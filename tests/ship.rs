@@ -6,7 +6,9 @@
 //! Then trust: an unsigned, foreign-signed or altered artifact never runs, and nothing is
 //! written for it, whether it is run, resumed (its run's copy altered, or the program
 //! edited under it), submitted or claimed by a worker of the Postgres store; and skills no
-//! place has: a warning under the mock, a located error otherwise.
+//! place has: a warning under the mock (the examples that import skills, run as a new user
+//! would), a located error otherwise. Local skills are found beside the file importing
+//! them, from whatever directory the program is run.
 
 #[path = "../compiler/tests/ship/support.rs"]
 #[allow(dead_code)]
@@ -20,7 +22,7 @@ mod provider;
 mod support;
 
 use serde_json::Value;
-use ship_support::{integrity, skill_md, tarball, Run, Server, World};
+use ship_support::{integrity, skill_md, tarball, Run, Server, World, NOTES, TONE};
 use std::path::{Path, PathBuf};
 
 const WEB_SEARCH: &str = "Search the web before answering; cite every source.";
@@ -700,4 +702,94 @@ fn submit_and_a_worker_refuse_untrusted_artifacts() {
     // Only the signed run's one request reached the driver.
     let asked = std::fs::read_to_string(&asked).unwrap_or_default();
     assert_eq!(asked.lines().count(), 1, "{asked}");
+}
+
+#[test]
+fn the_examples_that_import_skills_run_under_the_mock_for_a_new_user() {
+    let mut w = World::new("vm-examples");
+    // Nothing is installed or cached for this user, and no source could be reached: the
+    // repository is not behind the world's `insteadOf`, the registry serves nothing.
+    let npm = Server::start();
+    w.env.push(("npm_config_registry".into(), npm.url.clone()));
+    let checkout = w.dir("checkout");
+    let examples = checkout.join("examples");
+    std::fs::create_dir_all(&examples).unwrap();
+    for name in ["research-brief.prose", "code-review.prose"] {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples")
+                .join(name),
+            examples.join(name),
+        )
+        .unwrap();
+    }
+    for (name, skill, outputs) in [
+        (
+            "research-brief",
+            "web-search",
+            &["brief", "bibliography"][..],
+        ),
+        ("code-review", "lint-explainer", &["review"][..]),
+    ] {
+        let file = format!("examples/{name}.prose");
+        let out = Run(w
+            .command("prosevm", &checkout)
+            .args(["run", &file, "--mock-inputs"])
+            .env_remove("PROSE_TRUST")
+            .env_remove("PROSE_STORE")
+            .output()
+            .expect("runs"));
+        out.ok();
+        let err = out.stderr();
+        assert!(
+            err.contains(&format!("warning: skill `{skill}` not found"))
+                && err.contains("mock driver"),
+            "{name}:\n{err}"
+        );
+        let stdout = out.stdout();
+        for o in outputs {
+            assert!(
+                stdout.lines().any(|l| l.starts_with(&format!("{o}: "))),
+                "{name}: no output `{o}`:\n{stdout}"
+            );
+        }
+    }
+    assert!(
+        npm.paths().is_empty(),
+        "a dry run asked the registry: {:?}",
+        npm.paths()
+    );
+    assert!(!examples.join("prose.lock").exists());
+}
+
+#[test]
+fn a_program_run_from_elsewhere_finds_each_local_skill_beside_the_file_importing_it() {
+    let w = World::new("vm-relative");
+    let (_, cwd) = ship_support::relative_layout(&w);
+    let (url, seen) = provider::provider(vec![provider::ok("Polished."), provider::ok("Written.")]);
+    let out = Run(w
+        .command("prosevm", &cwd)
+        .args(["run", "../../a/project/main.prose", "--driver", "openai"])
+        .args(["--base-url", &url, "--no-input"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .env_remove("PROSE_TRUST")
+        .env_remove("PROSE_STORE")
+        .output()
+        .expect("runs"));
+    out.ok();
+    assert!(out.stdout().contains("r: Written."), "{}", out.stdout());
+    let systems = system_prompts(&seen.lock().unwrap());
+    assert_eq!(systems.len(), 2, "{systems:?}");
+    // The module's session first (the call), then the program's.
+    assert!(
+        systems[0].contains(TONE) && !systems[0].contains(NOTES),
+        "{systems:?}"
+    );
+    assert!(
+        systems[1].contains(NOTES) && !systems[1].contains(TONE),
+        "{systems:?}"
+    );
+    assert!(!systems.iter().any(|s| s.contains("WRONG")), "{systems:?}");
 }
