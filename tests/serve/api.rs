@@ -1,5 +1,5 @@
 //! The API over HTTP: upload → run → stream → outputs, listing and paging, the OpenAPI
-//! document, bad uploads and the token.
+//! document, bad uploads and the token, and bodies naming a driver or a key refused.
 
 use super::{built, client, events, json, reference, support, Server, PROGRAM};
 use reqwest::Method;
@@ -326,4 +326,64 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
     ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds no token"), "{err}");
+}
+
+#[test]
+fn a_client_cannot_choose_the_driver_its_key_or_its_address() {
+    let dir = built("serve-no-keys", PROGRAM);
+    let server = Server::start(
+        &dir,
+        &["--driver", "command", "--command", "echo from the server"],
+    );
+    let sha = server.upload(&dir);
+    // A provider a client would point the run at: it must never be asked.
+    let (elsewhere, seen) = super::provider::provider(vec![super::provider::ok("from the client")]);
+    for (field, value) in [
+        ("driver", json!("openai")),
+        ("api_key", json!("sk-client")),
+        ("base_url", json!(elsewhere)),
+        ("model", json!("gpt-client")),
+        ("command", json!("echo from the client")),
+    ] {
+        let mut body = json!({"artifact": sha, "inputs": {"topic": "tides"}});
+        body[field] = value;
+        let r = server
+            .request(Method::POST, "/v1/runs")
+            .json(&body)
+            .send()
+            .expect("POST");
+        let e = json(r, 422);
+        assert!(
+            e["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("unknown field `{field}`"))),
+            "{field}: {e}"
+        );
+        // Schedules start runs too.
+        let mut body = json!({"cron": "0 0 1 1 *", "artifact": sha, "inputs": {"topic": "tides"}});
+        body[field] = json!("x");
+        let r = server
+            .request(Method::POST, "/v1/schedules")
+            .json(&body)
+            .send()
+            .expect("POST");
+        json(r, 422);
+    }
+    assert_eq!(server.get("/v1/runs")["runs"], json!([]));
+    assert_eq!(server.get("/v1/schedules")["schedules"], json!([]));
+    // Other bodies the API refuses are its errors too.
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .expect("POST");
+    let e = json(r, 400);
+    assert!(e["error"].as_str().is_some_and(|e| !e.is_empty()), "{e}");
+
+    // The server's own driver answers.
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    let run = server.wait_for(&id, |r| r["status"] == "finished");
+    assert_eq!(run["outputs"]["r"], "from the server");
+    assert!(seen.lock().expect("seen").is_empty());
 }

@@ -9,6 +9,10 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+#[path = "../../vm/tests/support/provider.rs"]
+#[allow(dead_code)]
+mod provider;
+
 mod api;
 mod browser;
 mod durable;
