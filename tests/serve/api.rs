@@ -1,5 +1,6 @@
 //! The API over HTTP: upload → run → stream → outputs, listing and paging, the OpenAPI
-//! document, bad uploads and the token, and bodies naming a driver or a key refused.
+//! document, bad uploads, uploads and runs under trusted keys, the token, and bodies naming a
+//! driver or a key refused.
 
 use super::{built, client, events, json, reference, support, Server, PROGRAM};
 use reqwest::Method;
@@ -326,6 +327,113 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
     ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds no token"), "{err}");
+}
+
+/// `prosec ARGS` in `dir`, expected to succeed.
+fn prosec(dir: &std::path::Path, args: &[&str]) {
+    let (code, _, err) = support::output(support::command("prosec").current_dir(dir).args(args));
+    assert_eq!(code, 0, "prosec {args:?}: {err}");
+}
+
+#[test]
+fn with_trusted_keys_an_upload_must_be_signed_by_one_and_so_must_a_run() {
+    let dir = built("serve-trust", PROGRAM);
+    for key in ["release", "other"] {
+        prosec(&dir, &["keygen", key, "-W"]);
+    }
+    prosec(
+        &dir,
+        &[
+            "build",
+            "prog.prose",
+            "-o",
+            "signed.pbc",
+            "--sign",
+            "release.key",
+        ],
+    );
+    prosec(
+        &dir,
+        &[
+            "build",
+            "prog.prose",
+            "-o",
+            "foreign.pbc",
+            "--sign",
+            "other.key",
+        ],
+    );
+    let signed = std::fs::read(dir.join("signed.pbc")).expect("artifact");
+    let mut altered = signed.clone();
+    // A byte of the signed body (the source hash, in the header).
+    altered[30] ^= 0x20;
+
+    // A server that trusts nothing keeps the unsigned artifact.
+    let server = Server::start(&dir, &[]);
+    let unsigned = server.upload(&dir);
+    drop(server);
+
+    let server = Server::start(&dir, &["--trust", "release.pub"]);
+    let put = |bytes: Vec<u8>| {
+        server
+            .request(Method::PUT, "/v1/artifacts")
+            .body(bytes)
+            .send()
+            .expect("PUT")
+    };
+    for (what, bytes, why) in [
+        (
+            "unsigned",
+            std::fs::read(dir.join("prog.pbc")).expect("artifact"),
+            "the artifact is not signed",
+        ),
+        (
+            "foreign",
+            std::fs::read(dir.join("foreign.pbc")).expect("artifact"),
+            "which is not trusted",
+        ),
+        ("altered", altered, "was altered after key"),
+    ] {
+        let e = json(put(bytes), 403);
+        assert!(
+            e["error"].as_str().is_some_and(|e| e.contains(why)),
+            "{what}: {e}"
+        );
+    }
+    // Nothing refused was kept: only the signed one is there to run.
+    let kept = |sha: &str| {
+        dir.join("state/serve/artifacts")
+            .join(format!("{sha}.pbc"))
+            .exists()
+    };
+    for name in ["foreign.pbc", "prog.pbc"] {
+        let bytes = std::fs::read(dir.join(name)).expect("artifact");
+        let sha = prose_runtime::program::sha256_hex(&bytes);
+        assert_eq!(kept(&sha), name == "prog.pbc", "{name}");
+    }
+    let sha = json(put(signed), 201)["sha256"]
+        .as_str()
+        .expect("sha256")
+        .to_string();
+    assert!(kept(&sha));
+
+    // The unsigned artifact an earlier server kept is in the library, but no run of it
+    // starts here.
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .json(&json!({"artifact": unsigned, "inputs": {"topic": "tides"}}))
+        .send()
+        .expect("POST");
+    let e = json(r, 403);
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused to run") && e.contains("not signed")),
+        "{e}"
+    );
+    assert_eq!(server.get("/v1/runs")["runs"], json!([]));
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    server.wait_for(&id, |r| r["status"] == "finished");
 }
 
 #[test]
