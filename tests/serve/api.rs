@@ -1,6 +1,6 @@
-//! The API over HTTP: upload → run → stream → outputs, listing and paging, the OpenAPI
-//! document, bad uploads, uploads and runs under trusted keys, the token, and bodies naming a
-//! driver or a key refused.
+//! The API over HTTP: upload → run → stream → outputs, listing by status and program a page
+//! at a time, the OpenAPI document, bad uploads, uploads and runs under trusted keys, the
+//! token, and bodies naming a driver or a key refused.
 
 use super::{built, client, events, json, reference, support, Server, PROGRAM};
 use reqwest::Method;
@@ -434,6 +434,97 @@ fn with_trusted_keys_an_upload_must_be_signed_by_one_and_so_must_a_run() {
     assert_eq!(server.get("/v1/runs")["runs"], json!([]));
     let id = server.start_run(&sha, json!({"topic": "tides"}));
     server.wait_for(&id, |r| r["status"] == "finished");
+}
+
+/// The ids of a page of runs.
+fn ids(page: &Value) -> Vec<String> {
+    page["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[test]
+fn runs_are_listed_by_status_and_program_a_page_at_a_time() {
+    // Two programs: `prog` finishes, `asks` waits for a person.
+    let dir = built("serve-filters", PROGRAM);
+    std::fs::write(
+        dir.join("asks.prose"),
+        "let draft = session \"Draft a note\"\ninput audience: \"Who reads it\"\noutput r = session \"Rewrite for {audience}\"\n  context: draft\n",
+    )
+    .expect("program");
+    prosec(&dir, &["build", "asks.prose", "-o", "asks.pbc"]);
+    let server = Server::start(&dir, &[]);
+    let prog = server.upload(&dir);
+    let asks = server.upload_file(&dir.join("asks.pbc"));
+    let mut finished: Vec<String> = ["tides", "reefs", "kelp"]
+        .iter()
+        .map(|t| {
+            let id = server.start_run(&prog, json!({"topic": t}));
+            server.wait_for(&id, |r| r["status"] == "finished");
+            id
+        })
+        .collect();
+    let waiting = server.start_run(&asks, json!({}));
+    server.wait_for(&waiting, |r| r["status"] == "waiting");
+    // Newest first: ids sort by start time (to the second, then at random).
+    finished.sort_unstable_by(|a, b| b.cmp(a));
+    let just_waiting = vec![waiting.clone()];
+
+    assert_eq!(ids(&server.get("/v1/runs?status=finished")), finished);
+    assert_eq!(ids(&server.get("/v1/runs?status=waiting")), just_waiting);
+    for status in ["running", "failed", "interrupted", "paused", "queued"] {
+        assert_eq!(
+            ids(&server.get(&format!("/v1/runs?status={status}"))),
+            Vec::<String>::new(),
+            "{status}"
+        );
+    }
+    let listed = server.get("/v1/runs?status=waiting");
+    assert_eq!(
+        (&listed["runs"][0]["program"], &listed["runs"][0]["status"]),
+        (&Value::from("asks"), &Value::from("waiting"))
+    );
+    assert_eq!(ids(&server.get("/v1/runs?program=prog")), finished);
+    assert_eq!(ids(&server.get("/v1/runs?program=asks")), just_waiting);
+    assert_eq!(
+        ids(&server.get("/v1/runs?program=asks&status=waiting")),
+        just_waiting
+    );
+    assert_eq!(
+        ids(&server.get("/v1/runs?program=prog&status=waiting")),
+        Vec::<String>::new()
+    );
+
+    // Pages under a filter: each page's `next` leads to the next, to the last.
+    let first = server.get("/v1/runs?program=prog&limit=2");
+    assert_eq!(ids(&first), finished[..2].to_vec());
+    assert_eq!(first["next"], finished[1].as_str());
+    let second = server.get(&format!(
+        "/v1/runs?program=prog&limit=2&before={}",
+        finished[1]
+    ));
+    assert_eq!(ids(&second), finished[2..].to_vec());
+    assert_eq!(second["next"], Value::Null);
+    let mut walked = Vec::new();
+    let mut path = "/v1/runs?status=finished&limit=1".to_string();
+    loop {
+        let page = server.get(&path);
+        walked.extend(ids(&page));
+        match page["next"].as_str() {
+            Some(next) => path = format!("/v1/runs?status=finished&limit=1&before={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(walked, finished);
+    // A page of none is a page of one; all runs together, when no filter holds them back.
+    assert_eq!(ids(&server.get("/v1/runs?limit=0")).len(), 1);
+    let mut all = finished.clone();
+    all.push(waiting.clone());
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(ids(&server.get("/v1/runs")), all);
 }
 
 #[test]

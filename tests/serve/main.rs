@@ -165,7 +165,12 @@ impl Server {
 
     /// Uploads `dir`'s `prog.pbc`; returns its SHA-256.
     pub fn upload(&self, dir: &Path) -> String {
-        let bytes = std::fs::read(dir.join("prog.pbc")).expect("artifact");
+        self.upload_file(&dir.join("prog.pbc"))
+    }
+
+    /// Uploads the artifact `file`; returns its SHA-256.
+    pub fn upload_file(&self, file: &Path) -> String {
+        let bytes = std::fs::read(file).expect("artifact");
         let r = self
             .request(reqwest::Method::PUT, "/v1/artifacts")
             .body(bytes)
