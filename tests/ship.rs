@@ -5,8 +5,11 @@
 //! as another user (`nobody`, when the tests run as root) with a home and cache of their
 //! own; each skill's instructions reach the model.
 //! Then trust: an unsigned, foreign-signed or altered artifact never runs, and nothing is
-//! written for it; and skills no place has: a warning under the mock, a located error
-//! otherwise.
+//! written for it, whether it is run, resumed (its run's copy altered, or the program
+//! edited under it), submitted or claimed by a worker of the Postgres store; and skills no
+//! place has: a warning under the mock (the examples that import skills, run as a new user
+//! would), a located error otherwise. Local skills are found beside the file importing
+//! them, from whatever directory the program is run.
 
 #[path = "../compiler/tests/ship/support.rs"]
 #[allow(dead_code)]
@@ -16,8 +19,11 @@ mod ship_support;
 #[allow(dead_code)]
 mod provider;
 
+#[path = "support/mod.rs"]
+mod support;
+
 use serde_json::Value;
-use ship_support::{integrity, skill_md, tarball, Run, Server, World};
+use ship_support::{integrity, skill_md, tarball, Run, Server, World, NOTES, TONE};
 use std::path::{Path, PathBuf};
 
 const WEB_SEARCH: &str = "Search the web before answering; cite every source.";
@@ -327,43 +333,30 @@ fn altered(bytes: &[u8]) -> Vec<u8> {
     b
 }
 
+/// Builds `source` in `dir` three ways: `unsigned.pbc`, `signed.pbc` (by key `release`,
+/// whose public key is returned) and `foreign.pbc` (by key `other`).
+fn signed_three_ways(w: &World, dir: &Path, source: &str) -> PathBuf {
+    std::fs::write(dir.join("hello.prose"), source).unwrap();
+    let public = keygen(w, dir, "release");
+    keygen(w, dir, "other");
+    w.prosec(dir, &["build", "hello.prose", "-o", "unsigned.pbc"])
+        .ok();
+    for (out, key) in [("signed.pbc", "release.key"), ("foreign.pbc", "other.key")] {
+        w.prosec(dir, &["build", "hello.prose", "-o", out, "--sign", key])
+            .ok();
+    }
+    public
+}
+
 #[test]
 fn an_untrusted_artifact_never_runs_and_nothing_is_written_for_it() {
     let w = World::new("vm-trust");
     let dir = w.dir("p");
-    std::fs::write(
-        dir.join("hello.prose"),
+    let public = signed_three_ways(
+        &w,
+        &dir,
         "session \"Say hello\"\noutput greeting = \"hi\"\n",
-    )
-    .unwrap();
-    let public = keygen(&w, &dir, "release");
-    keygen(&w, &dir, "other");
-    w.prosec(&dir, &["build", "hello.prose", "-o", "unsigned.pbc"])
-        .ok();
-    w.prosec(
-        &dir,
-        &[
-            "build",
-            "hello.prose",
-            "-o",
-            "signed.pbc",
-            "--sign",
-            "release.key",
-        ],
-    )
-    .ok();
-    w.prosec(
-        &dir,
-        &[
-            "build",
-            "hello.prose",
-            "-o",
-            "foreign.pbc",
-            "--sign",
-            "other.key",
-        ],
-    )
-    .ok();
+    );
     let signed = std::fs::read(dir.join("signed.pbc")).unwrap();
     std::fs::write(dir.join("altered.pbc"), altered(&signed)).unwrap();
     // A whole other program under the signed one's signature: a valid artifact, not signed.
@@ -528,4 +521,319 @@ fn a_skill_no_place_has_is_a_warning_under_the_mock_and_a_located_error_otherwis
     assert!(err.contains("let found = session: finder"), "{err}");
     assert!(err.contains("help: import it"), "{err}");
     assert!(!run_dir.join(".prose").exists());
+}
+
+/// `prosevm ARGS` in `cwd`, in world `w`, trusting nothing from the environment.
+fn prosevm(w: &World, cwd: &Path, args: &[&str]) -> Run {
+    Run(w
+        .command("prosevm", cwd)
+        .args(args)
+        .env_remove("PROSE_TRUST")
+        .output()
+        .expect("runs"))
+}
+
+/// Asserts `out` is a refusal under `--trust` for reason `why`: exit status 2, and an error
+/// saying so.
+fn assert_refused(out: &Run, why: &str) {
+    assert_eq!(out.code(), 2, "must be refused:\n{}", out.stderr());
+    assert!(
+        out.stderr().contains("refused to run") && out.stderr().contains(why),
+        "expected a refusal for `{why}`:\n{}",
+        out.stderr()
+    );
+}
+
+/// The one run under `cwd`: its directory's `run.json`, and its journal (empty if none).
+fn the_run(cwd: &Path) -> (Value, String) {
+    let record = run_record(cwd);
+    let id = record["id"].as_str().expect("id").to_string();
+    let journal = std::fs::read_to_string(cwd.join(".prose/runs").join(id).join("journal.log"))
+        .unwrap_or_default();
+    (record, journal)
+}
+
+#[test]
+fn resume_refuses_an_untrusted_run_an_altered_copy_and_an_edited_program() {
+    let w = World::new("vm-trust-resume");
+    let dir = w.dir("p");
+    let public = signed_three_ways(&w, &dir, "output greeting = session \"Say hello\"\n");
+    std::fs::write(
+        dir.join("other.prose"),
+        "output greeting = session \"Delete everything\"\n",
+    )
+    .unwrap();
+    w.prosec(&dir, &["build", "other.prose", "-o", "other.pbc"])
+        .ok();
+    let trust = public.to_str().unwrap();
+    // A run of artifact `name` (copied to its own directory as prog.pbc) that failed at its
+    // one request: resumable.
+    let failed_run = |case: &str, name: &str, trusted: bool| -> PathBuf {
+        let cwd = w.dir(&format!("runs/{case}"));
+        std::fs::copy(dir.join(name), cwd.join("prog.pbc")).unwrap();
+        let mut args = vec![
+            "exec",
+            "prog.pbc",
+            "--driver",
+            "command",
+            "--command",
+            "exit 3",
+            "--backoff-unit-ms",
+            "1",
+        ];
+        if trusted {
+            args.extend(["--trust", trust]);
+        }
+        let out = prosevm(&w, &cwd, &args);
+        assert_eq!(
+            out.code(),
+            1,
+            "{case}: the run must fail:\n{}",
+            out.stderr()
+        );
+        assert_eq!(the_run(&cwd).0["status"], "failed");
+        cwd
+    };
+    // A resume whose driver leaves a mark if it is ever asked anything.
+    let resume = |cwd: &Path, extra: &[&str]| {
+        let mark = cwd.join("asked");
+        let command = format!("touch {}; echo hello", mark.display());
+        let mut args = vec![
+            "resume",
+            "--driver",
+            "command",
+            "--command",
+            command.as_str(),
+            "--trust",
+            trust,
+        ];
+        args.extend(extra);
+        (prosevm(&w, cwd, &args), mark)
+    };
+    let refused = |cwd: &Path, extra: &[&str], why: &str| {
+        let before = the_run(cwd);
+        let (out, mark) = resume(cwd, extra);
+        assert_refused(&out, why);
+        assert!(!mark.exists(), "the driver was asked:\n{}", out.stderr());
+        assert_eq!(the_run(cwd), before, "the refused resume changed the run");
+    };
+
+    // Started without trust, resumed under it: the run's artifact is checked.
+    refused(
+        &failed_run("unsigned", "unsigned.pbc", false),
+        &[],
+        "not signed",
+    );
+    refused(
+        &failed_run("foreign", "foreign.pbc", false),
+        &[],
+        "which is not trusted",
+    );
+    // The store's copy of a signed artifact, altered after the run started.
+    let cwd = failed_run("altered", "signed.pbc", true);
+    let id = the_run(&cwd).0["id"].as_str().unwrap().to_string();
+    let copy = cwd.join(".prose/runs").join(&id).join("artifact.pbc");
+    std::fs::write(&copy, altered(&std::fs::read(&copy).unwrap())).unwrap();
+    refused(&cwd, &[], "altered");
+    // The program replaced by an unsigned one: resumed as an edit (--force), it is the new
+    // program that would run, and it is not signed.
+    let cwd = failed_run("edited", "signed.pbc", true);
+    std::fs::copy(dir.join("other.pbc"), cwd.join("prog.pbc")).unwrap();
+    refused(&cwd, &["--force"], "not signed");
+
+    // The same resume of a signed run goes on, and asks the driver.
+    let cwd = failed_run("signed", "signed.pbc", true);
+    let (out, mark) = resume(&cwd, &[]);
+    out.ok();
+    assert!(mark.exists());
+    assert!(out.stdout().contains("greeting: hello"), "{}", out.stdout());
+}
+
+#[test]
+fn submit_and_a_worker_refuse_untrusted_artifacts() {
+    let Some(url) = support::pg::database("ship_trust") else {
+        return;
+    };
+    let w = World::new("vm-trust-queue");
+    let dir = w.dir("p");
+    let public = signed_three_ways(&w, &dir, "output greeting = session \"Say hello\"\n");
+    let trust = public.to_str().unwrap();
+    let asked = dir.join("asked.log");
+    let command = format!(
+        "echo \"$PROSE_REQUEST_ID\" >> {}; echo hello",
+        asked.display()
+    );
+    let submit = |name: &str, extra: &[&str]| {
+        let file = dir.join(name);
+        let mut args = vec![
+            "submit",
+            file.to_str().unwrap(),
+            "--store",
+            url.as_str(),
+            "--driver",
+            "command",
+            "--command",
+            command.as_str(),
+        ];
+        args.extend(extra);
+        prosevm(&w, &dir, &args)
+    };
+    let listed = || {
+        let out = prosevm(&w, &dir, &["runs", "--json", "--store", &url]);
+        out.ok();
+        serde_json::from_str::<Vec<Value>>(&out.stdout()).expect("json")
+    };
+
+    // Submit checks before anything reaches the store.
+    assert_refused(&submit("unsigned.pbc", &["--trust", trust]), "not signed");
+    assert_refused(
+        &submit("foreign.pbc", &["--trust", trust]),
+        "which is not trusted",
+    );
+    assert_eq!(listed(), Vec::<Value>::new(), "a refused run was queued");
+    // A key that cannot be read is no trust at all.
+    let out = submit("signed.pbc", &["--trust", "missing.pub"]);
+    assert_eq!(out.code(), 2, "{}", out.stderr());
+    assert!(out.stderr().contains("missing.pub"), "{}", out.stderr());
+
+    // Queued by a submitter that trusts nothing; the worker trusts one key.
+    let mut ids = std::collections::BTreeMap::new();
+    for name in ["unsigned.pbc", "foreign.pbc", "signed.pbc"] {
+        let out = submit(name, &[]);
+        out.ok();
+        ids.insert(out.stdout().trim().to_string(), name);
+    }
+    let worker = prosevm(
+        &w,
+        &dir,
+        &[
+            "worker",
+            "--store",
+            &url,
+            "--exit-when-idle",
+            "--poll-ms",
+            "50",
+            "--trust",
+            trust,
+        ],
+    );
+    worker.ok();
+    let said = worker.stderr();
+    let runs = listed();
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    for run in &runs {
+        let id = run["id"].as_str().unwrap();
+        let name = ids[id];
+        let (status, why) = match name {
+            "signed.pbc" => ("finished", None),
+            "unsigned.pbc" => ("failed", Some("not signed")),
+            _ => ("failed", Some("which is not trusted")),
+        };
+        assert_eq!(run["status"], status, "{name}: {run}");
+        if let Some(why) = why {
+            let error = run["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("refused to run") && error.contains(why),
+                "{name}: {run}"
+            );
+            assert!(
+                said.contains(&format!("[worker] run {id} failed: refused to run")),
+                "{said}"
+            );
+            assert_eq!(run["answered"], 0, "{name}: {run}");
+        }
+    }
+    // Only the signed run's one request reached the driver.
+    let asked = std::fs::read_to_string(&asked).unwrap_or_default();
+    assert_eq!(asked.lines().count(), 1, "{asked}");
+}
+
+#[test]
+fn the_examples_that_import_skills_run_under_the_mock_for_a_new_user() {
+    let mut w = World::new("vm-examples");
+    // Nothing is installed or cached for this user, and no source could be reached: the
+    // repository is not behind the world's `insteadOf`, the registry serves nothing.
+    let npm = Server::start();
+    w.env.push(("npm_config_registry".into(), npm.url.clone()));
+    let checkout = w.dir("checkout");
+    let examples = checkout.join("examples");
+    std::fs::create_dir_all(&examples).unwrap();
+    for name in ["research-brief.prose", "code-review.prose"] {
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples")
+                .join(name),
+            examples.join(name),
+        )
+        .unwrap();
+    }
+    for (name, skill, outputs) in [
+        (
+            "research-brief",
+            "web-search",
+            &["brief", "bibliography"][..],
+        ),
+        ("code-review", "lint-explainer", &["review"][..]),
+    ] {
+        let file = format!("examples/{name}.prose");
+        let out = Run(w
+            .command("prosevm", &checkout)
+            .args(["run", &file, "--mock-inputs"])
+            .env_remove("PROSE_TRUST")
+            .env_remove("PROSE_STORE")
+            .output()
+            .expect("runs"));
+        out.ok();
+        let err = out.stderr();
+        assert!(
+            err.contains(&format!("warning: skill `{skill}` not found"))
+                && err.contains("mock driver"),
+            "{name}:\n{err}"
+        );
+        let stdout = out.stdout();
+        for o in outputs {
+            assert!(
+                stdout.lines().any(|l| l.starts_with(&format!("{o}: "))),
+                "{name}: no output `{o}`:\n{stdout}"
+            );
+        }
+    }
+    assert!(
+        npm.paths().is_empty(),
+        "a dry run asked the registry: {:?}",
+        npm.paths()
+    );
+    assert!(!examples.join("prose.lock").exists());
+}
+
+#[test]
+fn a_program_run_from_elsewhere_finds_each_local_skill_beside_the_file_importing_it() {
+    let w = World::new("vm-relative");
+    let (_, cwd) = ship_support::relative_layout(&w);
+    let (url, seen) = provider::provider(vec![provider::ok("Polished."), provider::ok("Written.")]);
+    let out = Run(w
+        .command("prosevm", &cwd)
+        .args(["run", "../../a/project/main.prose", "--driver", "openai"])
+        .args(["--base-url", &url, "--no-input"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .env_remove("PROSE_TRUST")
+        .env_remove("PROSE_STORE")
+        .output()
+        .expect("runs"));
+    out.ok();
+    assert!(out.stdout().contains("r: Written."), "{}", out.stdout());
+    let systems = system_prompts(&seen.lock().unwrap());
+    assert_eq!(systems.len(), 2, "{systems:?}");
+    // The module's session first (the call), then the program's.
+    assert!(
+        systems[0].contains(TONE) && !systems[0].contains(NOTES),
+        "{systems:?}"
+    );
+    assert!(
+        systems[1].contains(NOTES) && !systems[1].contains(TONE),
+        "{systems:?}"
+    );
+    assert!(!systems.iter().any(|s| s.contains("WRONG")), "{systems:?}");
 }

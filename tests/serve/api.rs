@@ -1,5 +1,6 @@
-//! The API over HTTP: upload → run → stream → outputs, listing and paging, the OpenAPI
-//! document, bad uploads and the token.
+//! The API over HTTP: upload → run → stream → outputs, listing by status and program a page
+//! at a time, the OpenAPI document, bad uploads, uploads and runs under trusted keys, the
+//! token, and bodies naming a driver or a key refused.
 
 use super::{built, client, events, json, reference, support, Server, PROGRAM};
 use reqwest::Method;
@@ -326,4 +327,262 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
     ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds no token"), "{err}");
+}
+
+/// `prosec ARGS` in `dir`, expected to succeed.
+fn prosec(dir: &std::path::Path, args: &[&str]) {
+    let (code, _, err) = support::output(support::command("prosec").current_dir(dir).args(args));
+    assert_eq!(code, 0, "prosec {args:?}: {err}");
+}
+
+#[test]
+fn with_trusted_keys_an_upload_must_be_signed_by_one_and_so_must_a_run() {
+    let dir = built("serve-trust", PROGRAM);
+    for key in ["release", "other"] {
+        prosec(&dir, &["keygen", key, "-W"]);
+    }
+    prosec(
+        &dir,
+        &[
+            "build",
+            "prog.prose",
+            "-o",
+            "signed.pbc",
+            "--sign",
+            "release.key",
+        ],
+    );
+    prosec(
+        &dir,
+        &[
+            "build",
+            "prog.prose",
+            "-o",
+            "foreign.pbc",
+            "--sign",
+            "other.key",
+        ],
+    );
+    let signed = std::fs::read(dir.join("signed.pbc")).expect("artifact");
+    let mut altered = signed.clone();
+    // A byte of the signed body (the source hash, in the header).
+    altered[30] ^= 0x20;
+
+    // A server that trusts nothing keeps the unsigned artifact.
+    let server = Server::start(&dir, &[]);
+    let unsigned = server.upload(&dir);
+    drop(server);
+
+    let server = Server::start(&dir, &["--trust", "release.pub"]);
+    let put = |bytes: Vec<u8>| {
+        server
+            .request(Method::PUT, "/v1/artifacts")
+            .body(bytes)
+            .send()
+            .expect("PUT")
+    };
+    for (what, bytes, why) in [
+        (
+            "unsigned",
+            std::fs::read(dir.join("prog.pbc")).expect("artifact"),
+            "the artifact is not signed",
+        ),
+        (
+            "foreign",
+            std::fs::read(dir.join("foreign.pbc")).expect("artifact"),
+            "which is not trusted",
+        ),
+        ("altered", altered, "was altered after key"),
+    ] {
+        let e = json(put(bytes), 403);
+        assert!(
+            e["error"].as_str().is_some_and(|e| e.contains(why)),
+            "{what}: {e}"
+        );
+    }
+    // Nothing refused was kept: only the signed one is there to run.
+    let kept = |sha: &str| {
+        dir.join("state/serve/artifacts")
+            .join(format!("{sha}.pbc"))
+            .exists()
+    };
+    for name in ["foreign.pbc", "prog.pbc"] {
+        let bytes = std::fs::read(dir.join(name)).expect("artifact");
+        let sha = prose_runtime::program::sha256_hex(&bytes);
+        assert_eq!(kept(&sha), name == "prog.pbc", "{name}");
+    }
+    let sha = json(put(signed), 201)["sha256"]
+        .as_str()
+        .expect("sha256")
+        .to_string();
+    assert!(kept(&sha));
+
+    // The unsigned artifact an earlier server kept is in the library, but no run of it
+    // starts here.
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .json(&json!({"artifact": unsigned, "inputs": {"topic": "tides"}}))
+        .send()
+        .expect("POST");
+    let e = json(r, 403);
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("refused to run") && e.contains("not signed")),
+        "{e}"
+    );
+    assert_eq!(server.get("/v1/runs")["runs"], json!([]));
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    server.wait_for(&id, |r| r["status"] == "finished");
+}
+
+/// The ids of a page of runs.
+fn ids(page: &Value) -> Vec<String> {
+    page["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[test]
+fn runs_are_listed_by_status_and_program_a_page_at_a_time() {
+    // Two programs: `prog` finishes, `asks` waits for a person.
+    let dir = built("serve-filters", PROGRAM);
+    std::fs::write(
+        dir.join("asks.prose"),
+        "let draft = session \"Draft a note\"\ninput audience: \"Who reads it\"\noutput r = session \"Rewrite for {audience}\"\n  context: draft\n",
+    )
+    .expect("program");
+    prosec(&dir, &["build", "asks.prose", "-o", "asks.pbc"]);
+    let server = Server::start(&dir, &[]);
+    let prog = server.upload(&dir);
+    let asks = server.upload_file(&dir.join("asks.pbc"));
+    let mut finished: Vec<String> = ["tides", "reefs", "kelp"]
+        .iter()
+        .map(|t| {
+            let id = server.start_run(&prog, json!({"topic": t}));
+            server.wait_for(&id, |r| r["status"] == "finished");
+            id
+        })
+        .collect();
+    let waiting = server.start_run(&asks, json!({}));
+    server.wait_for(&waiting, |r| r["status"] == "waiting");
+    // Newest first: ids sort by start time (to the second, then at random).
+    finished.sort_unstable_by(|a, b| b.cmp(a));
+    let just_waiting = vec![waiting.clone()];
+
+    assert_eq!(ids(&server.get("/v1/runs?status=finished")), finished);
+    assert_eq!(ids(&server.get("/v1/runs?status=waiting")), just_waiting);
+    for status in ["running", "failed", "interrupted", "paused", "queued"] {
+        assert_eq!(
+            ids(&server.get(&format!("/v1/runs?status={status}"))),
+            Vec::<String>::new(),
+            "{status}"
+        );
+    }
+    let listed = server.get("/v1/runs?status=waiting");
+    assert_eq!(
+        (&listed["runs"][0]["program"], &listed["runs"][0]["status"]),
+        (&Value::from("asks"), &Value::from("waiting"))
+    );
+    assert_eq!(ids(&server.get("/v1/runs?program=prog")), finished);
+    assert_eq!(ids(&server.get("/v1/runs?program=asks")), just_waiting);
+    assert_eq!(
+        ids(&server.get("/v1/runs?program=asks&status=waiting")),
+        just_waiting
+    );
+    assert_eq!(
+        ids(&server.get("/v1/runs?program=prog&status=waiting")),
+        Vec::<String>::new()
+    );
+
+    // Pages under a filter: each page's `next` leads to the next, to the last.
+    let first = server.get("/v1/runs?program=prog&limit=2");
+    assert_eq!(ids(&first), finished[..2].to_vec());
+    assert_eq!(first["next"], finished[1].as_str());
+    let second = server.get(&format!(
+        "/v1/runs?program=prog&limit=2&before={}",
+        finished[1]
+    ));
+    assert_eq!(ids(&second), finished[2..].to_vec());
+    assert_eq!(second["next"], Value::Null);
+    let mut walked = Vec::new();
+    let mut path = "/v1/runs?status=finished&limit=1".to_string();
+    loop {
+        let page = server.get(&path);
+        walked.extend(ids(&page));
+        match page["next"].as_str() {
+            Some(next) => path = format!("/v1/runs?status=finished&limit=1&before={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(walked, finished);
+    // A page of none is a page of one; all runs together, when no filter holds them back.
+    assert_eq!(ids(&server.get("/v1/runs?limit=0")).len(), 1);
+    let mut all = finished.clone();
+    all.push(waiting.clone());
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(ids(&server.get("/v1/runs")), all);
+}
+
+#[test]
+fn a_client_cannot_choose_the_driver_its_key_or_its_address() {
+    let dir = built("serve-no-keys", PROGRAM);
+    let server = Server::start(
+        &dir,
+        &["--driver", "command", "--command", "echo from the server"],
+    );
+    let sha = server.upload(&dir);
+    // A provider a client would point the run at: it must never be asked.
+    let (elsewhere, seen) = super::provider::provider(vec![super::provider::ok("from the client")]);
+    for (field, value) in [
+        ("driver", json!("openai")),
+        ("api_key", json!("sk-client")),
+        ("base_url", json!(elsewhere)),
+        ("model", json!("gpt-client")),
+        ("command", json!("echo from the client")),
+    ] {
+        let mut body = json!({"artifact": sha, "inputs": {"topic": "tides"}});
+        body[field] = value;
+        let r = server
+            .request(Method::POST, "/v1/runs")
+            .json(&body)
+            .send()
+            .expect("POST");
+        let e = json(r, 422);
+        assert!(
+            e["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("unknown field `{field}`"))),
+            "{field}: {e}"
+        );
+        // Schedules start runs too.
+        let mut body = json!({"cron": "0 0 1 1 *", "artifact": sha, "inputs": {"topic": "tides"}});
+        body[field] = json!("x");
+        let r = server
+            .request(Method::POST, "/v1/schedules")
+            .json(&body)
+            .send()
+            .expect("POST");
+        json(r, 422);
+    }
+    assert_eq!(server.get("/v1/runs")["runs"], json!([]));
+    assert_eq!(server.get("/v1/schedules")["schedules"], json!([]));
+    // Other bodies the API refuses are its errors too.
+    let r = server
+        .request(Method::POST, "/v1/runs")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .expect("POST");
+    let e = json(r, 400);
+    assert!(e["error"].as_str().is_some_and(|e| !e.is_empty()), "{e}");
+
+    // The server's own driver answers.
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    let run = server.wait_for(&id, |r| r["status"] == "finished");
+    assert_eq!(run["outputs"]["r"], "from the server");
+    assert!(seen.lock().expect("seen").is_empty());
 }

@@ -1,9 +1,14 @@
 //! The server's limits: `--max-concurrency` holds over every run it drives (requests in
-//! flight at once, counted as `exec` counts them within one run), and `--max-runs` runs are
-//! driven at once while the others wait their turn.
+//! flight at once, counted as `exec` counts them within one run), `--max-runs` runs are
+//! driven at once while the others wait their turn, and `--max-requests` HTTP requests are
+//! handled at once over the whole API while the others wait theirs.
 
-use super::{built, Server};
+use super::{built, client, events, Server, PROGRAM};
+use reqwest::Method;
 use serde_json::json;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Three sessions at once.
@@ -88,4 +93,100 @@ fn requests_in_flight_are_limited_over_all_runs_and_runs_wait_their_turn() {
         std::thread::sleep(Duration::from_millis(30));
     }
     server.wait_for(&second, |r| r["status"] == "finished");
+}
+
+/// Reads an HTTP response's status line and headers from `r`; returns its status.
+fn response_head(r: &mut impl BufRead) -> u16 {
+    let mut status = String::new();
+    r.read_line(&mut status).expect("a status line");
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).expect("a header") == 0 || line == "\r\n" {
+            break;
+        }
+    }
+    status
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not a status line: {status:?}"))
+}
+
+#[test]
+fn max_requests_holds_over_every_route_while_a_request_is_handled() {
+    let dir = built("serve-max-requests", PROGRAM);
+    let go = dir.join("go");
+    // A driver that answers once the test says so: the run stays live until then.
+    let command = format!(
+        "while [ ! -e {go} ]; do sleep 0.05; done; echo answered",
+        go = go.display()
+    );
+    let server = Server::start(
+        &dir,
+        &[
+            "--max-requests",
+            "1",
+            "--driver",
+            "command",
+            "--command",
+            &command,
+        ],
+    );
+    let addr = server.base.trim_start_matches("http://").to_string();
+
+    // An upload whose body has not come yet: once the server answers `100 Continue`, it is
+    // handling the request, reading the body.
+    let mut upload = TcpStream::connect(&addr).expect("connect");
+    write!(
+        upload,
+        "PUT /v1/artifacts HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/octet-stream\r\nContent-Length: 16\r\nExpect: 100-continue\r\n\r\n"
+    )
+    .expect("write");
+    let mut answers = BufReader::new(upload.try_clone().expect("clone"));
+    assert_eq!(response_head(&mut answers), 100);
+
+    // Meanwhile a request to another route waits its turn.
+    let (tx, rx) = mpsc::channel();
+    let base = server.base.clone();
+    std::thread::spawn(move || {
+        let r = client().get(format!("{base}/healthz")).send();
+        let _ = tx.send(r.map(|r| r.status().as_u16()));
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(2)).is_err(),
+        "a second request was handled while the upload was"
+    );
+    // The upload ends (refused: no artifact), and then the other is answered.
+    upload.write_all(b"not an artifact!").expect("write");
+    assert_eq!(response_head(&mut answers), 422);
+    let status = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("answered once the upload ended")
+        .expect("GET");
+    assert_eq!(status, 200);
+
+    // An event stream counts only until it starts: a client following a live run holds no
+    // place from the others.
+    let sha = server.upload(&dir);
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    let stream = server
+        .request(Method::GET, &format!("/v1/runs/{id}/events"))
+        .send()
+        .expect("events");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let all = events(stream, |e| e.data["event"] == "end");
+        let _ = tx.send(all.len());
+    });
+    let run = server.get(&format!("/v1/runs/{id}"));
+    assert_eq!(
+        (&run["status"], &run["live"]),
+        (&json!("running"), &json!(true))
+    );
+    std::fs::write(&go, "").expect("go");
+    let seen = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the stream ends with the run");
+    assert!(seen > 5, "{seen} events");
+    server.wait_for(&id, |r| r["status"] == "finished");
 }

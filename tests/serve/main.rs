@@ -1,17 +1,22 @@
 //! `prosevm serve` in real processes, driven over real HTTP (reqwest) on the loopback
 //! address: an artifact uploaded, a run started, its events streamed, its outputs read
-//! ([`api`]); the token and bad uploads refused; and runs that outlive the server, stopped
-//! with SIGTERM or killed with SIGKILL part way and finished by the next server with the
-//! outputs an uninterrupted run gives ([`durable`]); runs waiting for a person, answered
-//! through the API or the CLI ([`waiting`]); and the web page in headless Chromium
-//! ([`page`]).
+//! ([`api`]), the events those the JSON trace prints ([`events`]); the token and bad uploads
+//! refused; and runs that outlive the server, stopped with SIGTERM or killed with SIGKILL
+//! part way and finished by the next server with the outputs an uninterrupted run gives
+//! ([`durable`]); runs waiting for a person, answered through the API or the CLI
+//! ([`waiting`]); and the web page in headless Chromium ([`page`]).
 
 #[path = "../support/mod.rs"]
 mod support;
 
+#[path = "../../vm/tests/support/provider.rs"]
+#[allow(dead_code)]
+mod provider;
+
 mod api;
 mod browser;
 mod durable;
+mod events;
 mod limits;
 mod page;
 mod queue;
@@ -92,6 +97,16 @@ impl Server {
 
     /// [`Server::start`], with the token in `token-file` when `token` is given.
     pub fn start_with(dir: &Path, extra: &[&str], token: Option<&str>) -> Server {
+        Server::start_env(dir, extra, token, &[])
+    }
+
+    /// [`Server::start_with`], with `env` set for the server (a provider's key).
+    pub fn start_env(
+        dir: &Path,
+        extra: &[&str],
+        token: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Server {
         let log = dir.join(format!(
             "serve-{}.log",
             std::time::SystemTime::now()
@@ -105,6 +120,9 @@ impl Server {
         if let Some(t) = token {
             std::fs::write(dir.join("token-file"), format!("{t}\n")).expect("token");
             cmd.args(["--token-file", "token-file"]);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         let child = cmd
             .args(extra)
@@ -161,7 +179,12 @@ impl Server {
 
     /// Uploads `dir`'s `prog.pbc`; returns its SHA-256.
     pub fn upload(&self, dir: &Path) -> String {
-        let bytes = std::fs::read(dir.join("prog.pbc")).expect("artifact");
+        self.upload_file(&dir.join("prog.pbc"))
+    }
+
+    /// Uploads the artifact `file`; returns its SHA-256.
+    pub fn upload_file(&self, file: &Path) -> String {
+        let bytes = std::fs::read(file).expect("artifact");
         let r = self
             .request(reqwest::Method::PUT, "/v1/artifacts")
             .body(bytes)

@@ -58,6 +58,16 @@ fn a_run_waits_for_an_input_and_an_answer_through_the_api_finishes_it() {
     assert!(json(r, 422)["error"]
         .as_str()
         .is_some_and(|e| e.contains("`audience`")));
+    // An answer is a name and a value, nothing more.
+    let r = server
+        .request(Method::POST, &format!("/v1/runs/{id}/input"))
+        .json(&json!({"name": "audience", "value": "sailors", "driver": "openai"}))
+        .send()
+        .expect("POST");
+    assert!(json(r, 422)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("unknown field `driver`")));
+    assert_eq!(server.get(&format!("/v1/runs/{id}"))["status"], "waiting");
     let r = server
         .request(Method::POST, &format!("/v1/runs/{id}/input"))
         .json(&json!({"name": "audience", "value": "sailors"}))

@@ -2,13 +2,13 @@
 //! with a journal already in it reads back as written; one process holds it at a time; a
 //! hold given back can be taken again; its journal can be rewritten and its program
 //! replaced (what an edited program's resume does); a finished run is not taken; pruning
-//! removes it with its journal.
+//! removes it with its journal; a failed run is listed with why, and what it used.
 
 use super::{kinds, support, Kind};
-use prose_machine::protocol::{Answer, Lineage, Reply, RequestId, SessionAnswer};
+use prose_machine::protocol::{Answer, Lineage, Reply, RequestId, SessionAnswer, Usage};
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::program::Program;
-use prose_runtime::record::{ExecOptions, RunRecord, RunStatus};
+use prose_runtime::record::{ExecOptions, RunFailure, RunRecord, RunStatus};
 use prose_store::{JournalCheck, Locator, PruneRule, Pruned, Store, StoreError, Taken};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -150,6 +150,41 @@ fn a_run_is_held_once_read_as_written_rewritten_and_pruned_in_every_store() {
         assert!(
             matches!(rt.block_on(store.read(&id)), Err(StoreError::NoRun(_))),
             "{name}: a pruned run is gone"
+        );
+
+        // A failed run is listed with why, and with what it used.
+        let mut failed = RunRecord::new(
+            &p,
+            BTreeMap::new(),
+            DriverSettings::Mock(Default::default()),
+            ExecOptions::default(),
+            dir.clone(),
+        );
+        let held = rt
+            .block_on(store.create(&mut failed, &p, &[]))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        failed.status = RunStatus::Failed;
+        failed.usage = Some(Usage {
+            input_tokens: 120,
+            output_tokens: 7,
+            cost: Some(0.25),
+            ..Usage::default()
+        });
+        failed.error = Some(RunFailure {
+            code: "E210".into(),
+            message: "the provider is down".into(),
+            request: None,
+        });
+        rt.block_on(held.write_record(&failed)).expect("record");
+        let rows = rt.block_on(store.list()).expect("list");
+        let row = rows
+            .into_iter()
+            .find(|r| r.id == failed.id)
+            .expect("listed");
+        assert_eq!(
+            (row.status_text(), row.error.as_deref(), row.usage),
+            ("failed", Some("the provider is down"), failed.usage),
+            "{name}"
         );
     }
 }

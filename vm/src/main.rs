@@ -118,7 +118,9 @@ enum Command {
         /// Runs driven at once; more wait their turn (started and durable).
         #[arg(long, default_value_t = 4)]
         max_runs: usize,
-        /// HTTP requests handled at once; more wait.
+        /// HTTP requests handled at once over every route; more wait their turn. A request
+        /// counts until its answer starts: an upload while its body comes in, an event
+        /// stream only until it starts streaming.
         #[arg(long, default_value_t = 64)]
         max_requests: usize,
         /// With a Postgres store, also work its queue like `prosevm worker`: claim runs

@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::Path;
-use support::{integrity, skill_md, tarball, Server, World};
+use support::{integrity, skill_md, tarball, Server, World, NOTES, TONE};
 
 const WEB_SEARCH: &str = "Search the web before answering; cite every source.";
 const SUMMARIZER: &str = "Summarize in five bullet points at most.";
@@ -613,9 +613,17 @@ fn info_tells_a_host_what_it_needs_to_know() {
         "input text: \"What to digest\"\noutput digest = session \"Digest {text}\"\n",
     )
     .unwrap();
+    let main_source = "import \"style\" from \"./skills/style\"\nuse \"./lib/digest\"\ninput topic: \"The subject to research\"\nagent scout:\n  model: haiku\n  skills: [\"web-search\", \"files\", \"style\"]\n  permissions:\n    network: allow\nfor t in [\"a\", \"b\", \"c\"]:\n  session: scout\n    prompt: \"Research {topic} {t}\"\nlet d = digest(text: topic)\noutput report = session \"Write it up\"\n";
+    std::fs::write(p.join("main.prose"), main_source).unwrap();
+    // A bundled skill of two files, and an MCP server the host configures.
+    let style_md = skill_md("style", "Write plainly.");
+    let style_script = "#!/bin/sh\necho styled\n";
+    std::fs::create_dir_all(p.join("skills/style/bin")).unwrap();
+    std::fs::write(p.join("skills/style/SKILL.md"), &style_md).unwrap();
+    std::fs::write(p.join("skills/style/bin/fmt.sh"), style_script).unwrap();
     std::fs::write(
-        p.join("main.prose"),
-        "use \"./lib/digest\"\ninput topic: \"The subject to research\"\nagent scout:\n  model: haiku\n  skills: [\"web-search\"]\n  permissions:\n    network: allow\nfor t in [\"a\", \"b\", \"c\"]:\n  session: scout\n    prompt: \"Research {topic} {t}\"\nlet d = digest(text: topic)\noutput report = session \"Write it up\"\n",
+        p.join("prose.toml"),
+        "[mcp.servers.files]\ncommand = \"npx\"\nargs = [\"@modelcontextprotocol/server-filesystem\", \".\"]\n",
     )
     .unwrap();
     w.prosec(&p, &["build", "main.prose"]).ok();
@@ -635,6 +643,31 @@ fn info_tells_a_host_what_it_needs_to_know() {
         serde_json::json!([["network", ["allow"]]])
     );
     assert_eq!(info["unbundled_skills"], serde_json::json!(["web-search"]));
+    assert_eq!(info["mcp_servers"], serde_json::json!(["files"]));
+    let sha =
+        |bytes: &[u8]| bytecode_spec::bundle::hex(&<sha2::Sha256 as sha2::Digest>::digest(bytes));
+    assert_eq!(info["source_sha256"], sha(main_source.as_bytes()));
+    // The bundled skill: each file's size and hash, and one digest over them (each file's
+    // name, a NUL, its hash in hex and a newline, in name order).
+    assert_eq!(info["skills"][0]["name"], "style");
+    assert_eq!(info["skills"][0]["source"], "./skills/style");
+    assert_eq!(
+        info["skills"][0]["files"],
+        serde_json::json!([
+            ["SKILL.md", style_md.len(), sha(style_md.as_bytes())],
+            [
+                "bin/fmt.sh",
+                style_script.len(),
+                sha(style_script.as_bytes())
+            ],
+        ])
+    );
+    let digest = format!(
+        "SKILL.md\0{}\nbin/fmt.sh\0{}\n",
+        sha(style_md.as_bytes()),
+        sha(style_script.as_bytes())
+    );
+    assert_eq!(info["skills"][0]["sha256"], sha(digest.as_bytes()));
     assert_eq!(info["programs"][0]["import_path"], "./lib/digest");
     let src = std::fs::read(p.join("lib/digest.prose")).unwrap();
     assert_eq!(
@@ -647,7 +680,133 @@ fn info_tells_a_host_what_it_needs_to_know() {
     let cost: serde_json::Value = serde_json::from_str(&cost.stdout()).expect("json");
     assert_eq!(info["cost"]["cost_usd"], cost["cost_usd"]);
     assert_eq!(info["signature"]["signed"], false);
+    assert_eq!(info["signature"]["key"], serde_json::Value::Null);
     let text = w.prosec(&p, &["info", "main.pbc"]).stdout();
     assert!(text.contains("topic: The subject to research"), "{text}");
     assert!(text.contains("sessions  5"), "{text}");
+    assert!(
+        text.contains(&format!("source    sha256 {}", sha(main_source.as_bytes()))),
+        "{text}"
+    );
+
+    // Another host's prose.toml configures no such server: the name is left to that host.
+    std::fs::write(p.join("bare.toml"), "").unwrap();
+    let out = w.prosec(
+        &p,
+        &[
+            "info",
+            "main.pbc",
+            "--config",
+            "bare.toml",
+            "--format",
+            "json",
+        ],
+    );
+    out.ok();
+    let bare: serde_json::Value = serde_json::from_str(&out.stdout()).expect("json");
+    assert_eq!(bare["mcp_servers"], serde_json::json!([]));
+    assert_eq!(
+        bare["unbundled_skills"],
+        serde_json::json!(["files", "web-search"])
+    );
+
+    // Signed: the key id is the one minisign writes in the public key's comment.
+    w.prosec(&p, &["keygen", "release", "-W"]).ok();
+    let pubkey = std::fs::read_to_string(p.join("release.pub")).unwrap();
+    let key_id = pubkey
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("untrusted comment: minisign public key: "))
+        .expect("minisign's comment names the key")
+        .trim()
+        .to_string();
+    assert_eq!(key_id.len(), 16, "{pubkey}");
+    w.prosec(
+        &p,
+        &[
+            "build",
+            "main.prose",
+            "-o",
+            "signed.pbc",
+            "--sign",
+            "release.key",
+        ],
+    )
+    .ok();
+    let out = w.prosec(&p, &["info", "signed.pbc", "--format", "json"]);
+    out.ok();
+    let signed: serde_json::Value = serde_json::from_str(&out.stdout()).expect("json");
+    assert_eq!(signed["signature"]["signed"], true);
+    assert_eq!(signed["signature"]["key"], key_id.as_str());
+    assert_eq!(signed["signature"]["verdict"], "not checked");
+    assert_eq!(signed["source_sha256"], info["source_sha256"]);
+    let out = w.prosec(
+        &p,
+        &[
+            "info",
+            "signed.pbc",
+            "--trust",
+            "release.pub",
+            "--format",
+            "json",
+        ],
+    );
+    out.ok();
+    let checked: serde_json::Value = serde_json::from_str(&out.stdout()).expect("json");
+    assert_eq!(checked["signature"]["verdict"], "trusted");
+    assert_eq!(checked["signature"]["key"], key_id.as_str());
+    assert!(
+        checked["signature"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains(&key_id)),
+        "{checked}"
+    );
+    let text = w.prosec(&p, &["info", "signed.pbc"]).stdout();
+    assert!(text.contains(&format!("signature key {key_id}")), "{text}");
+}
+
+#[test]
+fn local_sources_are_relative_to_the_importing_file_wherever_the_build_runs() {
+    let w = World::new("relative");
+    let (a, cwd) = support::relative_layout(&w);
+
+    let out = w.prosec(&cwd, &["build", "../../a/project/main.prose"]);
+    out.ok();
+    let pbc = a.join("project/main.pbc");
+    let v = load(&pbc);
+    assert!(instructions(&v, "notes").contains(NOTES));
+    let helper = v
+        .modules
+        .iter()
+        .position(|m| m.import_path == "./lib/helper")
+        .expect("the module is carried");
+    let tone = v
+        .skill(helper, "tone")
+        .expect("the module's skill is bundled")
+        .skill_md()
+        .expect("SKILL.md");
+    assert!(tone.contains(TONE), "{tone}");
+    assert!(
+        v.skill(0, "tone").is_none(),
+        "the module's import is its own"
+    );
+    assert!(!cwd.join("main.pbc").exists() && !cwd.join("prose.lock").exists());
+
+    // Built to an output elsewhere, with an absolute path: the same.
+    let abs = a.join("project/main.prose");
+    w.prosec(
+        &cwd,
+        &["build", abs.to_str().expect("utf-8"), "-o", "here.pbc"],
+    )
+    .ok();
+    let v = load(&cwd.join("here.pbc"));
+    assert!(instructions(&v, "notes").contains(NOTES));
+
+    // A source missing relative to the importer is an error there, naming the module.
+    std::fs::remove_dir_all(a.join("project/lib/vendor")).unwrap();
+    let err = w
+        .prosec(&cwd, &["build", "../../a/project/main.prose"])
+        .fails_with("E149");
+    assert!(err.contains("helper.prose:1:"), "{err}");
+    assert!(err.contains("./vendor/tone"), "{err}");
 }

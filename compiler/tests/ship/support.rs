@@ -219,6 +219,64 @@ impl Run {
     }
 }
 
+/// Writes `text` to `dir/rel`, making its directories.
+pub fn put(dir: &Path, rel: &str, text: &str) {
+    let path = dir.join(rel);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// The instructions of skill `notes` in [`relative_layout`].
+pub const NOTES: &str = "Notes from beside the project.";
+/// The instructions of skill `tone` in [`relative_layout`].
+pub const TONE: &str = "Tone from beside the module.";
+
+/// A project whose local imports are relative to each importing file, and a working
+/// directory elsewhere; returns the directory holding the project (`a`, with the program
+/// `a/project/main.prose`) and that working directory.
+///
+/// `main.prose` imports `notes` from `../skills/notes` (so [`NOTES`]) for its agent
+/// `writer`, and uses `./lib/helper`, which imports `tone` from its own `./vendor/tone`
+/// ([`TONE`]) for its agent `polisher`. Decoys stand where a wrong base would find the same
+/// names: `tone` beside the main program, both beside and under the working directory.
+pub fn relative_layout(w: &World) -> (PathBuf, PathBuf) {
+    let a = w.dir("a");
+    put(
+        &a,
+        "project/main.prose",
+        "import \"notes\" from \"../skills/notes\"\nuse \"./lib/helper\"\nagent writer:\n  model: sonnet\n  skills: [\"notes\"]\nlet d = helper(text: \"x\")\noutput r = session: writer\n  prompt: \"Write it\"\n  context: d\n",
+    );
+    put(
+        &a,
+        "project/lib/helper.prose",
+        "import \"tone\" from \"./vendor/tone\"\ninput text: \"What to polish\"\nagent polisher:\n  model: haiku\n  skills: [\"tone\"]\noutput polished = session: polisher\n  prompt: \"Polish {text}\"\n",
+    );
+    put(&a, "skills/notes/SKILL.md", &skill_md("notes", NOTES));
+    put(
+        &a,
+        "project/lib/vendor/tone/SKILL.md",
+        &skill_md("tone", TONE),
+    );
+    let wrong = |where_: &str| format!("WRONG: found {where_}.");
+    put(
+        &a,
+        "project/vendor/tone/SKILL.md",
+        &skill_md("tone", &wrong("beside the main program")),
+    );
+    let b = w.dir("b");
+    put(
+        &b,
+        "skills/notes/SKILL.md",
+        &skill_md("notes", &wrong("beside the working directory")),
+    );
+    put(
+        &b,
+        "cwd/vendor/tone/SKILL.md",
+        &skill_md("tone", &wrong("in the working directory")),
+    );
+    (a, b.join("cwd"))
+}
+
 /// A `SKILL.md` for skill `name`.
 pub fn skill_md(name: &str, instructions: &str) -> String {
     format!("---\nname: {name}\ndescription: The {name} skill\n---\n{instructions}\n")

@@ -546,6 +546,8 @@ impl Run {
         how: Resuming,
         place: &Place,
     ) -> Result<(Resumed, Vec<String>), RunError> {
+        // The edited program is what runs from here on: it must pass as a new one would.
+        place.check_trust(&program.bytes)?;
         let taken = match store.take(id, how.journal).await? {
             Taken::Finished(record) => return Ok((Resumed::Finished(record), Vec::new())),
             Taken::Held(taken) => *taken,

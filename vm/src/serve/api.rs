@@ -64,6 +64,26 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A JSON request body. One that does not read (not JSON, not the shape asked for, a field
+/// the API does not know) is refused like every failed request, with `{"error"}` and the
+/// status axum gives it (400, 415 or 422).
+pub struct Body<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for Body<T>
+where
+    Json<T>: axum::extract::FromRequest<S, Rejection = axum::extract::rejection::JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, ApiError> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(body)) => Ok(Body(body)),
+            Err(e) => Err(ApiError(e.status(), e.body_text())),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         let status = match &e {
@@ -120,8 +140,10 @@ pub struct ArtifactCreated {
     pub sha256: String,
 }
 
-/// A run to start.
+/// A run to start. A client chooses only these fields: the driver, its model and its
+/// credentials are the server's, and a body naming anything else is refused.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NewRun {
     /// The SHA-256 of an uploaded artifact.
     pub artifact: String,
@@ -292,6 +314,7 @@ pub struct Accepted {
 
 /// An answer to an input a run waits for.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct InputAnswer {
     /// The input's name.
     pub name: String,
@@ -425,12 +448,12 @@ async fn put_artifact(
     responses(
         (status = 201, body = RunCreated),
         (status = 404, body = ErrorBody, description = "no such artifact"),
-        (status = 422, body = ErrorBody, description = "the program refuses the inputs, or the driver cannot serve it"),
+        (status = 422, body = ErrorBody, description = "a field other than `artifact` and `inputs`, inputs the program refuses, or a driver that cannot serve it"),
     )
 )]
 async fn create_run(
     State(app): State<Shared>,
-    Json(new): Json<NewRun>,
+    Body(new): Body<NewRun>,
 ) -> Result<(StatusCode, Json<RunCreated>), ApiError> {
     let program = artifact(&app, &new.artifact)?;
     let id = app
@@ -718,7 +741,7 @@ mod tests {
 async fn answer_input(
     State(app): State<Shared>,
     Path(RunId(id)): Path<RunId>,
-    Json(given): Json<InputAnswer>,
+    Body(given): Body<InputAnswer>,
 ) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
     let (id, record) = app.store.record(&id).await?;
     if app.conductor.live(&id).is_some() || record.status != RunStatus::Waiting {
@@ -786,8 +809,10 @@ async fn run_report(
     Ok(axum::response::Html(crate::report::html::render(&report)))
 }
 
-/// A schedule to make.
+/// A schedule to make. As for a run, a client chooses only these fields: a body naming
+/// anything else is refused.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NewSchedule {
     /// When runs start: cron's five fields (minute hour day month weekday), or six with
     /// seconds first, in UTC (`0 9 * * 1-5`: 09:00 on weekdays).
@@ -821,7 +846,7 @@ pub struct ScheduleList {
 )]
 async fn create_schedule(
     State(app): State<Shared>,
-    Json(new): Json<NewSchedule>,
+    Body(new): Body<NewSchedule>,
 ) -> Result<(StatusCode, Json<Schedule>), ApiError> {
     let unprocessable = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e);
     schedules::parse(&new.cron).map_err(unprocessable)?;

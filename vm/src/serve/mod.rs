@@ -153,7 +153,10 @@ pub async fn serve(
     if open {
         router = router.layer(axum::middleware::from_fn(auth::loopback_names_only));
     }
-    let router = router.layer(tower::limit::ConcurrencyLimitLayer::new(
+    // One count over every route: `Router::layer` gives each route its own copy of a layer,
+    // so a plain `ConcurrencyLimitLayer` would limit each route apart. A request counts
+    // until its answer starts: an event stream, once started, holds no place.
+    let router = router.layer(tower::limit::GlobalConcurrencyLimitLayer::new(
         max_requests.max(1),
     ));
     let queue = match queue {

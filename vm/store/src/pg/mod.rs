@@ -152,6 +152,12 @@ pub struct PgRow {
     pub owner: Option<String>,
     /// Seconds until the holder's lease expires (negative: expired).
     pub lease_left: Option<f64>,
+    /// Tokens and cost it used, as of when it last stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<prose_machine::protocol::Usage>,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// A run as the store holds it: its row and record.
@@ -308,7 +314,10 @@ impl PgStore {
             )
             .await
             .map_err(query)?;
-        Ok(rows.iter().map(run_row).collect())
+        Ok(rows
+            .iter()
+            .map(|r| run_row(r, parsed(r).as_ref()))
+            .collect())
     }
 
     /// The run `id`: its row and record.
@@ -323,7 +332,7 @@ impl PgStore {
         let record = serde_json::from_str(&record)
             .map_err(|e| PgError::Invalid(format!("run {id}: its record: {e}")))?;
         Ok(PgRun {
-            row: run_row(&row),
+            row: run_row(&row, Some(&record)),
             record,
         })
     }
@@ -396,7 +405,7 @@ impl PgStore {
             .await
             .map_err(query)?;
         let mut done = Vec::with_capacity(rows.len());
-        for row in rows.iter().map(|r| run_row(r).to_row()) {
+        for row in rows.iter().map(|r| run_row(r, parsed(r).as_ref()).to_row()) {
             if row.live {
                 let why = format!("worker {} holds it", row.holder.as_deref().unwrap_or("?"));
                 done.push(Pruned::Kept(row, why));
@@ -429,7 +438,13 @@ const ROW_SELECT: &str =
         (SELECT count(*) FROM prose_journal j WHERE j.run_id = r.id) AS answered
     FROM prose_runs r WHERE ($1::text IS NULL OR r.id = $1)";
 
-fn run_row(r: &tokio_postgres::Row) -> PgRow {
+/// The record of a row [`ROW_SELECT`] read, when it reads.
+fn parsed(r: &tokio_postgres::Row) -> Option<RunRecord> {
+    serde_json::from_str(r.get::<_, &str>("record")).ok()
+}
+
+/// The row [`ROW_SELECT`] read, whose record is `record`.
+fn run_row(r: &tokio_postgres::Row, record: Option<&RunRecord>) -> PgRow {
     PgRow {
         id: r.get("id"),
         program: r.get("program"),
@@ -439,11 +454,13 @@ fn run_row(r: &tokio_postgres::Row) -> PgRow {
         epoch: r.get("epoch"),
         owner: r.get("owner"),
         lease_left: r.get("lease_left"),
+        usage: record.and_then(|rec| rec.usage),
+        error: record.and_then(|rec| rec.error.as_ref().map(|e| e.message.clone())),
     }
 }
 
 impl PgRow {
-    /// The row as every store lists runs (`record`: the run's record, when it can be read).
+    /// The row as every store lists runs.
     pub fn to_row(&self) -> crate::RunRow {
         crate::RunRow {
             id: self.id.clone(),
@@ -456,8 +473,8 @@ impl PgRow {
             holder: self.owner.clone(),
             lease_left: self.lease_left,
             epoch: Some(self.epoch),
-            usage: None,
-            error: None,
+            usage: self.usage,
+            error: self.error.clone(),
         }
     }
 }
