@@ -152,7 +152,7 @@ pub fn of_file(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
-    let settings = prose_settings::Settings::load(config, dir).map_err(|e| (e, 2))?;
+    let settings = prose_settings::Settings::load(config, dir).map_err(|e| (e.to_string(), 2))?;
     let options = InfoOptions {
         trust: crate::ship::keys::trusted(trust, &settings).map_err(|e| (e, 2))?,
         pricing: Pricing::from_settings(
