@@ -149,7 +149,7 @@ codes! {
     E144 => (Error, Static, "invalid property value"),
     E145 => (Error, Static, "program nests too deeply"),
     E146 => (Error, Relaxed, "block variable read after the call"),
-    E147 => (Error, Static, "invalid lint setting in prose.toml"),
+    E147 => (Error, Static, "invalid setting in prose.toml"),
     E148 => (Error, Build, "program too large to compile"),
     E149 => (Error, Build, "imported skill not found"),
     E150 => (Error, Build, "no such ref or version"),

@@ -12,6 +12,7 @@ pub mod console;
 pub mod cost;
 pub mod diagnostics;
 pub mod fmt;
+pub mod info;
 pub mod lexer;
 pub mod limits;
 pub mod lints;
@@ -23,6 +24,9 @@ pub mod ship;
 pub mod source;
 pub mod span;
 pub mod threads;
+
+/// The compiler and its version, as artifacts (and their signatures) name who built them.
+pub const COMPILER_VERSION: &str = concat!("prosec ", env!("CARGO_PKG_VERSION"));
 
 /// Decodes a source file's bytes. On invalid UTF-8, returns the offset of the first bad
 /// byte, a message, and the text with every undecodable byte replaced by `?`: the same

@@ -680,7 +680,7 @@ fn keygen(args: KeygenArgs) -> ExitCode {
 }
 
 fn info(args: InfoArgs) -> ExitCode {
-    match prosec::ship::info::of_file(&args.file, &args.trust, args.config.as_deref()) {
+    match prosec::info::of_file(&args.file, &args.trust, args.config.as_deref()) {
         Ok(info) => {
             match Console::get().format {
                 Format::Text => print!("{}", info.render_text()),

@@ -56,7 +56,7 @@ fn every_example_builds_verifies_and_round_trips() {
             "{} does not round-trip",
             f.display()
         );
-        assert_eq!(header.compiler_version, prosec::codegen::COMPILER_VERSION);
+        assert_eq!(header.compiler_version, prosec::COMPILER_VERSION);
     }
 }
 

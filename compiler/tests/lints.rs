@@ -95,36 +95,102 @@ fn the_nearest_prose_toml_sets_levels_and_flags_override_it() {
     assert_eq!(check(&g, Options::default()), [(W108, Warning, 6)]);
 }
 
-#[test]
-fn a_bad_lint_setting_is_located_in_prose_toml() {
-    let dir = scratch("config-bad");
-    write(
-        &dir,
-        "prose.toml",
-        "[lints]\nW108 = \"off\"\nE007 = \"allow\"\n",
-    );
+/// The E147s of checking a program under a `prose.toml` of `text`: (line, column) in it.
+fn settings_problems(name: &str, text: &str) -> (Vec<(u32, u32)>, Vec<String>) {
+    let dir = scratch(name);
+    write(&dir, "prose.toml", text);
     let f = write(&dir, "p.prose", NOISY);
     let mut c = Compilation::new(Options::default());
     c.add_file(&f).expect("readable");
-    let bad: Vec<(String, u32, u32)> = c
-        .diagnostics
+    assert!(c.error_count() > 0, "E147 is an error");
+    c.diagnostics
         .iter()
         .filter(|d| d.code == E147)
         .map(|d| {
             let file = c.sources.get(d.file);
+            assert!(file.path.ends_with("prose.toml"), "{}", file.path);
             let at = file.line_col(d.span.start as usize);
-            (
-                file.path.rsplit('/').next().unwrap_or("").to_string(),
-                at.line,
-                at.column,
-            )
+            ((at.line, at.column), d.message.clone())
         })
-        .collect();
-    assert_eq!(
-        bad,
-        [("prose.toml".into(), 2, 8), ("prose.toml".into(), 3, 1)]
+        .unzip()
+}
+
+#[test]
+fn a_bad_lint_setting_is_located_in_prose_toml() {
+    // Entries that name no lint: each is reported, and ignored.
+    let (at, _) = settings_problems(
+        "config-bad",
+        "[lints]\nE999 = \"allow\"\nE007 = \"allow\"\nW104 = \"warn\"\n",
     );
-    assert!(c.error_count() > 0);
+    assert_eq!(at, [(2, 1), (3, 1)]);
+    // A level the schema does not know: the file cannot be read.
+    let (at, why) = settings_problems("config-bad-level", "[lints]\nW108 = \"off\"\n");
+    assert_eq!(at, [(2, 8)]);
+    assert!(why[0].contains("allow"), "{why:?}");
+    // So is a misspelt key anywhere in the file: prosec reads it with prosevm's schema.
+    let (at, why) = settings_problems(
+        "config-bad-key",
+        "drivr = \"mock\"\n[lints]\nW108 = \"deny\"\n",
+    );
+    assert_eq!(at, [(1, 1)]);
+    assert!(why[0].contains("drivr"), "{why:?}");
+}
+
+/// Runs `prosec check` on `file` with `home` as the user's config directory; returns its exit
+/// code and stderr.
+fn check_as(home: &Path, file: &Path) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_prosec"))
+        .arg("check")
+        .arg(file)
+        .env("XDG_CONFIG_HOME", home)
+        .output()
+        .expect("run prosec");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_users_lints_apply_and_the_projects_override_them() {
+    let root = scratch("user-lints");
+    let home = root.join("home");
+    let user = write(&home, "prose/prose.toml", "[lints]\nW108 = \"allow\"\n");
+    // No project file: the user's file alone allows W108.
+    let lone = write(&root, "lone/p.prose", NOISY);
+    let (code, err) = check_as(&home, &lone);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 error(s), 0 warning(s)"), "{err}");
+    // Without the user's file, W108 warns.
+    let (code, err) = check_as(&root.join("nobody"), &lone);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 error(s), 1 warning(s)"), "{err}");
+    // A project that sets other codes keeps the user's W108, and adds its own.
+    write(&root, "other/prose.toml", "[lints]\nE140 = \"warn\"\n");
+    let other = write(&root, "other/p.prose", NOISY);
+    let (code, err) = check_as(&home, &other);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("0 error(s), 1 warning(s)"), "{err}");
+    assert!(err.contains("E140"), "{err}");
+    // A project that sets W108 wins over the user's file, whatever case it writes it in.
+    write(&root, "strict/prose.toml", "[lints]\nw108 = \"deny\"\n");
+    let strict = write(&root, "strict/p.prose", NOISY);
+    let (code, err) = check_as(&home, &strict);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("1 error(s), 0 warning(s)"), "{err}");
+    assert!(err.contains("W108"), "{err}");
+    // A bad entry in the user's file is reported there, once for all the projects checked.
+    std::fs::write(&user, "[lints]\nW108 = \"allow\"\nE999 = \"deny\"\n").expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_prosec"))
+        .args(["check", "--format", "json"])
+        .args([&lone, &other, &strict])
+        .env("XDG_CONFIG_HOME", &home)
+        .output()
+        .expect("run prosec");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let text = doc.to_string();
+    assert_eq!(text.matches("\"E147\"").count(), 1, "{text}");
+    assert!(text.contains("home/prose/prose.toml"), "{text}");
 }
 
 #[test]

@@ -45,22 +45,32 @@ pub fn user_cache_dir() -> Option<PathBuf> {
 /// must exist); else the project's `prose.toml`, found upward from `start`, over the user's;
 /// else the defaults. `read` reads one file; `under` puts one file's settings under
 /// another's. The one layering both tools use.
-pub fn layered<T: Default>(
+pub fn layered<T: Default, E>(
     path: Option<&Path>,
     start: &Path,
-    read: impl Fn(&Path) -> Result<T, String>,
+    read: impl Fn(&Path) -> Result<T, E>,
     under: impl FnOnce(T, T) -> T,
-) -> Result<T, String> {
+) -> Result<T, E> {
     if let Some(p) = path {
         return read(p);
     }
+    let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
+    over_users(project_file(&start).as_deref(), read, under)
+}
+
+/// The user's settings with those of `project` (a project's `prose.toml`, if it has one)
+/// over them: the layering of [`layered`] once the project's file is found.
+pub fn over_users<T: Default, E>(
+    project: Option<&Path>,
+    read: impl Fn(&Path) -> Result<T, E>,
+    under: impl FnOnce(T, T) -> T,
+) -> Result<T, E> {
     let user = match user_file() {
         Some(p) if p.is_file() => read(&p)?,
         _ => T::default(),
     };
-    let start = std::fs::canonicalize(start).unwrap_or_else(|_| start.to_path_buf());
-    match project_file(&start) {
-        Some(p) => Ok(under(user, read(&p)?)),
+    match project {
+        Some(p) => Ok(under(user, read(p)?)),
         None => Ok(user),
     }
 }

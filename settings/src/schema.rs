@@ -1,11 +1,13 @@
 //! The one `prose.toml` schema: every key either tool reads, each defined once. Unknown
-//! keys are an error, with their place in the file.
+//! keys and values of the wrong type or range are an error, with their place in the file.
 
 use crate::models::ModelAliases;
 use crate::prices::Price;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 /// The settings `prose.toml` may hold (every key optional; unknown keys are an error).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -74,10 +76,10 @@ pub struct Settings {
     /// Sampling per agent (`[agents.writer]`), over the model's.
     #[serde(default)]
     pub agents: BTreeMap<String, Sampling>,
-    /// Lint levels by code (`[lints]`: `W108 = "deny"`); the compiler reads them with their
-    /// places in the file, to report a bad one where it is.
-    #[serde(default)]
-    pub lints: BTreeMap<String, toml::Value>,
+    /// Lint levels by code (`[lints]`: `W108 = "deny"`), in the order written, the user's
+    /// file's before the project's (a later entry for a code wins).
+    #[serde(default, deserialize_with = "lints_in_order")]
+    pub lints: Vec<LintSetting>,
     /// How `prosec fmt` lays files out (`[fmt]`).
     #[serde(default)]
     pub fmt: FmtSettings,
@@ -134,13 +136,119 @@ pub struct ToolsSettings {
     pub default: Option<String>,
 }
 
+/// One entry of `[lints]`: a diagnostic code as written and its level. Which codes are lints
+/// is the compiler's to say, so the entry keeps where its code is written, to be pointed at
+/// when it names none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LintSetting {
+    /// The code as written (`W108`).
+    pub code: String,
+    /// Its level.
+    pub level: LintLevel,
+    /// Where the code is written.
+    pub at: Place,
+}
+
+/// How a lint is reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LintLevel {
+    /// Not reported.
+    Allow,
+    /// Reported as a warning.
+    Warn,
+    /// Reported as an error.
+    Deny,
+}
+
+/// Where something is written in a `prose.toml`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The file (none for text parsed alone, as [`Settings::parse`] does).
+    pub file: Option<PathBuf>,
+    /// Its bytes in the file.
+    pub span: Range<usize>,
+}
+
+/// `[lints]` as entries in the order they are written.
+fn lints_in_order<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<LintSetting>, D::Error> {
+    let table = BTreeMap::<toml::Spanned<String>, LintLevel>::deserialize(d)?;
+    let mut lints: Vec<LintSetting> = table
+        .into_iter()
+        .map(|(code, level)| LintSetting {
+            at: Place {
+                file: None,
+                span: code.span(),
+            },
+            code: code.into_inner(),
+            level,
+        })
+        .collect();
+    lints.sort_by_key(|l| l.at.span.start);
+    Ok(lints)
+}
+
 /// `[fmt]`: the one layout choice users really differ on.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct FmtSettings {
-    /// Spaces per indentation level (1 to 8).
-    pub indent_width: Option<i64>,
+    /// Spaces per indentation level.
+    pub indent_width: Option<IndentWidth>,
 }
+
+/// Spaces per indentation level: 1 to 8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct IndentWidth(u8);
+
+impl IndentWidth {
+    /// The number of spaces.
+    pub fn get(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl TryFrom<i64> for IndentWidth {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<IndentWidth, String> {
+        match u8::try_from(n) {
+            Ok(w @ 1..=8) => Ok(IndentWidth(w)),
+            _ => Err(format!("indent-width must be between 1 and 8, not {n}")),
+        }
+    }
+}
+
+/// Why a `prose.toml` cannot be used: the file, where in it, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The file (none for text parsed alone).
+    pub file: Option<PathBuf>,
+    /// The bytes at fault, when the file could be read.
+    pub span: Option<Range<usize>>,
+    /// What is wrong, without where.
+    pub message: String,
+    /// What is wrong and where: the line and column, and the line itself.
+    report: String,
+}
+
+impl SettingsError {
+    fn in_file(mut self, path: &Path) -> SettingsError {
+        self.file = Some(path.to_path_buf());
+        self
+    }
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "{}: {}", file.display(), self.report),
+            None => f.write_str(&self.report),
+        }
+    }
+}
+
+impl std::error::Error for SettingsError {}
 
 /// How a model samples: what a `prose.toml` may set globally, per model and per agent, and
 /// what the chat drivers send.
@@ -167,8 +275,14 @@ impl Sampling {
 impl Settings {
     /// Reads `path` if given (it must exist); else the project's `prose.toml`, found upward
     /// from `start` (the program's directory), over the user's; else nothing.
-    pub fn load(path: Option<&Path>, start: &Path) -> Result<Settings, String> {
+    pub fn load(path: Option<&Path>, start: &Path) -> Result<Settings, SettingsError> {
         crate::files::layered(path, start, Settings::read, Settings::under)
+    }
+
+    /// The settings of a project whose `prose.toml` is `project` (none: it has none): that
+    /// file over the user's, as [`Settings::load`] layers them once it has found the file.
+    pub fn of_project(project: Option<&Path>) -> Result<Settings, SettingsError> {
+        crate::files::over_users(project, Settings::read, Settings::under)
     }
 
     /// The top level's sampling settings.
@@ -180,10 +294,20 @@ impl Settings {
     }
 
     /// Reads one `prose.toml`.
-    pub fn read(path: &Path) -> Result<Settings, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut settings =
-            Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn read(path: &Path) -> Result<Settings, SettingsError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            SettingsError {
+                file: None,
+                span: None,
+                message: e.to_string(),
+                report: e.to_string(),
+            }
+            .in_file(path)
+        })?;
+        let mut settings = Settings::parse(&text).map_err(|e| e.in_file(path))?;
+        for lint in &mut settings.lints {
+            lint.at.file = Some(path.to_path_buf());
+        }
         let dir = path.parent().unwrap_or(Path::new("."));
         if settings.command.is_some() {
             settings.command_dir = Some(std::path::absolute(dir).unwrap_or(dir.to_path_buf()));
@@ -258,8 +382,13 @@ impl Settings {
     }
 
     /// Parses the text of a `prose.toml`.
-    pub fn parse(text: &str) -> Result<Settings, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+    pub fn parse(text: &str) -> Result<Settings, SettingsError> {
+        toml::from_str(text).map_err(|e: toml::de::Error| SettingsError {
+            file: None,
+            span: e.span(),
+            message: e.message().to_string(),
+            report: e.to_string(),
+        })
     }
 }
 
@@ -352,7 +481,7 @@ mod tests {
         assert_eq!(both.prompt_cache, Some(crate::cache::PromptCache::Off));
         assert_eq!(both.memo, Some(true));
         let e = Settings::parse("prompt_cache = \"10m\"\n").expect_err("bad value");
-        assert!(e.contains("line 1"), "{e}");
+        assert!(e.to_string().contains("line 1"), "{e}");
     }
 
     #[test]
@@ -369,16 +498,16 @@ mod tests {
             "[providers.openai]\nmax_concurrency = -1\n",
         ] {
             let e = Settings::parse(bad).expect_err(bad);
-            assert!(e.contains("line "), "{e}");
+            assert!(e.to_string().contains("line "), "{e}");
         }
     }
 
     #[test]
     fn unknown_keys_and_bad_values_are_errors_with_a_position() {
         let e = Settings::parse("drivr = \"mock\"\n").expect_err("unknown key");
-        assert!(e.contains("drivr"), "{e}");
+        assert!(e.to_string().contains("drivr"), "{e}");
         let e = Settings::parse("max_concurrency = \"many\"\n").expect_err("bad value");
-        assert!(e.contains("line 1"), "{e}");
+        assert!(e.to_string().contains("line 1"), "{e}");
     }
 
     #[test]
@@ -399,5 +528,64 @@ mod tests {
         let user = Settings::parse("[trust]\nkeys = [\"/home/me/mine.pub\"]\n").expect("valid");
         assert_eq!(user.under(read).trust.keys.len(), 3);
         std::fs::remove_dir_all(&dir).expect("clean up");
+    }
+
+    #[test]
+    fn lints_are_typed_kept_in_order_and_the_projects_come_last() {
+        let text = "[lints]\nW108 = \"deny\"\nE140 = \"allow\"\nE999 = \"warn\"\n";
+        let user = Settings::parse(text).expect("valid");
+        let read: Vec<(&str, LintLevel, &str)> = user
+            .lints
+            .iter()
+            .map(|l| (l.code.as_str(), l.level, &text[l.at.span.clone()]))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                ("W108", LintLevel::Deny, "W108"),
+                ("E140", LintLevel::Allow, "E140"),
+                ("E999", LintLevel::Warn, "E999"),
+            ]
+        );
+        let project = Settings::parse("[lints]\nw108 = \"allow\"\n").expect("valid");
+        let both = user.under(project);
+        let codes: Vec<&str> = both.lints.iter().map(|l| l.code.as_str()).collect();
+        assert_eq!(codes, ["W108", "E140", "E999", "w108"]);
+        let e = Settings::parse("[lints]\nW108 = \"off\"\n").expect_err("bad level");
+        assert_eq!(e.span, Some(15..20), "{e}");
+        assert!(e.message.contains("allow"), "{e}");
+    }
+
+    #[test]
+    fn the_indent_width_is_one_to_eight() {
+        let s = Settings::parse("[fmt]\nindent-width = 4\n").expect("valid");
+        assert_eq!(s.fmt.indent_width.map(IndentWidth::get), Some(4));
+        for bad in ["0", "9", "-1", "\"4\""] {
+            let text = format!("[fmt]\nindent-width = {bad}\n");
+            let e = Settings::parse(&text).expect_err(bad);
+            assert_eq!(e.span, Some(21..21 + bad.len()), "{e}");
+        }
+        let e = Settings::parse("[fmt]\nindent-width = 0\n").expect_err("0");
+        assert!(e.message.contains("between 1 and 8, not 0"), "{e}");
+    }
+
+    #[test]
+    fn a_files_errors_name_it() {
+        let dir = std::env::temp_dir().join(format!("prose-errors-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("prose.toml");
+        std::fs::write(&file, "[lints]\nW108 = \"deny\"\n[fmt]\nindent-width = 0\n")
+            .expect("write");
+        let e = Settings::read(&file).expect_err("bad width");
+        assert_eq!(e.file.as_deref(), Some(file.as_path()));
+        assert!(
+            e.to_string().starts_with(&file.display().to_string()),
+            "{e}"
+        );
+        std::fs::write(&file, "[lints]\nW108 = \"deny\"\n").expect("write");
+        let read = Settings::read(&file).expect("valid");
+        assert_eq!(read.lints[0].at.file.as_deref(), Some(file.as_path()));
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        assert!(Settings::read(&file).expect_err("gone").span.is_none());
     }
 }

@@ -144,9 +144,13 @@ fn settings_md_lists_exactly_the_keys_of_the_schema() {
     );
 }
 
-/// Dependencies that do I/O, which design.md says prose-machine never has.
-const IO_CRATES: [&str; 14] = [
+/// Dependencies that do I/O, which design.md says prose-machine never has, directly or
+/// through another crate.
+pub const IO_CRATES: [&str; 17] = [
     "tokio",
+    "mio",
+    "socket2",
+    "hyper",
     "reqwest",
     "libc",
     "rusqlite",

@@ -394,7 +394,7 @@ fn main() -> ExitCode {
             file,
             trust,
             config,
-        } => match prosec::ship::info::of_file(&file, &trust, config.as_deref()) {
+        } => match prosec::info::of_file(&file, &trust, config.as_deref()) {
             Ok(info) => {
                 if json {
                     println!("{}", info.to_json());

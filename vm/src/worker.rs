@@ -59,7 +59,7 @@ pub trait Follower: Send + Sync {
 }
 
 /// The following of one run: sees its events, then how its drive ended.
-pub trait Following: prose_runtime::runner::Observer {
+pub trait Following: prose_runtime::observe::Observer {
     /// The drive ended: `status` is how the run stands, `error` why it stopped, if it did,
     /// and `code` that error's stable code.
     fn ended(
@@ -73,7 +73,7 @@ pub trait Following: prose_runtime::runner::Observer {
 /// A following as an observer the run lifecycle can take.
 struct Follows<'a>(&'a mut dyn Following);
 
-impl prose_runtime::runner::Observer for Follows<'_> {
+impl prose_runtime::observe::Observer for Follows<'_> {
     fn event(&mut self, e: &prose_machine::trace::Event) {
         self.0.event(e)
     }

@@ -20,9 +20,6 @@ use module::Lowerer;
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
-/// The compiler version written into artifacts.
-pub const COMPILER_VERSION: &str = concat!("prosec ", env!("CARGO_PKG_VERSION"));
-
 /// Statistics about a build, for `prosec build` to report.
 #[derive(Debug, Default)]
 pub struct BuildStats {
@@ -165,7 +162,7 @@ pub fn header(source: &str) -> artifact::Header {
     let mut hash = [0u8; 32];
     hash.copy_from_slice(&Sha256::digest(source.as_bytes()));
     artifact::Header {
-        compiler_version: COMPILER_VERSION.to_string(),
+        compiler_version: crate::COMPILER_VERSION.to_string(),
         source_hash: hash,
     }
 }

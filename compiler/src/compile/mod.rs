@@ -78,8 +78,10 @@ pub struct Compilation {
     loading: Vec<PathBuf>,
     /// The nearest `prose.toml` of each directory looked up.
     configs: FxHashMap<PathBuf, Option<PathBuf>>,
-    /// What each `prose.toml` (or none) gives.
+    /// What each project's `prose.toml` (or none), over the user's, gives.
     projects: FxHashMap<Option<PathBuf>, projects::Project>,
+    /// The settings files whose problems have been reported, as sources.
+    settings_files: FxHashMap<PathBuf, crate::source::FileId>,
     /// Files of [`Compilation::add_files`] read (or analysed) ahead, by canonical path.
     ready: FxHashMap<PathBuf, Ready>,
     /// Texts that stand for files when they are imported (an editor's unsaved buffers), by

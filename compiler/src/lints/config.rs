@@ -1,6 +1,9 @@
-//! The `[lints]` table of `prose.toml`, found like Cargo finds `Cargo.toml`: in the
-//! program's directory or the nearest one above it. Other keys of the file (the VM's
-//! settings) are not the compiler's business and are skipped.
+//! The `[lints]` table of `prose.toml`, as the compiler takes it. The settings crate reads the
+//! table like every other, the user's file and then the project's over it: each entry a code
+//! as written and a level (a level other than `allow`, `warn` or `deny` makes the file
+//! unreadable). Which codes are lints is the compiler's to say: an entry that names no
+//! diagnostic code, or a code that is not a lint, is a problem located where it is written,
+//! and is ignored.
 //!
 //! ```toml
 //! [lints]
@@ -10,67 +13,30 @@
 
 use super::Level;
 use crate::diagnostics::Code;
-use crate::span::Span;
-use serde::Deserialize;
-use std::collections::BTreeMap;
-use toml::Spanned;
+use prose_settings::{LintSetting, Place};
 
-/// The file name looked for.
-
-#[derive(Deserialize)]
-struct File {
-    #[serde(default)]
-    lints: Option<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
-}
-
-/// What a `prose.toml` says about lints.
+/// What a `[lints]` table says.
 #[derive(Debug, Default, PartialEq)]
 pub struct Config {
-    /// Levels, in the file's order.
+    /// Levels, in the order they apply (a later one for a code wins).
     pub levels: Vec<(Code, Level)>,
     /// Entries that could not be used, with where they are and why.
-    pub problems: Vec<(Span, String)>,
+    pub problems: Vec<(Place, String)>,
 }
 
-fn span(r: std::ops::Range<usize>) -> Span {
-    Span::new(r.start, r.end)
-}
-
-/// Reads the `[lints]` table of a `prose.toml`'s text.
-pub fn parse(text: &str) -> Config {
+/// The levels `lints` set, and the entries that name no lint.
+pub fn levels(lints: &[LintSetting]) -> Config {
     let mut config = Config::default();
-    let file: File = match toml::from_str(text) {
-        Ok(f) => f,
-        Err(e) => {
-            let span = e.span().unwrap_or(0..0);
-            config
-                .problems
-                .push((Span::new(span.start, span.end), e.message().to_string()));
-            return config;
-        }
-    };
-    let mut entries: Vec<_> = file.lints.unwrap_or_default().into_iter().collect();
-    entries.sort_by_key(|(k, _)| k.span().start);
-    for (key, value) in entries {
-        let Some(code) = Code::parse(key.get_ref()) else {
-            config.problems.push((
-                span(key.span()),
-                format!("`{}` is not a diagnostic code", key.get_ref()),
-            ));
-            continue;
-        };
-        if !code.is_lint() {
-            config.problems.push((
-                span(key.span()),
+    for lint in lints {
+        match Code::parse(&lint.code) {
+            Some(code) if code.is_lint() => config.levels.push((code, lint.level)),
+            Some(code) => config.problems.push((
+                lint.at.clone(),
                 format!("{code} is not a lint: its level cannot be chosen"),
-            ));
-            continue;
-        }
-        match value.get_ref().as_str().and_then(Level::parse) {
-            Some(level) => config.levels.push((code, level)),
+            )),
             None => config.problems.push((
-                span(value.span()),
-                format!("the level of {code} must be \"allow\", \"warn\" or \"deny\""),
+                lint.at.clone(),
+                format!("`{}` is not a diagnostic code", lint.code),
             )),
         }
     }
@@ -80,28 +46,35 @@ pub fn parse(text: &str) -> Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prose_settings::Settings;
 
     #[test]
-    fn levels_in_order_other_keys_ignored() {
-        let c = parse("driver = \"mock\"\n[models]\nsonnet = \"x\"\n[lints]\nW108 = \"deny\"\ne140 = \"allow\"\n");
+    fn levels_in_order_other_keys_left_to_others() {
+        let s = Settings::parse(
+            "driver = \"mock\"\n[models]\nsonnet = \"x\"\n[lints]\nW108 = \"deny\"\ne140 = \"allow\"\n",
+        )
+        .expect("valid");
         assert_eq!(
-            c,
+            levels(&s.lints),
             Config {
                 levels: vec![(Code::W108, Level::Deny), (Code::E140, Level::Allow)],
                 problems: vec![],
             }
         );
-        assert_eq!(parse("driver = \"mock\"\n"), Config::default());
+        let none = Settings::parse("driver = \"mock\"\n").expect("valid");
+        assert_eq!(levels(&none.lints), Config::default());
     }
 
     #[test]
-    fn bad_entries_are_located() {
-        let text = "[lints]\nE999 = \"allow\"\nE007 = \"allow\"\nW108 = \"off\"\nW104 = \"warn\"\n";
-        let c = parse(text);
+    fn entries_that_name_no_lint_are_located() {
+        let text = "[lints]\nE999 = \"allow\"\nE007 = \"allow\"\nW104 = \"warn\"\n";
+        let c = levels(&Settings::parse(text).expect("valid").lints);
         assert_eq!(c.levels, vec![(Code::W104, Level::Warn)]);
-        let at: Vec<&str> = c.problems.iter().map(|(s, _)| &text[s.range()]).collect();
-        assert_eq!(at, ["E999", "E007", "\"off\""]);
-        let broken = parse("[lints\n");
-        assert_eq!(broken.problems.len(), 1);
+        let at: Vec<&str> = c
+            .problems
+            .iter()
+            .map(|(p, _)| &text[p.span.clone()])
+            .collect();
+        assert_eq!(at, ["E999", "E007"]);
     }
 }

@@ -2,38 +2,20 @@
 //!
 //! A code that [is a lint](Code::is_lint) has a level per file: allowed (not reported),
 //! warned, or denied (an error). The level comes from, weakest first: the default
-//! ([`Code::allowed_by_default`], and `--strict` denying relaxed rules), the `[lints]` table
-//! of the nearest `prose.toml` ([`config`]), then `--allow`/`--warn`/`--deny` in the order
-//! given. A `# prose: allow(...)` comment ([`inline`]) then silences codes for one
-//! statement. Errors that are not lints cannot be silenced.
+//! ([`Code::allowed_by_default`], and `--strict` denying relaxed rules), the `[lints]` tables
+//! of the user's `prose.toml` and the nearest project's ([`config`]), then
+//! `--allow`/`--warn`/`--deny` in the order given. A `# prose: allow(...)` comment
+//! ([`inline`]) then silences codes for one statement. Errors that are not lints cannot be
+//! silenced.
 
 pub mod config;
 pub mod inline;
 
 use crate::diagnostics::{Code, CodeKind, Severity};
 
-/// How a lint is reported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    /// Not reported.
-    Allow,
-    /// Reported as a warning.
-    Warn,
-    /// Reported as an error.
-    Deny,
-}
-
-impl Level {
-    /// The level written as `text` (`"allow"`, `"warn"`, `"deny"`).
-    pub fn parse(text: &str) -> Option<Level> {
-        match text {
-            "allow" => Some(Level::Allow),
-            "warn" => Some(Level::Warn),
-            "deny" => Some(Level::Deny),
-            _ => None,
-        }
-    }
-}
+/// How a lint is reported: the level `[lints]` of `prose.toml` writes, defined once by the
+/// settings' schema.
+pub use prose_settings::LintLevel as Level;
 
 /// Each code's level for one file.
 #[derive(Clone, Debug, PartialEq, Eq)]

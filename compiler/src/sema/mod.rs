@@ -20,6 +20,7 @@ mod props;
 mod scope;
 mod shapes;
 mod stmts;
+mod words;
 
 use crate::ast::*;
 use crate::diagnostics::{suggest, Code, Diagnostic};

@@ -2,6 +2,7 @@
 //! loop's `(max: n)`.
 
 use super::exprs::null;
+use super::words::word_of;
 use super::Analyzer;
 use crate::ast::*;
 use crate::diagnostics::closest;
@@ -12,15 +13,6 @@ use crate::span::Span;
 const STRATEGIES: [&str; 3] = ["all", "first", "any"];
 const ON_FAIL: [&str; 3] = ["fail-fast", "continue", "ignore"];
 const PARALLEL_MODIFIERS: [&str; 2] = ["count", "on-fail"];
-
-/// A word given as a name or a plain string.
-pub(super) fn word_of(e: &Expr) -> Option<String> {
-    match &e.kind {
-        ExprKind::Name(n) => Some(n.text.clone()),
-        ExprKind::Str(s) => s.as_plain(),
-        _ => None,
-    }
-}
 
 /// Adds "did you mean" to `d` when `word` is close to one of `known`, else `fallback`.
 fn help(d: Diagnostic, word: Option<&str>, known: &[&str], fallback: &str) -> Diagnostic {

@@ -1,8 +1,7 @@
 //! `permissions:` blocks: their checks, and their rules as the agent table keeps them or as
 //! a session resolves them in its scope.
 
-use super::modifiers::word_of;
-use super::props::{unique_props, word};
+use super::words::{unique_props, word, word_of};
 use super::Analyzer;
 use crate::ast::*;
 use crate::diagnostics::closest;

@@ -1,15 +1,14 @@
 //! Property blocks of agents and sessions: their checks, and the resolved agent table entry
 //! and session descriptor.
 
-use super::modifiers::word_of;
 use super::permissions::{check_permissions, scoped_permissions, table_permissions};
+use super::words::{unique_props, word, word_of};
 use super::Analyzer;
 use crate::ast::*;
 use crate::diagnostics::closest;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::resolved::{self as r, Backoff};
 use crate::span::Span;
-use rustc_hash::FxHashMap as HashMap;
 
 const MODELS: [&str; 3] = ["sonnet", "opus", "haiku"];
 const AGENT_PROPS: [&str; 10] = [
@@ -48,31 +47,6 @@ const SESSION_PROPS: [&str; 8] = [
 ];
 const BACKOFFS: [&str; 3] = ["none", "linear", "exponential"];
 
-/// Reports duplicate keys and returns the first occurrence of each.
-pub(super) fn unique_props<'p>(
-    a: &mut Analyzer,
-    props: &'p [Property],
-) -> HashMap<&'p str, &'p Property> {
-    let mut seen: HashMap<&str, &Property> = HashMap::default();
-    for p in props {
-        if let Some(first) = seen.get(p.key.text.as_str()) {
-            let first = first.key.span;
-            a.report(
-                Diagnostic::new(
-                    Code::E009,
-                    a.file,
-                    p.key.span,
-                    format!("property `{}` is given twice", p.key.text),
-                )
-                .with_secondary(first, "first given here"),
-            );
-        } else {
-            seen.insert(&p.key.text, p);
-        }
-    }
-    seen
-}
-
 fn expr_of(p: &Property) -> Option<&Expr> {
     match &p.value {
         PropValue::Expr(e) => Some(e),
@@ -87,16 +61,6 @@ fn prop<'p>(props: &'p [Property], key: &str) -> Option<&'p Property> {
 
 fn prop_expr<'p>(props: &'p [Property], key: &str) -> Option<&'p Expr> {
     prop(props, key).and_then(expr_of)
-}
-
-/// A property value read as a word (a name, a string, a boolean).
-pub(super) fn word(e: &Expr) -> Option<String> {
-    match &e.kind {
-        ExprKind::Name(n) => Some(n.text.clone()),
-        ExprKind::Str(s) => Some(s.raw_text()),
-        ExprKind::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
 }
 
 /// Reports an unknown property, suggesting the closest known one.

@@ -158,7 +158,7 @@ pub fn signature_comment(file_name: &str) -> String {
         .unwrap_or(0);
     format!(
         "timestamp:{now}\tfile:{file_name}\t{}",
-        crate::codegen::COMPILER_VERSION
+        crate::COMPILER_VERSION
     )
 }
 

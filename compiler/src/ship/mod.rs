@@ -13,7 +13,7 @@
 //!   `locked` it refuses to change the lock, with `offline` it uses only the cache.
 //! - [`Compilation::bundle`](crate::compile::Compilation::bundle) takes the skills every
 //!   module imports into a [`Bundle`], which code generation puts in the artifact.
-//! - Signing keys ([`keys`]) and what a host should know about an artifact ([`info`]).
+//! - Signing keys ([`keys`]).
 //!
 //! Every failure is a [`FetchError`] naming what went wrong; reported as a diagnostic it
 //! is located at the import, with a code per [`Failure`].
@@ -21,7 +21,6 @@
 pub mod cache;
 pub mod git;
 pub mod http;
-pub mod info;
 pub mod keys;
 pub mod lock;
 pub mod npm;

@@ -12,8 +12,10 @@
 //! The interpreter's parts: `fiber` (fibers, frames, what a fiber waits for), `ops` (one
 //! handler per opcode family), `answers` (replies reaching fibers), `unwind` (raising,
 //! catching, failing and cancelling), `join` (fork groups), `view` (snapshots for
-//! `state.md`), `error` (runtime errors and their codes). What it shares with the rest of
-//! the VM: [`value`] (runtime values), [`protocol`] (requests, replies and ids),
+//! `state.md`), `error` (runtime errors and their codes), `id` (request ids, below both the
+//! values that carry them and the protocol, which names them to the rest of the VM). What it
+//! shares with the rest of the VM: [`value`] (runtime values), [`protocol`] (requests,
+//! replies and ids),
 //! [`trace`] (the events it reports), [`snapshot`] (what a snapshot shows) and [`convert`]
 //! (turning an answer's text into the shape asked, locally).
 
@@ -21,6 +23,7 @@ mod answers;
 pub mod convert;
 mod error;
 mod fiber;
+mod id;
 mod join;
 mod ops;
 pub mod protocol;

@@ -8,7 +8,7 @@
 //! walk over a value ([`Value::within`], [`Value::render`], [`Value::equals`]) is iterative
 //! and stops as soon as it has seen more than the bound allows.
 
-use crate::protocol::id::RequestId;
+use crate::id::RequestId;
 use bytecode_spec::Code;
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@
 //! write one shape, and built in one place ([`RunRecord::new`]).
 
 use crate::agent::permissions::UserAllow;
+use crate::agent::skills::UsedSkill;
 use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
 use crate::driver::settings::DriverSettings;
 use crate::program::Program;
@@ -168,19 +169,6 @@ impl Default for ExecOptions {
             memo: false,
         }
     }
-}
-
-/// A skill a run's agents use.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UsedSkill {
-    /// The name in `skills:`.
-    pub name: String,
-    /// Where it came from: the import's source and what was bundled for a skill the
-    /// artifact carries, or the directory it was found in.
-    pub origin: String,
-    /// SHA-256 of a carried skill's files (none for one found on disk).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
 }
 
 /// Where a forked run came from.

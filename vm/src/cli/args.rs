@@ -318,7 +318,7 @@ impl RunArgs {
 
     /// The project's settings file.
     pub fn config(&self) -> Result<Settings, String> {
-        Settings::load(self.config.as_deref(), &self.program_dir)
+        Settings::load(self.config.as_deref(), &self.program_dir).map_err(|e| e.to_string())
     }
 
     /// The keys an artifact must be signed by: `--trust`, `PROSE_TRUST`, `[trust] keys`.

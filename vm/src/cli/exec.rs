@@ -113,7 +113,7 @@ impl Watchers {
     }
 }
 
-impl prose_runtime::runner::Observer for Watchers {
+impl prose_runtime::observe::Observer for Watchers {
     fn event(&mut self, e: &Event) {
         self.summary.event(e);
         if let Some(otel) = &mut self.otel {

@@ -135,6 +135,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
         Err(e) => return fail(format!("the working directory: {e}"), Exit::Unusable),
     };
     let trust = match prose_settings::Settings::load(None, &workdir)
+        .map_err(|e| e.to_string())
         .and_then(|settings| prosec::ship::keys::trusted(&args.trust, &settings))
     {
         Ok(keys) => keys,

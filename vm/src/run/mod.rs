@@ -32,6 +32,7 @@ use prose_runtime::agent::workshop::{SkillPlaces, Workshop};
 use prose_runtime::driver::settings::{AnyDriver, DriverSettings};
 use prose_runtime::driver::Driver;
 use prose_runtime::memo::{MemoStore, Memoised};
+use prose_runtime::observe::Observer;
 use prose_runtime::people::People;
 use prose_runtime::program::Program;
 use prose_runtime::record::{
@@ -39,7 +40,7 @@ use prose_runtime::record::{
 };
 use prose_runtime::runner::journal::{JournalSink, Replies};
 use prose_runtime::runner::program_skill::ProgramTool;
-use prose_runtime::runner::{run_durable, Durable, Observer, RunConfig};
+use prose_runtime::runner::{run_durable, Durable, RunConfig};
 use prose_settings::McpConfig;
 use prose_store::view::RunView;
 use prose_store::{agents, journal, HeldRun, JournalCheck, Store, StoreError, Taken, TakenRun};

@@ -427,7 +427,7 @@ struct Followed {
     id: String,
 }
 
-impl prose_runtime::runner::Observer for Followed {
+impl prose_runtime::observe::Observer for Followed {
     fn event(&mut self, e: &prose_machine::trace::Event) {
         self.writer.event(e);
     }
@@ -444,7 +444,7 @@ impl crate::worker::Following for Followed {
 /// A run of the queue whose log could not be opened.
 struct Unfollowed;
 
-impl prose_runtime::runner::Observer for Unfollowed {
+impl prose_runtime::observe::Observer for Unfollowed {
     fn event(&mut self, _: &prose_machine::trace::Event) {}
 }
 

@@ -158,7 +158,7 @@ impl Writer {
     }
 }
 
-impl prose_runtime::runner::Observer for Writer {
+impl prose_runtime::observe::Observer for Writer {
     fn event(&mut self, e: &Event) {
         self.log.push(self.envelope.event(e));
     }
@@ -182,7 +182,7 @@ mod tests {
         let log = Arc::new(EventLog::open(&dir).expect("open"));
         assert_eq!(log.len(), 2);
         let mut w = Writer::new("r", log.clone());
-        prose_runtime::runner::Observer::event(&mut w, &Event::TryEnter);
+        prose_runtime::observe::Observer::event(&mut w, &Event::TryEnter);
         w.ended(RunStatus::Finished, None, None);
         let lines = read(&dir.join(FILE));
         assert_eq!(lines.len(), 4, "{lines:?}");

@@ -6,8 +6,9 @@
 //!   lock the kernel releases when the holder dies;
 //! - [`pg`]: PostgreSQL, for many workers on many machines, held by leases renewed by a
 //!   heartbeat and fenced by the epoch of each claim;
-//! - [`sqlite`]: one SQLite file for one machine, in WAL mode (readers never wait for the
-//!   writer), each run held by a live process it names.
+//! - `sqlite`: one SQLite file for one machine, in WAL mode (readers never wait for the
+//!   writer), each run held by a live process it names. No other crate names its types:
+//!   [`Locator::open`] hands it out as a `dyn Store`.
 //!
 //! A run taken by this process is a [`HeldRun`]: only its holder writes its record and
 //! appends to its journal (through the runner's [`JournalSink`]). Readers take nothing.
@@ -23,7 +24,7 @@ pub mod journal;
 pub mod naming;
 pub mod pg;
 mod prune;
-pub mod sqlite;
+mod sqlite;
 pub mod view;
 
 pub use prune::{PruneRule, Pruned};

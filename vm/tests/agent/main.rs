@@ -16,10 +16,11 @@ mod web;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::{PermissionQuestion, PromptAnswer, ToolCall};
-use prose_runtime::agent::permissions::{Policy, Prompter, Sandbox, UserAllow};
+use prose_runtime::agent::permissions::{Policy, Sandbox, UserAllow};
 use prose_runtime::agent::tools::{ToolResult, Toolbox};
-use prose_runtime::agent::BoxFuture;
+use prose_runtime::people::Prompter;
 use serde_json::Value;
 
 /// A `permissions:` block as the compiler hands it over.

@@ -5,8 +5,9 @@ use std::fs;
 use std::os::unix::fs::symlink;
 
 use prose_machine::protocol::{Capability, PromptAnswer};
-use prose_runtime::agent::permissions::{Action, NoPrompter, Policy, Sandbox, UserAllow};
+use prose_runtime::agent::permissions::{Action, Policy, Sandbox, UserAllow};
 use prose_runtime::agent::protected::Protected;
+use prose_runtime::people::NoPrompter;
 use serde_json::json;
 
 use crate::support::scratch;

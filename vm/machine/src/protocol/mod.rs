@@ -11,13 +11,12 @@
 //! `cache_read_tokens`, `cache_write_tokens`, `from_memo`, `asked`, `cost`).
 
 mod asks;
-pub mod id;
 mod permission;
 mod tools;
 mod turns;
 
+pub use crate::id::{BadId, Lineage, RequestId, Step};
 pub use asks::*;
-pub use id::*;
 pub use permission::*;
 pub use tools::*;
 pub use turns::*;

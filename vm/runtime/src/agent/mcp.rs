@@ -36,7 +36,7 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 use super::tools::{DuplicateTool, Tool, ToolContext, Toolbox};
-use super::BoxFuture;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::{ToolOutput, ToolSpec};
 use prose_settings::{McpConfig, McpServerConfig};
 

@@ -11,10 +11,11 @@
 //! 2. **Per session**, build a [`permissions::Sandbox`]: the working directory, the agent's
 //!    [`permissions::Policy`] (from its `permissions:` rules, [`permissions::Policy::from_rules`]),
 //!    the user's [`permissions::UserAllow`] (`--allow bash`, `--allow network`), a
-//!    [`permissions::Prompter`] (a [`permissions::TtyPrompter`] on a terminal, the host protocol
-//!    under the stdio driver, [`permissions::NoPrompter`] otherwise), and the directories of the
-//!    agent's skills as extra read-only roots ([`permissions::SandboxBuilder::skill`]). Add the
-//!    skills' instructions to the system prompt with [`skills::system_prompt`].
+//!    [`crate::people::Prompter`] (a [`crate::people::TtyPrompter`] on a terminal, the host
+//!    protocol under the stdio driver, [`crate::people::NoPrompter`] otherwise), and the
+//!    directories of the agent's skills as extra read-only roots
+//!    ([`permissions::SandboxBuilder::skill`]). Add the skills' instructions to the system
+//!    prompt with [`skills::system_prompt`].
 //! 3. **Offer** the [`tools::Toolbox`]'s specs ([`tools::Toolbox::specs`]: `name`,
 //!    `description`, and a JSON schema usable as OpenAI's `function.parameters` and Anthropic's
 //!    `input_schema`). [`tools::Toolbox::builtin`] has the seven built-in tools;
@@ -35,9 +36,6 @@
 //! arguments and caps, skills lookup and MCP configuration are described for users in
 //! `docs/tools.md`, the threat model in `SECURITY.md`.
 
-use std::future::Future;
-use std::pin::Pin;
-
 pub mod beneath;
 mod checked;
 pub mod confine;
@@ -47,7 +45,3 @@ pub mod protected;
 pub mod skills;
 pub mod tools;
 pub mod workshop;
-
-/// A boxed, sendable future: what [`tools::Tool::call`] and [`permissions::Prompter::ask`]
-/// return, so both traits stay object safe.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

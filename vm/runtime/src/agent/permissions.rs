@@ -38,7 +38,6 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::io::{BufRead, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -50,7 +49,7 @@ use super::checked::Created;
 use super::confine::{self, Confinement, Invocation, Plan, Support};
 use super::protected::{Protected, CONFIG_FILE, GIT_DIR};
 use super::skills::Skill;
-use super::BoxFuture;
+use crate::people::{NoPrompter, Prompter};
 use prose_machine::protocol::{Capability, PermissionQuestion, PromptAnswer};
 
 pub use super::checked::CheckedPath;
@@ -478,88 +477,6 @@ impl std::error::Error for Refusal {}
 pub struct Grant {
     /// The rule that allowed it.
     pub reason: String,
-}
-
-/// Who answers permission questions: a person at a terminal ([`TtyPrompter`]), an agent host
-/// through its protocol, or no one ([`NoPrompter`]).
-pub trait Prompter: Send + Sync {
-    /// Asks `question`; `None` when there is no one to ask.
-    fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>>;
-}
-
-/// The prompter of a run with no one to ask: every question is unanswered, so `prompt` means
-/// refused unless the user allowed the capability.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoPrompter;
-
-impl Prompter for NoPrompter {
-    fn ask<'a>(&'a self, _: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
-        Box::pin(std::future::ready(None))
-    }
-}
-
-/// Asks on the controlling terminal: the question goes to stderr, the answer is a line read
-/// from `/dev/tty` (`y`/`yes`, `n`/`no`, `a`/`always`; anything else is asked again, twice at
-/// most, then taken as no). Questions from concurrent sessions are asked one at a time.
-#[derive(Clone, Debug, Default)]
-pub struct TtyPrompter {
-    lock: Arc<Mutex<()>>,
-}
-
-impl TtyPrompter {
-    /// A prompter if this process has a controlling terminal to read answers from.
-    pub fn detect() -> Option<TtyPrompter> {
-        std::fs::File::open("/dev/tty")
-            .ok()
-            .map(|_| TtyPrompter::default())
-    }
-}
-
-impl Prompter for TtyPrompter {
-    fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
-        let lock = self.lock.clone();
-        let question = question.clone();
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                let _one_at_a_time = lock.lock().unwrap_or_else(|e| e.into_inner());
-                crate::terminal::suspend(|| {
-                    let tty = std::fs::File::open("/dev/tty").ok()?;
-                    let mut input = std::io::BufReader::new(tty);
-                    let stderr = std::io::stderr();
-                    let mut output = stderr.lock();
-                    ask_on(&question, &mut input, &mut output)
-                })
-            })
-            .await
-            .ok()
-            .flatten()
-        })
-    }
-}
-
-/// Asks `question` on `output` and reads the answer from `input` (what [`TtyPrompter`] does on
-/// the terminal). `None` if `input` ends or fails before an answer.
-pub fn ask_on(
-    question: &PermissionQuestion,
-    input: &mut impl BufRead,
-    output: &mut impl Write,
-) -> Option<PromptAnswer> {
-    let mut prompt = question.text();
-    for _ in 0..3 {
-        output.write_all(prompt.as_bytes()).ok()?;
-        output.flush().ok()?;
-        let mut line = String::new();
-        if input.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        match line.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => return Some(PromptAnswer::Yes),
-            "n" | "no" => return Some(PromptAnswer::No),
-            "a" | "always" => return Some(PromptAnswer::Always),
-            _ => prompt = "Please answer y (yes), n (no) or a (always): ".to_string(),
-        }
-    }
-    Some(PromptAnswer::No)
 }
 
 /// A directory readable because a skill brought it.
@@ -1376,34 +1293,5 @@ mod tests {
         assert_eq!(p.access(Capability::Network), Some(Access::Prompt));
         assert_eq!(p.access(Capability::Bash), None);
         assert!(p.read().is_none());
-    }
-
-    #[test]
-    fn ask_on_reads_answers_and_retries_nonsense() {
-        let q = PermissionQuestion {
-            agent: Some("builder".into()),
-            capability: Capability::Bash,
-            detail: "make test".into(),
-        };
-        let mut out = Vec::new();
-        let answer = ask_on(&q, &mut &b"maybe\nALWAYS\n"[..], &mut out);
-        assert_eq!(answer, Some(PromptAnswer::Always));
-        let shown = String::from_utf8(out).unwrap();
-        assert!(shown.contains("Agent `builder` wants to run a shell command"));
-        assert!(shown.contains("make test"));
-        assert!(shown.contains("Please answer"));
-        assert_eq!(
-            ask_on(&q, &mut &b"y\n"[..], &mut Vec::new()),
-            Some(PromptAnswer::Yes)
-        );
-        assert_eq!(
-            ask_on(&q, &mut &b"no\n"[..], &mut Vec::new()),
-            Some(PromptAnswer::No)
-        );
-        assert_eq!(ask_on(&q, &mut &b""[..], &mut Vec::new()), None);
-        assert_eq!(
-            ask_on(&q, &mut &b"x\nx\nx\n"[..], &mut Vec::new()),
-            Some(PromptAnswer::No)
-        );
     }
 }

@@ -46,6 +46,19 @@ pub struct Skill {
     pub files: Vec<String>,
 }
 
+/// A skill a run's agents use, as the run's record keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsedSkill {
+    /// The name in `skills:`.
+    pub name: String,
+    /// Where it came from: the import's source and what was bundled for a skill the
+    /// artifact carries, or the directory it was found in.
+    pub origin: String,
+    /// SHA-256 of a carried skill's files (none for one found on disk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
 /// Why a skill could not be resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SkillError {

@@ -4,12 +4,11 @@
 //! session is equipped from it: its system prompt, its tools and its sandbox.
 
 use super::mcp::McpHub;
-use super::permissions::{Policy, Prompter, Sandbox, UserAllow};
+use super::permissions::{Policy, Sandbox, UserAllow};
 use super::protected::Protected;
-use super::skills::{self, Skill, SkillSearch};
+use super::skills::{self, Skill, SkillSearch, UsedSkill};
 use super::tools::{Tool, Toolbox};
-use crate::people::People;
-use crate::record::UsedSkill;
+use crate::people::{People, Prompter};
 use bytecode_spec::bundle::BundledSkill;
 use prose_machine::protocol::Capability;
 use prose_machine::protocol::SessionAsk;

@@ -163,8 +163,8 @@ impl<D: Driver> Driver for Memoised<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::BoxFuture;
     use crate::memo::MemoSize;
+    use futures_util::future::BoxFuture;
     use prose_machine::protocol::{Answer, Ask, EvaluateAsk, Failure, Lineage, RequestId, Site};
     use std::collections::HashMap;
     use std::sync::atomic::AtomicUsize;

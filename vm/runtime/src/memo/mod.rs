@@ -16,7 +16,7 @@ mod driver;
 
 pub use driver::Memoised;
 
-use crate::agent::BoxFuture;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::{Answer, Kind};
 use sha2::{Digest, Sha256};
 use std::fmt;

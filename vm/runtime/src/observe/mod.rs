@@ -1,5 +1,5 @@
-//! Watching a run from outside the machine: observers fed by trace events. Each one is a
-//! [`crate::runner::Observer`] the CLI picks: live progress on a terminal ([`progress`]), the
+//! Watching a run from outside the machine: observers fed by trace events. The runner feeds
+//! any [`Observer`]; the CLI picks among these: live progress on a terminal ([`progress`]), the
 //! end-of-run summary ([`summary`]), stamped JSON lines ([`envelope`]) and OpenTelemetry
 //! spans ([`otel`]). They see events as they happen, so they take times from the clock.
 
@@ -8,7 +8,32 @@ pub mod otel;
 pub mod progress;
 pub mod summary;
 
+use prose_machine::snapshot::Snapshot;
+use prose_machine::trace::Event;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Who watches a run: sees every trace event and, when it asks, a [`Snapshot`] of where
+/// the machine is. Any `FnMut(&Event)` closure is an observer that never asks.
+pub trait Observer {
+    /// Sees one trace event.
+    fn event(&mut self, event: &Event);
+    /// Whether a snapshot is wanted now; `idle` is true when the runner is about to wait
+    /// for the driver (so the machine will not move until an answer comes).
+    fn wants_snapshot(&mut self, idle: bool) -> bool {
+        let _ = idle;
+        false
+    }
+    /// Receives the snapshot asked for.
+    fn snapshot(&mut self, snapshot: &Snapshot) {
+        let _ = snapshot;
+    }
+}
+
+impl<F: FnMut(&Event)> Observer for F {
+    fn event(&mut self, event: &Event) {
+        self(event)
+    }
+}
 
 /// `t` as an RFC 3339 UTC timestamp with milliseconds (`2025-11-22T08:14:56.123Z`).
 pub fn rfc3339(t: SystemTime) -> String {

@@ -4,8 +4,8 @@
 //! warning. Used instead of the narration when stderr is a terminal; the narration stays
 //! what pipes and files get.
 
+use super::Observer;
 use super::{grouped, human_duration, SessionLimits};
-use crate::runner::Observer;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;

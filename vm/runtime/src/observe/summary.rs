@@ -2,9 +2,9 @@
 //! and a few lines for people once it ends (status, wall time, sessions, retries, tokens,
 //! where the outputs and the run directory are, how to resume it).
 
+use super::Observer;
 use super::{grouped, human_duration, SessionLimits};
 use crate::record::RunStatus;
-use crate::runner::Observer;
 use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;
 use rustc_hash::{FxHashMap, FxHashSet};

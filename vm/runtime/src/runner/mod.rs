@@ -15,6 +15,7 @@ pub use stop::Stop;
 
 use crate::agent::workshop::Workshop;
 use crate::driver::{serve, Driver, Live, Served};
+use crate::observe::Observer;
 use crate::people::People;
 use bytecode_spec::Backoff;
 use bytecode_spec::Code;
@@ -22,7 +23,6 @@ use journal::{JournalSink, Replies};
 use prose_machine::protocol::{
     Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage,
 };
-use prose_machine::snapshot::Snapshot;
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
 use prose_machine::{Machine, RuntimeError, Step as MachineStep};
@@ -178,29 +178,6 @@ const SYNC_BATCH: usize = 4096;
 
 fn journal_error(e: impl std::fmt::Display) -> RuntimeError {
     RuntimeError::unlocated(Code::E214, format!("cannot write the journal: {e}"))
-}
-
-/// Who watches a run: sees every trace event and, when it asks, a [`Snapshot`] of where
-/// the machine is. Any `FnMut(&Event)` closure is an observer that never asks.
-pub trait Observer {
-    /// Sees one trace event.
-    fn event(&mut self, event: &Event);
-    /// Whether a snapshot is wanted now; `idle` is true when the runner is about to wait
-    /// for the driver (so the machine will not move until an answer comes).
-    fn wants_snapshot(&mut self, idle: bool) -> bool {
-        let _ = idle;
-        false
-    }
-    /// Receives the snapshot asked for.
-    fn snapshot(&mut self, snapshot: &Snapshot) {
-        let _ = snapshot;
-    }
-}
-
-impl<F: FnMut(&Event)> Observer for F {
-    fn event(&mut self, event: &Event) {
-        self(event)
-    }
 }
 
 /// What a session's agent loop, running as a task, asks of the runner.

@@ -10,10 +10,10 @@
 use super::run_durable;
 use crate::agent::tools::{Tool, ToolContext};
 use crate::agent::workshop::Workshop;
-use crate::agent::BoxFuture;
 use crate::driver::Driver;
 use bytecode_spec::verify::Verified;
 use bytecode_spec::TplPart;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::{ToolOutput, ToolSpec};
 use prose_machine::value::Value;
 use prose_machine::{Limits, Machine};

@@ -15,12 +15,12 @@
 use super::stuck::Stuck;
 use super::text_calls;
 use super::Note;
-use crate::agent::permissions::Prompter;
 use crate::agent::workshop::{system_prompt, Kit, Workshop};
-use crate::agent::BoxFuture;
 use crate::driver::live::Piece;
 use crate::driver::{render, serve, Driver, Live};
+use crate::people::Prompter;
 use bytecode_spec::Code;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::Site;
 use prose_machine::protocol::{
     Answer, Ask, Failure, Kind, Message, Reply, Request, RequestId, SessionAnswer, SessionAsk,

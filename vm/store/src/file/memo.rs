@@ -4,7 +4,7 @@
 //! its checksum and is a miss.
 
 use crate::fs;
-use prose_runtime::agent::BoxFuture;
+use crate::BoxFuture;
 use prose_runtime::memo::{MemoKey, MemoSize, MemoStore};
 use std::io::Write;
 use std::path::{Path, PathBuf};

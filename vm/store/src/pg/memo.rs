@@ -2,7 +2,7 @@
 //! by every worker of the store.
 
 use super::{describe, PgStore};
-use prose_runtime::agent::BoxFuture;
+use crate::BoxFuture;
 use prose_runtime::memo::{MemoKey, MemoSize, MemoStore};
 
 /// The memo in a Postgres store's database.

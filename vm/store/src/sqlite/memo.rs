@@ -2,7 +2,7 @@
 //! answer by its key.
 
 use super::{lock, Shared};
-use prose_runtime::agent::BoxFuture;
+use crate::BoxFuture;
 use prose_runtime::memo::{MemoKey, MemoSize, MemoStore};
 use rusqlite::{params, OptionalExtension};
 use std::path::PathBuf;

@@ -24,8 +24,8 @@ use tokio::io::AsyncReadExt;
 
 use super::{BuiltIn, ToolContext};
 use crate::agent::confine::{Confinement, Invocation};
-use crate::agent::BoxFuture;
 use crate::group::ProcessGroup;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::ToolOutput;
 
 /// Seconds a command may run when the call gives no `timeout_s`.

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{blocking, BuiltIn, ToolContext};
-use crate::agent::BoxFuture;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::ToolOutput;
 
 /// Lines `read_file` returns when no `limit` is given, and the most it returns at once.

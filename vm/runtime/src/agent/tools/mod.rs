@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use super::confine::Invocation;
 use super::permissions::{CheckedPath, Decision, Grant, Refusal, Sandbox};
-use super::BoxFuture;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::{ToolCall, ToolOutput, ToolSpec};
 
 pub mod bash;

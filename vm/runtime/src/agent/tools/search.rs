@@ -14,7 +14,7 @@ use serde::Deserialize;
 use super::{blocking, truncate_at, BuiltIn, ToolContext};
 use crate::agent::permissions::{PatternSet, Sandbox, STATE_DIR};
 use crate::agent::protected::GIT_DIR;
-use crate::agent::BoxFuture;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::ToolOutput;
 
 /// Paths `list_files` returns at most.

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{html, truncate_at, BuiltIn, ToolContext};
-use crate::agent::BoxFuture;
+use futures_util::future::BoxFuture;
 use prose_machine::protocol::ToolOutput;
 
 /// Redirects followed at most.

@@ -21,8 +21,8 @@ mod http;
 
 use crate::driver::chat::Models;
 use crate::driver::settings::DriverSettings;
+use crate::observe::Observer;
 use crate::record::{RunRecord, RunStatus};
-use crate::runner::Observer;
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};

@@ -136,7 +136,7 @@ pub struct SignatureInfo {
 }
 
 /// What a host should know about the artifact in `file`: read, verified and described,
-/// with its signature checked against the keys `trust` names (and [`super::keys::TRUST_ENV`]
+/// with its signature checked against the keys `trust` names (and [`crate::ship::keys::TRUST_ENV`]
 /// and `[trust]`), the cost bounds priced and the MCP servers named as the `prose.toml`
 /// for it says (`config`, else the project's found from the artifact's directory over the
 /// user's). The one entry point of `prosec info` and `prosevm info`; an error is the
@@ -152,9 +152,9 @@ pub fn of_file(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
-    let settings = prose_settings::Settings::load(config, dir).map_err(|e| (e, 2))?;
+    let settings = prose_settings::Settings::load(config, dir).map_err(|e| (e.to_string(), 2))?;
     let options = InfoOptions {
-        trust: super::keys::trusted(trust, &settings).map_err(|e| (e, 2))?,
+        trust: crate::ship::keys::trusted(trust, &settings).map_err(|e| (e, 2))?,
         pricing: Pricing::from_settings(
             &settings,
             crate::cost::DEFAULT_TOKENS_IN,
