@@ -252,7 +252,24 @@ fn bad_uploads_unknown_artifacts_and_refused_inputs_are_4xx_with_the_reason() {
         .header("content-type", "application/json")
         .send()
         .expect("POST");
-    assert!(r.status().is_client_error());
+    assert!(json(r, 400)["error"].is_string());
+    // Query parameters and run ids that do not read are refused the same way, in JSON.
+    let r = server
+        .request(Method::GET, "/v1/runs?limit=abc")
+        .send()
+        .expect("GET");
+    assert!(json(r, 400)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("limit")));
+    for path in ["/v1/runs/..%2F..%2Fetc", "/v1/runs/not-a-run/events"] {
+        let r = server.request(Method::GET, path).send().expect("GET");
+        assert!(
+            json(r, 400)["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("is not a run id")),
+            "{path}"
+        );
+    }
     // Nothing was started by any of it.
     assert_eq!(server.get("/v1/runs")["runs"], json!([]));
 }

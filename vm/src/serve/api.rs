@@ -84,6 +84,52 @@ where
     }
 }
 
+/// Query parameters. Ones that do not read (`?limit=abc`) are refused like every failed
+/// request, with `{"error"}` (400).
+pub struct Params<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Params<T>
+where
+    Query<T>:
+        axum::extract::FromRequestParts<S, Rejection = axum::extract::rejection::QueryRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(Params(v)),
+            Err(e) => Err(ApiError(e.status(), e.body_text())),
+        }
+    }
+}
+
+/// What the path names (a run id, a schedule id). One that does not read is refused with
+/// `{"error"}` (400).
+pub struct Named<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for Named<T>
+where
+    Path<T>:
+        axum::extract::FromRequestParts<S, Rejection = axum::extract::rejection::PathRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(Named(v)),
+            Err(e) => Err(ApiError(e.status(), e.body_text())),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         let status = match &e {
@@ -490,7 +536,7 @@ fn artifact(app: &App, sha256: &str) -> Result<prose_runtime::program::Program, 
 )]
 async fn list_runs(
     State(app): State<Shared>,
-    Query(filter): Query<RunFilter>,
+    Params(filter): Params<RunFilter>,
 ) -> Result<Json<RunPage>, ApiError> {
     if let Some(s) = &filter.status {
         let known = RunStatus::ALL.iter().any(|st| st.as_str() == s) || s == "queued";
@@ -536,7 +582,7 @@ async fn list_runs(
 )]
 async fn get_run(
     State(app): State<Shared>,
-    Path(RunId(id)): Path<RunId>,
+    Named(RunId(id)): Named<RunId>,
 ) -> Result<Json<RunBody>, ApiError> {
     let (id, record) = app.store.record(&id).await?;
     let live = app.conductor.live(&id).is_some();
@@ -560,7 +606,7 @@ async fn get_run(
 )]
 async fn run_events(
     State(app): State<Shared>,
-    Path(RunId(id)): Path<RunId>,
+    Named(RunId(id)): Named<RunId>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
     let from = headers
@@ -639,7 +685,7 @@ fn follow(log: Arc<EventLog>, from: usize) -> impl Stream<Item = Result<SseEvent
 )]
 async fn cancel_run(
     State(app): State<Shared>,
-    Path(RunId(id)): Path<RunId>,
+    Named(RunId(id)): Named<RunId>,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     let Some(live) = app.conductor.live(&id) else {
         let (id, record) = app.store.record(&id).await?;
@@ -681,7 +727,7 @@ async fn cancel_run(
 )]
 async fn resume_run(
     State(app): State<Shared>,
-    Path(RunId(id)): Path<RunId>,
+    Named(RunId(id)): Named<RunId>,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
     if app.conductor.live(&id).is_some() {
         return Err(ApiError::new(
@@ -740,7 +786,7 @@ mod tests {
 )]
 async fn answer_input(
     State(app): State<Shared>,
-    Path(RunId(id)): Path<RunId>,
+    Named(RunId(id)): Named<RunId>,
     Body(given): Body<InputAnswer>,
 ) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
     let (id, record) = app.store.record(&id).await?;
@@ -795,7 +841,7 @@ async fn answer_input(
 )]
 async fn run_report(
     State(app): State<Shared>,
-    Path(RunId(id)): Path<RunId>,
+    Named(RunId(id)): Named<RunId>,
 ) -> Result<axum::response::Html<String>, ApiError> {
     let stored = app.store.read(&id).await?;
     let views = app.store.views(&stored.id);
@@ -883,7 +929,7 @@ async fn list_schedules(State(app): State<Shared>) -> Json<ScheduleList> {
 )]
 async fn get_schedule(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Named(id): Named<String>,
 ) -> Result<Json<Schedule>, ApiError> {
     app.schedules
         .lock()
@@ -903,7 +949,7 @@ async fn get_schedule(
 )]
 async fn delete_schedule(
     State(app): State<Shared>,
-    Path(id): Path<String>,
+    Named(id): Named<String>,
 ) -> Result<StatusCode, ApiError> {
     let removed = app
         .schedules
