@@ -13,6 +13,10 @@
 //! in loops and blocks, against a chain asking as many sessions, both durable. Target: the
 //! patrol costs at most 3x the chain per request.
 //!
+//! Scale (`vm/scale/...`): both programs at 200,000 and 1,000,000 sessions in memory, with
+//! the branch limit raised. Targets: growth from 2,000 to 20,000 at most 12x; a million-session
+//! fan-out in under 5 s and 1 GB (`profile_vm` prints the memory).
+//!
 //! `vm/load and verify/...`: reading and verifying each example's artifact (target 50 µs).
 //!
 //! Run: `cargo bench -p prose-benches --bench vm`.
@@ -29,6 +33,28 @@ fn in_memory(c: &mut Criterion) {
     let mut g = c.benchmark_group("vm/in memory");
     g.sample_size(10);
     for n in SIZES {
+        let a = prose_benches::compile(&prose_benches::session_chain(n));
+        g.bench_function(format!("chain of {n} sessions"), |b| {
+            b.iter(|| prose_benches::run_mock(&a))
+        });
+        let a = prose_benches::compile(&prose_benches::fan_out(n));
+        g.bench_function(format!("pmap fan-out of {n} sessions"), |b| {
+            b.iter(|| prose_benches::run_mock(&a))
+        });
+    }
+    g.finish();
+}
+
+/// Sizes past the durable benches: the machine and runner alone, to a million sessions (the
+/// branch limit raised, as `--max-branches` does). `profile_vm` prints the memory per
+/// session at the same sizes.
+const SCALE: [usize; 2] = [200_000, 1_000_000];
+
+fn scale(c: &mut Criterion) {
+    let mut g = c.benchmark_group("vm/scale");
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(100));
+    for n in SCALE {
         let a = prose_benches::compile(&prose_benches::session_chain(n));
         g.bench_function(format!("chain of {n} sessions"), |b| {
             b.iter(|| prose_benches::run_mock(&a))
@@ -110,5 +136,5 @@ fn load(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, in_memory, durable, real_shaped, load);
+criterion_group!(benches, in_memory, scale, durable, real_shaped, load);
 criterion_main!(benches);
