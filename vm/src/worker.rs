@@ -175,17 +175,33 @@ pub async fn work(
 ) -> WorkerReport {
     let local = tokio::task::LocalSet::new();
     local
-        .run_until(work_here(store, worker, opts, shutdown, log))
+        .run_until(work_here(Work {
+            store,
+            worker,
+            opts,
+            shutdown,
+            log,
+        }))
         .await
 }
 
-async fn work_here(
-    store: &PgStore,
-    worker: &WorkerId,
-    opts: &WorkerOptions,
-    shutdown: &Stop,
-    log: &dyn Fn(&WorkerEvent),
-) -> WorkerReport {
+/// What [`work`] was given, for the part of it that runs on its local task set.
+struct Work<'a> {
+    store: &'a PgStore,
+    worker: &'a WorkerId,
+    opts: &'a WorkerOptions,
+    shutdown: &'a Stop,
+    log: &'a dyn Fn(&WorkerEvent),
+}
+
+async fn work_here(work: Work<'_>) -> WorkerReport {
+    let Work {
+        store,
+        worker,
+        opts,
+        shutdown,
+        log,
+    } = work;
     let held: Held = Arc::default();
     let (trouble_tx, mut trouble) = tokio::sync::mpsc::unbounded_channel::<String>();
     let heartbeat = tokio::spawn(heartbeat(

@@ -88,47 +88,36 @@ where
 /// request, with `{"error"}` (400).
 pub struct Params<T>(pub T);
 
-impl<T, S> axum::extract::FromRequestParts<S> for Params<T>
-where
-    Query<T>:
-        axum::extract::FromRequestParts<S, Rejection = axum::extract::rejection::QueryRejection>,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, ApiError> {
-        match Query::<T>::from_request_parts(parts, state).await {
-            Ok(Query(v)) => Ok(Params(v)),
-            Err(e) => Err(ApiError(e.status(), e.body_text())),
-        }
-    }
-}
-
 /// What the path names (a run id, a schedule id). One that does not read is refused with
 /// `{"error"}` (400).
 pub struct Named<T>(pub T);
 
-impl<T, S> axum::extract::FromRequestParts<S> for Named<T>
-where
-    Path<T>:
-        axum::extract::FromRequestParts<S, Rejection = axum::extract::rejection::PathRejection>,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
+/// Implements extraction for `$wrapper` through axum's `$extractor`, its rejection refused
+/// in JSON.
+macro_rules! refused_in_json {
+    ($wrapper:ident, $extractor:ident, $rejection:ty) => {
+        impl<T, S> axum::extract::FromRequestParts<S> for $wrapper<T>
+        where
+            $extractor<T>: axum::extract::FromRequestParts<S, Rejection = $rejection>,
+            S: Send + Sync,
+        {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &S,
-    ) -> Result<Self, ApiError> {
-        match Path::<T>::from_request_parts(parts, state).await {
-            Ok(Path(v)) => Ok(Named(v)),
-            Err(e) => Err(ApiError(e.status(), e.body_text())),
+            async fn from_request_parts(
+                parts: &mut axum::http::request::Parts,
+                state: &S,
+            ) -> Result<Self, ApiError> {
+                match $extractor::<T>::from_request_parts(parts, state).await {
+                    Ok($extractor(v)) => Ok($wrapper(v)),
+                    Err(e) => Err(ApiError(e.status(), e.body_text())),
+                }
+            }
         }
-    }
+    };
 }
+
+refused_in_json!(Params, Query, axum::extract::rejection::QueryRejection);
+refused_in_json!(Named, Path, axum::extract::rejection::PathRejection);
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {

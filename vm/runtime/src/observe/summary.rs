@@ -482,31 +482,37 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_finished_run_points_at_its_outputs_and_shows_a_known_cost() {
-        let mut s = Summary::new();
-        s.event(&session("0:0"));
-        s.event(&Event::usage(
-            &id("0:0"),
-            10,
-            None,
-            Some(Usage {
-                cost: Some(0.0123),
-                ..Usage::plain(12_345, 678)
-            }),
-        ));
-        let lines = s.lines(
+    /// A summary that saw session `id` use `used` (`ms` to its first token), and its lines
+    /// once the run finished with `outputs` outputs in `took`.
+    fn used(s: &mut Summary, id_: &str, ms: u64, used: Usage) {
+        s.event(&session(id_));
+        s.event(&Event::usage(&id(id_), ms, None, Some(used)));
+    }
+
+    fn finished(s: &Summary, outputs: usize, took: Duration) -> Vec<String> {
+        s.lines(
             &Ending {
                 run_id: "r",
                 run_dir: Path::new(".prose/runs/r"),
                 status: RunStatus::Finished,
-                outputs: 2,
+                outputs,
                 error: None,
                 code: None,
                 resume_with: None,
             },
-            Duration::from_secs(61),
-        );
+            took,
+        )
+    }
+
+    #[test]
+    fn a_finished_run_points_at_its_outputs_and_shows_a_known_cost() {
+        let mut s = Summary::new();
+        let usage = Usage {
+            cost: Some(0.0123),
+            ..Usage::plain(12_345, 678)
+        };
+        used(&mut s, "0:0", 10, usage);
+        let lines = finished(&s, 2, Duration::from_secs(61));
         assert_eq!(
             lines,
             [
@@ -520,41 +526,20 @@ mod tests {
     #[test]
     fn cached_input_and_the_memos_answers_are_said_apart() {
         let mut s = Summary::new();
-        s.event(&session("0:0"));
-        s.event(&Event::usage(
-            &id("0:0"),
-            10,
-            None,
-            Some(Usage {
-                cache_read_tokens: 2_400,
-                cache_write_tokens: 300,
-                cost: Some(0.0021),
-                asked: 1,
-                ..Usage::plain(45, 20)
-            }),
-        ));
-        s.event(&session("0:1"));
-        s.event(&Event::usage(
-            &id("0:1"),
-            0,
-            None,
-            Some(Usage {
-                from_memo: 3,
-                ..Usage::default()
-            }),
-        ));
-        let lines = s.lines(
-            &Ending {
-                run_id: "r",
-                run_dir: Path::new("d"),
-                status: RunStatus::Finished,
-                outputs: 1,
-                error: None,
-                code: None,
-                resume_with: None,
-            },
-            Duration::from_secs(1),
-        );
+        let cached = Usage {
+            cache_read_tokens: 2_400,
+            cache_write_tokens: 300,
+            cost: Some(0.0021),
+            asked: 1,
+            ..Usage::plain(45, 20)
+        };
+        used(&mut s, "0:0", 10, cached);
+        let memo = Usage {
+            from_memo: 3,
+            ..Usage::default()
+        };
+        used(&mut s, "0:1", 0, memo);
+        let lines = finished(&s, 1, Duration::from_secs(1));
         assert_eq!(
             lines[..2],
             [
