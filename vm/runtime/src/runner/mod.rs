@@ -329,26 +329,33 @@ pub async fn run_durable<D: Driver>(
                     waiting.retain(|(id, _)| *id != w);
                 }
                 let mut replayed = false;
-                for req in requests {
+                let mut requests = requests;
+                requests.retain_mut(|req| {
                     match durable
                         .as_deref_mut()
                         .and_then(|d| d.replay.remove(&req.id))
                     {
                         // Answered before the interruption: never ask again.
                         Some(reply) => {
-                            driver.observe(&req, &reply);
+                            driver.observe(req, &reply);
                             machine.complete(reply);
                             replayed = true;
+                            false
                         }
-                        None if agentic => queue.push_back(req),
                         None => {
-                            let mut req = req;
-                            if let Ask::Session(s) = &mut req.ask {
+                            if let (false, Ask::Session(s)) = (agentic, &mut req.ask) {
                                 workshop.prepare(s);
                             }
-                            queue.push_back(req);
+                            true
                         }
                     }
+                });
+                // The machine's buffer becomes the queue when it is empty (a fan-out of a
+                // million asks them all at once): no second buffer of them at the peak.
+                if queue.is_empty() {
+                    queue = VecDeque::from(requests);
+                } else {
+                    queue.extend(requests);
                 }
                 if replayed {
                     continue;
