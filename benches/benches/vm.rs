@@ -21,7 +21,8 @@
 //!
 //! Run: `cargo bench -p prose-benches --bench vm`.
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion};
 use std::time::Duration;
 
 #[global_allocator]
@@ -29,19 +30,25 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SIZES: [usize; 3] = [2_000, 5_000, 20_000];
 
+/// The chain and the fan-out of each size in `sizes`, in memory, in `g`.
+fn both_in_memory(g: &mut BenchmarkGroup<'_, WallTime>, sizes: &[usize]) {
+    for &n in sizes {
+        for (what, src) in [
+            ("chain", prose_benches::session_chain(n)),
+            ("pmap fan-out", prose_benches::fan_out(n)),
+        ] {
+            let a = prose_benches::compile(&src);
+            g.bench_function(format!("{what} of {n} sessions"), |b| {
+                b.iter(|| prose_benches::run_mock(&a))
+            });
+        }
+    }
+}
+
 fn in_memory(c: &mut Criterion) {
     let mut g = c.benchmark_group("vm/in memory");
     g.sample_size(10);
-    for n in SIZES {
-        let a = prose_benches::compile(&prose_benches::session_chain(n));
-        g.bench_function(format!("chain of {n} sessions"), |b| {
-            b.iter(|| prose_benches::run_mock(&a))
-        });
-        let a = prose_benches::compile(&prose_benches::fan_out(n));
-        g.bench_function(format!("pmap fan-out of {n} sessions"), |b| {
-            b.iter(|| prose_benches::run_mock(&a))
-        });
-    }
+    both_in_memory(&mut g, &SIZES);
     g.finish();
 }
 
@@ -54,43 +61,43 @@ fn scale(c: &mut Criterion) {
     let mut g = c.benchmark_group("vm/scale");
     g.sample_size(10);
     g.warm_up_time(Duration::from_millis(100));
-    for n in SCALE {
-        let a = prose_benches::compile(&prose_benches::session_chain(n));
-        g.bench_function(format!("chain of {n} sessions"), |b| {
-            b.iter(|| prose_benches::run_mock(&a))
-        });
-        let a = prose_benches::compile(&prose_benches::fan_out(n));
-        g.bench_function(format!("pmap fan-out of {n} sessions"), |b| {
-            b.iter(|| prose_benches::run_mock(&a))
-        });
-    }
+    both_in_memory(&mut g, &SCALE);
     g.finish();
+}
+
+/// `program` run durably in a new run directory under `dir` each iteration, the ones
+/// before removed outside the timing.
+fn durable_run(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    program: &prose_runtime::program::Program,
+    dir: &std::path::Path,
+) {
+    g.bench_function(name, |b| {
+        b.iter_batched(
+            || {
+                let _ = std::fs::remove_dir_all(dir);
+            },
+            |()| prose_benches::run_mock_durable(program, dir),
+            BatchSize::PerIteration,
+        )
+    });
 }
 
 fn durable(c: &mut Criterion) {
     let mut g = c.benchmark_group("vm/durable");
     g.sample_size(10);
     let dir = std::env::temp_dir().join(format!("prose-bench-run-{}", std::process::id()));
-    // Each run gets a new run directory; the ones before are removed outside the timing.
-    let fresh = || {
-        let _ = std::fs::remove_dir_all(&dir);
-    };
     for n in SIZES {
         for (what, src) in [
             ("chain", prose_benches::session_chain(n)),
             ("pmap fan-out", prose_benches::fan_out(n)),
         ] {
             let a = prose_benches::compile(&src);
-            g.bench_function(format!("{what} of {n} sessions"), |b| {
-                b.iter_batched(
-                    fresh,
-                    |()| prose_benches::run_mock_durable(&a, &dir),
-                    BatchSize::PerIteration,
-                )
-            });
+            durable_run(&mut g, &format!("{what} of {n} sessions"), &a, &dir);
         }
     }
-    fresh();
+    let _ = std::fs::remove_dir_all(&dir);
     g.finish();
 }
 
@@ -99,9 +106,6 @@ fn real_shaped(c: &mut Criterion) {
     g.sample_size(10);
     let dir = std::env::temp_dir().join(format!("prose-bench-real-{}", std::process::id()));
     // Project-scoped memory lives in the state directory too: each run starts without any.
-    let fresh = || {
-        let _ = std::fs::remove_dir_all(&dir);
-    };
     // 2,002 sessions; the published program's size (about 20,000) waits for block calls'
     // binding files to cost less (each call writes files of its own).
     for rounds in [400] {
@@ -111,16 +115,10 @@ fn real_shaped(c: &mut Criterion) {
             ("chain", prose_benches::session_chain(sessions - 1)),
         ] {
             let a = prose_benches::compile(&src);
-            g.bench_function(format!("{what} of {sessions} sessions"), |b| {
-                b.iter_batched(
-                    fresh,
-                    |()| prose_benches::run_mock_durable(&a, &dir),
-                    BatchSize::PerIteration,
-                )
-            });
+            durable_run(&mut g, &format!("{what} of {sessions} sessions"), &a, &dir);
         }
     }
-    fresh();
+    let _ = std::fs::remove_dir_all(&dir);
     g.finish();
 }
 

@@ -36,7 +36,7 @@ fn main() {
             std::hint::black_box(prose_benches::run_mock(&a));
         }
     }
-    let peak = peak_resident_bytes();
+    let peak = prose_benches::status_bytes("VmHWM:").unwrap_or(0) as u64;
     println!(
         "{:.2} ms per run; peak resident {:.1} MB, {} bytes per session",
         start.elapsed().as_secs_f64() * 1e3 / rounds as f64,
@@ -44,16 +44,4 @@ fn main() {
         peak / n.max(1) as u64
     );
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The process's peak resident memory (`VmHWM` in `/proc/self/status`), 0 where there is none.
-fn peak_resident_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
 }

@@ -283,6 +283,15 @@ pub fn example_artifacts() -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// A memory field of this process's `/proc/self/status` (`VmHWM:`, the peak resident set;
+/// `VmRSS:`), in bytes; `None` where there is no such file or field (not Linux).
+pub fn status_bytes(field: &str) -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// The limit on parallel branches alive at once the VM benches run with, as a user would
 /// with `--max-branches 2000000`: the default (100,000) guards against runaway recursion,
 /// and the scale benches fan out to a million.
@@ -328,34 +337,12 @@ pub fn run_mock_durable(
     state_dir: &std::path::Path,
 ) -> Vec<(String, prose_machine::value::Value)> {
     use prose_runtime::driver::settings::DriverSettings;
-    use prosevm::run::{Place, Run};
+    use prosevm::run::Place;
     let place = Place {
         state_dir: Some(state_dir.to_path_buf()),
         ..Place::default()
     };
-    let settings = DriverSettings::Mock(Default::default());
-    let store = prose_store::file::FileStore::new(place.state_dir.clone());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let run = rt
-        .block_on(Run::start(
-            &store,
-            program,
-            Default::default(),
-            settings.clone(),
-            prose_runtime::record::ExecOptions {
-                max_branches: BENCH_BRANCHES as u64,
-                ..Default::default()
-            },
-            &place,
-        ))
-        .expect("starts");
-    let driver = std::sync::Arc::new(settings.connect().expect("connects"));
-    rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}))
-        .expect("the store works")
-        .expect("runs")
+    durable_run(program, &place, DriverSettings::Mock(Default::default()))
 }
 
 /// The settings `prosevm run --driver openai --base-url URL` takes when given no others,
@@ -413,21 +400,15 @@ pub fn run_openai(
         .expect("runs")
 }
 
-/// Runs a program the way `prosevm run --driver openai --base-url URL` does, with the
-/// settings it takes when given no others (requests in flight, retries, timeouts), through
-/// the same entry points as [`run_mock_durable`]. Returns the outputs.
-pub fn run_openai_durable(
+/// Starts a run of `program` in the file store `place` names and drives it to its end with
+/// the driver `settings` describe, as `prosevm run` does (`Run::start`, then `drive`), with
+/// the benches' branch limit. Returns the outputs.
+fn durable_run(
     program: &prose_runtime::program::Program,
-    state_dir: &std::path::Path,
-    base_url: &str,
+    place: &prosevm::run::Place,
+    settings: prose_runtime::driver::settings::DriverSettings,
 ) -> Vec<(String, prose_machine::value::Value)> {
-    use prosevm::run::{Place, Run};
-    let (settings, config) = openai_defaults(base_url);
-    let place = Place {
-        state_dir: Some(state_dir.to_path_buf()),
-        config,
-        ..Place::default()
-    };
+    use prosevm::run::Run;
     let store = prose_store::file::FileStore::new(place.state_dir.clone());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -443,13 +424,31 @@ pub fn run_openai_durable(
                 max_branches: BENCH_BRANCHES as u64,
                 ..Default::default()
             },
-            &place,
+            place,
         ))
         .expect("starts");
     let driver = std::sync::Arc::new(settings.connect().expect("connects"));
     rt.block_on(run.drive(driver, &mut |_: &prose_machine::trace::Event| {}))
         .expect("the store works")
         .expect("runs")
+}
+
+/// Runs a program the way `prosevm run --driver openai --base-url URL` does, with the
+/// settings it takes when given no others (requests in flight, retries, timeouts), through
+/// the same entry points as [`run_mock_durable`]. Returns the outputs.
+pub fn run_openai_durable(
+    program: &prose_runtime::program::Program,
+    state_dir: &std::path::Path,
+    base_url: &str,
+) -> Vec<(String, prose_machine::value::Value)> {
+    use prosevm::run::Place;
+    let (settings, config) = openai_defaults(base_url);
+    let place = Place {
+        state_dir: Some(state_dir.to_path_buf()),
+        config,
+        ..Place::default()
+    };
+    durable_run(program, &place, settings)
 }
 
 /// The names a generated program declares (besides those that end in its number), renamed

@@ -10,17 +10,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A field of `/proc/self/status`, in bytes.
 fn status_bytes(field: &str) -> usize {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .unwrap_or_else(|| panic!("no {field}"));
-    let kib: usize = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("a number of kB");
-    kib * 1024
+    prose_benches::status_bytes(field).unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
 }
 
 #[test]

@@ -611,17 +611,9 @@ fn serve_html(body: String) -> String {
     url
 }
 
-/// Escape 5: `web_fetch` of a page nested 100,000 `<div>`s deep reported its 30 s timeout,
-/// but the HTML-to-text conversion went on burning a CPU, and the process could not exit,
-/// even on SIGTERM, for minutes.
-#[test]
-fn a_page_nested_100000_deep_neither_hangs_the_fetch_nor_the_process() {
-    let dir = scratch("deep-html");
-    let url = serve_html(format!(
-        "<html><body>{}deep inside{}</body></html>",
-        "<div>".repeat(100_000),
-        "</div>".repeat(100_000)
-    ));
+/// `prosevm run` in `dir` of an agent with the network whose one session fetches `url`
+/// (scripted), then answers; its output discarded.
+fn reading(dir: &Path, url: &str) -> std::process::Child {
     std::fs::write(
         dir.join("prog.prose"),
         "agent reader:\n  permissions:\n    network: allow\noutput out = session: reader\n  prompt: \"Read the page\"\n",
@@ -635,27 +627,51 @@ fn a_page_nested_100000_deep_neither_hangs_the_fetch_nor_the_process() {
     ]);
     let file = dir.with_extension("script.json");
     std::fs::write(&file, script.to_string()).expect("script");
-    let mut child = vm("sk-unused")
-        .current_dir(&dir)
+    vm("sk-unused")
+        .current_dir(dir)
         .args(["run", "prog.prose", "--trace", "quiet", "--mock-script"])
         .arg(&file)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("prosevm");
-    // A watchdog, not a timing: before the fix the process was still busy minutes later.
+        .expect("prosevm")
+}
+
+/// How `child` exited, waiting at most `seconds` (then it is killed, and the test fails
+/// saying `why`).
+fn ended_within(
+    child: &mut std::process::Child,
+    seconds: u64,
+    why: &str,
+) -> std::process::ExitStatus {
     let started = std::time::Instant::now();
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().expect("wait") {
-            break status;
+            return status;
         }
-        if started.elapsed() > std::time::Duration::from_secs(90) {
+        if started.elapsed() > std::time::Duration::from_secs(seconds) {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the run had not ended after 90 s");
+            panic!("{why}");
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    }
+}
+
+/// Escape 5: `web_fetch` of a page nested 100,000 `<div>`s deep reported its 30 s timeout,
+/// but the HTML-to-text conversion went on burning a CPU, and the process could not exit,
+/// even on SIGTERM, for minutes.
+#[test]
+fn a_page_nested_100000_deep_neither_hangs_the_fetch_nor_the_process() {
+    let dir = scratch("deep-html");
+    let url = serve_html(format!(
+        "<html><body>{}deep inside{}</body></html>",
+        "<div>".repeat(100_000),
+        "</div>".repeat(100_000)
+    ));
+    let mut child = reading(&dir, &url);
+    // A watchdog, not a timing: before the fix the process was still busy minutes later.
+    let status = ended_within(&mut child, 90, "the run had not ended after 90 s");
     assert!(status.success(), "{status}");
     let records = journal(&runs(&dir.join(".prose"))[0]);
     let (text, is_error) = tool_output(&records, "0:0#t0c0");
@@ -687,27 +703,7 @@ fn sigterm_during_a_fetch_stops_the_run_at_once() {
             }
         }
     });
-    std::fs::write(
-        dir.join("prog.prose"),
-        "agent reader:\n  permissions:\n    network: allow\noutput out = session: reader\n  prompt: \"Read the page\"\n",
-    )
-    .expect("program");
-    let script = json!([
-        {"kind": "turn", "prompt": "Read the page", "times": 1, "reply": {"tool_calls": [
-            {"name": "web_fetch", "arguments": {"url": url}}
-        ]}},
-        {"kind": "turn", "prompt": "Read the page", "reply": "read"}
-    ]);
-    let file = dir.with_extension("script.json");
-    std::fs::write(&file, script.to_string()).expect("script");
-    let mut child = vm("sk-unused")
-        .current_dir(&dir)
-        .args(["run", "prog.prose", "--trace", "quiet", "--mock-script"])
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("prosevm");
+    let mut child = reading(&dir, &url);
     fetching
         .recv_timeout(std::time::Duration::from_secs(60))
         .expect("the tool fetches the page");
@@ -717,18 +713,7 @@ fn sigterm_during_a_fetch_stops_the_run_at_once() {
         libc::kill(child.id() as i32, libc::SIGTERM);
     }
     // A watchdog, not a timing: the fetch would go on for 30 s, the page for days.
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > std::time::Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the run had not stopped 10 s after SIGTERM");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = ended_within(&mut child, 10, "the run had not stopped 10 s after SIGTERM");
     assert_eq!(status.code(), Some(130), "{status}");
     let run = &runs(&dir.join(".prose"))[0];
     let record: Value =
