@@ -180,3 +180,47 @@ fn sizes_are_read_with_their_units() {
         assert_eq!(code == 0, ok, "{limit}: {err}");
     }
 }
+
+/// A fan-out far wider than the runner's queue does not ask all its sessions at once: the
+/// branches wait as fibers and ask theirs as the queue drains, so at most a few thousand
+/// requests exist at a time (a million branches would otherwise hold a million requests).
+/// Every branch is still asked exactly once and answered, in order of its index.
+#[test]
+fn a_wide_fan_out_asks_its_sessions_a_few_thousand_at_a_time() {
+    let dir = scratch("ahead");
+    let n = 12_000;
+    let src = format!(
+        "let items = []\nrepeat {n} as i:\n  items = items + [i]\nlet results = items | pmap:\n  session \"Work on {{item}}\"\noutput last = results[{}]\n",
+        n - 1
+    );
+    let (code, out, err) = run(&dir, &src, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("[mock] Work on {}", n - 1)), "{out}");
+    // The trace goes to stderr.
+    let (code, _, trace) = output(
+        vm().args(["run", dir.join("prog.prose").to_str().expect("path")])
+            .args(["--trace", "json", "--state-dir"])
+            .arg(dir.join("state")),
+    );
+    assert_eq!(code, 0, "{trace}");
+    let (mut asked, mut answered, mut most) = (0usize, 0usize, 0usize);
+    let mut ids = std::collections::BTreeSet::new();
+    for line in trace.lines().filter(|l| l.starts_with('{')) {
+        let e: serde_json::Value = serde_json::from_str(line).expect("event");
+        match e["event"].as_str() {
+            Some("session") => {
+                asked += 1;
+                assert!(ids.insert(e["id"].to_string()), "asked twice: {line}");
+            }
+            Some("answer") => answered += 1,
+            _ => {}
+        }
+        most = most.max(asked - answered);
+    }
+    assert_eq!((asked, answered), (n, n));
+    assert!(
+        most <= 4_096 + 256,
+        "{most} sessions asked and not answered at once"
+    );
+    assert!(most >= 256, "the queue is still used: {most}");
+}

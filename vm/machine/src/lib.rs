@@ -131,6 +131,9 @@ pub struct Machine {
     /// Variables updated in place since the events were last taken: the index of the
     /// binding event written for each, whose value is filled in when they are taken.
     updated: Vec<(usize, FrameRef, bytecode_spec::Reg)>,
+    /// Once one [`Machine::run`] has made this many new requests, it returns them and leaves
+    /// the other ready fibers for the next (see [`Machine::set_request_cap`]).
+    request_cap: usize,
 }
 
 impl Machine {
@@ -249,6 +252,7 @@ impl Machine {
             warned: FxHashSet::default(),
             frame_memory: FrameMemory::default(),
             updated: Vec::new(),
+            request_cap: usize::MAX,
         };
         let frame = machine
             .new_frame(&inst, module, m.entry, None, Ret::Fiber, 0)
@@ -383,9 +387,26 @@ impl Machine {
             .map_or(0, |l| l.line)
     }
 
-    /// Runs every ready fiber until each blocks or ends.
+    /// Makes [`Machine::run`] return once it has made `cap` new requests (at least one),
+    /// leaving the fibers not run yet ready for the next call ([`Machine::has_ready`]). A
+    /// runner that sends requests a few at a time sets it, so that a fan-out of a million
+    /// branches holds a few thousand requests at once rather than a million. Unlimited
+    /// unless set.
+    pub fn set_request_cap(&mut self, cap: usize) {
+        self.request_cap = cap.max(1);
+    }
+
+    /// Whether fibers are ready to run: the last [`Machine::run`] stopped at its request cap.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Runs ready fibers until each blocks or ends, or until the request cap is reached.
     pub fn run(&mut self) -> Step {
-        while let Some(f) = self.ready.pop_front() {
+        while self.new_requests.len() < self.request_cap {
+            let Some(f) = self.ready.pop_front() else {
+                break;
+            };
             if self.fibers[f].state == State::Ready {
                 self.run_fiber(f);
             }
@@ -407,7 +428,8 @@ impl Machine {
                     .unwrap_or_else(|| self.top_error(Code::E215, "the program failed")),
             ),
             _ => {
-                if self.pending.is_empty() && self.new_requests.is_empty() {
+                if self.pending.is_empty() && self.new_requests.is_empty() && self.ready.is_empty()
+                {
                     return Step::Failed(self.top_error(Code::E215, "no fiber can make progress"));
                 }
                 Step::Waiting {

@@ -52,14 +52,15 @@ impl Machine {
                     desc.branches.iter().map(|b| funcs[*b].nregs as usize).sum()
                 };
                 self.frames_fit(register_bytes(regs))?;
-                // Room for the branches, and for the request each is likely to make, at once:
-                // growing by doubling would hold the old and the new buffers together at the
-                // peak of a large fan-out.
+                // Room for the branches, and for the requests the next run makes (at most its
+                // request cap), at once: growing by doubling would hold the old and the new
+                // buffers together at the peak of a large fan-out.
                 let n = items.len();
                 self.fibers.reserve(n);
                 self.ready.reserve(n);
-                self.new_requests.reserve(n);
-                self.pending.reserve(n);
+                let asked = n.min(self.request_cap);
+                self.new_requests.reserve(asked);
+                self.pending.reserve(asked);
                 let g = self.groups.len();
                 fr.regs[ix(*handle)] = Value::Group(g as u32);
                 let inst = fr.inst.clone();

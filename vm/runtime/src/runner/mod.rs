@@ -36,6 +36,11 @@ use tokio::task::{AbortHandle, JoinSet};
 /// Requests an instant driver answers before the machine runs again.
 const IMMEDIATE_CHUNK: usize = 256;
 
+/// Requests the runner keeps asked ahead of the driver: the machine runs ready fibers until
+/// the queue holds this many, and the rest wait as fibers (a fan-out of a million holds a
+/// few thousand requests at a time, not a million).
+const REQUESTS_AHEAD: usize = 4096;
+
 /// How the runner serves requests.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -300,6 +305,7 @@ pub async fn run_durable<D: Driver>(
             }
             return Err(interrupted());
         }
+        machine.set_request_cap(REQUESTS_AHEAD.saturating_sub(queue.len()));
         let step = machine.run();
         for e in machine.take_events() {
             observer.event(&e);
@@ -476,6 +482,10 @@ pub async fn run_durable<D: Driver>(
                 })
             };
             inflight.insert(id, handle);
+        }
+        // Fibers left ready at the request cap ask theirs once the queue runs short.
+        if queue.len() < limit && machine.has_ready() && !blocked {
+            continue;
         }
         if inflight.is_empty() && queue.is_empty() && !waiting.is_empty() {
             // Nothing else can go on: what was answered is durable, and the run waits.
