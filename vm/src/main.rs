@@ -232,7 +232,8 @@ enum Command {
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
     },
-    /// Show a run's record, its bindings and its state.md.
+    /// Show a run's record, its bindings (those bound inside block calls too, rebuilt from
+    /// the journal) and its state.md.
     Inspect {
         /// The run: its id, a prefix of it, its directory, or `latest`.
         run: String,

@@ -248,19 +248,10 @@ session "Polish"
     let files = binding_files(&state, &id);
     assert_eq!(
         files.keys().collect::<Vec<_>>(),
-        [
-            "again.md",
-            "anon_001.md",
-            "outline__1.md",
-            "outline__2.md",
-            "text.md",
-            "title.md",
-            "topic.md"
-        ]
+        ["again.md", "anon_001.md", "text.md", "title.md", "topic.md"],
+        "values bound inside block calls get no file"
     );
     assert_eq!(files["topic.md"], "# topic\n\nkind: input\n\nsource:\n```prose\ninput topic: \"What to write about\"\n```\n\n---\n\nrivers\n");
-    assert!(files["outline__2.md"].starts_with("# outline\n\nkind: let\nexecution_id: 2\n"));
-    assert!(files["outline__2.md"].ends_with("\n---\n\n[mock] Outline a second subject\n"));
     assert!(files["title.md"].contains("kind: const\n"));
     assert_eq!(
         files["anon_001.md"],
@@ -282,16 +273,22 @@ session "Polish"
         "{state_md}"
     );
     assert!(
-        state_md.contains("| outline | let | bindings/outline__2.md | 2 | scoped |\n"),
+        state_md.contains("| text | let | bindings/text.md | (root) | scoped |\n"),
         "{state_md}"
     );
+    assert!(!state_md.contains("outline__"), "{state_md}");
     let (code, out, _) = output(
         vm().args(["inspect", &id, "--json", "--state-dir"])
             .arg(&state),
     );
     assert_eq!(code, 0);
     let meta: serde_json::Value = serde_json::from_str(&out).expect("json");
+    // The block calls' values, from the journal.
     assert_eq!(meta["bindings"]["outline__1"], "[mock] Outline rivers");
+    assert_eq!(
+        meta["bindings"]["outline__2"],
+        "[mock] Outline a second subject"
+    );
     assert_eq!(meta["bindings"]["topic"], "rivers");
     assert_eq!(meta["state"].as_str(), Some(state_md.as_str()));
     let (code, out, _) = output(vm().args(["inspect", &id, "--state-dir"]).arg(&state));
@@ -353,7 +350,8 @@ fn project_agents_remember_across_runs_and_resumes() {
         .expect("spawn");
     for _ in 0..500 {
         std::thread::sleep(Duration::from_millis(10));
-        if home.join("keeper-002.md").exists() {
+        let log = std::fs::read_to_string(home.join("segments.md")).unwrap_or_default();
+        if log.contains("# Segment 002\n") {
             break;
         }
     }
@@ -371,7 +369,7 @@ fn project_agents_remember_across_runs_and_resumes() {
             .iter()
             .map(|f| f.0.as_str())
             .collect::<Vec<_>>(),
-        ["keeper-001.md", "keeper-002.md", "memory.md"]
+        ["memory.md", "segments.md"]
     );
     let (code, _, err) = output(
         vm().args(["resume", &id, "--trace", "quiet", "--state-dir"])
@@ -381,24 +379,24 @@ fn project_agents_remember_across_runs_and_resumes() {
     let files = files_in(&home);
     assert_eq!(
         files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(),
-        [
-            "keeper-001.md",
-            "keeper-002.md",
-            "keeper-003.md",
-            "memory.md"
-        ],
-        "the resume rewrote segment 2 rather than adding one"
+        ["memory.md", "segments.md"]
     );
     assert_eq!(
-        files[3].1,
+        files[0].1,
         "- keeper answered: [mock] Note the first thing\n- keeper answered: [mock] Note the second thing\n- keeper answered: [mock] Note the third thing"
     );
-    assert!(files[2].1.starts_with("# Segment 003\n"), "{}", files[2].1);
-    assert!(
-        files[2].1.ends_with("[mock] Note the third thing\n"),
-        "{}",
-        files[2].1
+    let log = &files[1].1;
+    let headers: Vec<&str> = log.lines().filter(|l| l.starts_with("# Segment")).collect();
+    assert_eq!(
+        headers,
+        ["# Segment 001", "# Segment 002", "# Segment 003"],
+        "the resume appended segment 2 again: {log}"
     );
+    assert!(
+        log.contains(&format!("# Segment 003\n\nrun: {id}\nrequest: 0:2\n")),
+        "{log}"
+    );
+    assert!(log.ends_with("[mock] Note the third thing\n\n"), "{log}");
     let state_md =
         std::fs::read_to_string(state.join("runs").join(&id).join("state.md")).expect("state");
     assert!(state_md.contains("| keeper | project | "), "{state_md}");
@@ -461,8 +459,14 @@ fn killed_runs_with_persistent_agents_end_with_the_memory_of_an_uninterrupted_ru
     assert!(run(&reference).success());
     let ref_id = run_ids(&reference).remove(0);
     let expected = memory_files(&reference, &ref_id);
-    // 25 of the keeper's and 25 of the scout's segments, and each one's memory.md.
-    assert_eq!(expected.len(), 52, "{expected:?}");
+    // Each one's memory.md and its log of segments, 25 of the keeper's and 25 of the
+    // scout's.
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    for (agent, file, text) in &expected {
+        if file == "segments.md" {
+            assert_eq!(text.matches("\n## Answer\n").count(), 25, "{agent}: {text}");
+        }
+    }
     let keeper_memory = &expected
         .iter()
         .find(|(a, f, _)| a == "keeper" && f == "memory.md")
@@ -552,11 +556,13 @@ fn a_finished_runs_project_memory_is_on_disk_when_its_record_says_finished() {
         std::thread::sleep(Duration::from_millis(1));
     };
     assert!(child.wait().expect("waits").success());
-    assert_eq!(seen.len(), 302, "301 segments and memory.md");
-    let (last, text) = &seen[300];
-    assert_eq!(last, "keeper-301.md");
-    assert!(text.ends_with("[mock] Note thing 299\n"), "{text}");
-    let (name, memory) = &seen[301];
+    assert_eq!(seen.len(), 2, "memory.md and the log of segments");
+    let (name, log) = &seen[1];
+    assert_eq!(name, "segments.md");
+    assert_eq!(log.matches("\n## Answer\n").count(), 301, "{log}");
+    assert!(log.contains("# Segment 301\n"), "{log}");
+    assert!(log.ends_with("[mock] Note thing 299\n\n"), "{log}");
+    let (name, memory) = &seen[0];
     assert_eq!(name, "memory.md");
     assert_eq!(memory.lines().count(), 301);
     assert!(

@@ -329,10 +329,11 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
         stored.record.status,
         RunStatus::Finished | RunStatus::Failed
     );
-    // The views of a run that did not end may lag its journal (a crash came before they
-    // caught up): they are shown as its journal has them, rebuilt in memory. Nothing is
-    // written, and the run is not taken: a writer may be about to continue it.
-    let rebuilt = if store.views_in_run() && !ended {
+    // The bindings are shown as the journal has them, rebuilt in memory: the files hold no
+    // values bound inside block calls, and those of a run that did not end may lag its
+    // journal (a crash came before they caught up). Nothing is written, and the run is not
+    // taken: a writer may be about to continue it. The state of an ended run is its file.
+    let rebuilt = if store.views_in_run() {
         match views_in_memory(&stored, &views) {
             Ok((rendered, _)) => Some(rendered),
             Err(e) => {
@@ -343,12 +344,11 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
     } else {
         None
     };
+    let state_file = || std::fs::read_to_string(views.join("state.md")).ok();
     let (bindings, state) = match rebuilt {
+        Some(r) if ended => (r.bindings, state_file()),
         Some(r) => (r.bindings, Some(r.state)),
-        None => (
-            prose_store::view::read_bindings(&views),
-            std::fs::read_to_string(views.join("state.md")).ok(),
-        ),
+        None => (prose_store::view::read_bindings(&views), state_file()),
     };
     view["bindings"] = serde_json::json!(bindings);
     if json {

@@ -1,8 +1,10 @@
 //! Where persistent agents keep their memory: `memory.md` (the memory as the driver last
-//! returned it) and one numbered segment per session (`{name}-001.md`, ...) in a directory
-//! chosen by the agent's `persist:` scope. What each agent had when a run started is recorded
-//! in `run.json`, so a resumed run starts from the same memory even if another run has
-//! changed the files since, and rewrites the same segment numbers.
+//! returned it) and `segments.md`, one numbered segment per session appended to the one
+//! file (a file per segment cost a file creation per session: 400 of them were most of a
+//! patrol loop's time under the mock), in a directory chosen by the agent's `persist:` scope.
+//! What each agent had when a run started is recorded in `run.json`, so a resumed run starts
+//! from the same memory even if another run has changed the files since, and gives its
+//! segments the same numbers; a resumed run appends none that the log already has.
 
 use super::{fs, StoreError};
 use bytecode_spec::{Artifact, Persist};
@@ -32,7 +34,7 @@ pub fn discover(
             Persist::Path(p) => ("path", fs::relative_dir(Path::new(""), &m.strings[p])?),
         };
         let memory = fs::read_to_string(&dir.join("memory.md")).ok();
-        let segments = count_segments(&dir, &name);
+        let segments = count_segments(&dir, &name).max(read_log(&dir, "").last);
         homes.push(AgentHome {
             name,
             scope: scope.into(),
@@ -44,7 +46,8 @@ pub fn discover(
     Ok(homes)
 }
 
-/// The highest segment number among `dir`'s `{name}-NNN.md` files (0 if none).
+/// The highest segment number among `dir`'s `{name}-NNN.md` files, one per segment as
+/// versions before the log wrote them (0 if none): numbering goes on after them.
 fn count_segments(dir: &Path, name: &str) -> u32 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -63,9 +66,65 @@ fn count_segments(dir: &Path, name: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// The file name of segment `n` of `name`: three digits at least.
-pub fn segment_file(name: &str, n: u32) -> String {
-    format!("{name}-{n:03}.md")
+/// The file in an agent's directory that holds its segments, one after another.
+pub const SEGMENT_LOG: &str = "segments.md";
+
+/// Segment `n` as the log holds it: a header naming the run and request it records and the
+/// length of the answer, so a reader finds where each segment ends whatever the answer
+/// says, and a segment cut short (a crash while appending) is told from a whole one.
+pub fn segment_entry(n: u32, run: &str, request: &str, answer: &str) -> String {
+    format!(
+        "# Segment {n:03}\n\nrun: {run}\nrequest: {request}\nbytes: {}\n\n## Answer\n\n{answer}\n\n",
+        answer.len()
+    )
+}
+
+/// What an agent's segment log holds.
+#[derive(Debug, Default, PartialEq)]
+pub struct SegmentLog {
+    /// The highest segment number in it (0 if none).
+    pub last: u32,
+    /// The bytes of whole segments from the start; anything after them (a segment cut short,
+    /// or text not written by the VM) is not a segment.
+    pub whole: u64,
+    /// The requests whose segments it holds for the run asked about.
+    pub requests: std::collections::HashSet<String>,
+}
+
+/// Reads the segment log in `dir`, collecting the requests recorded for run `run`.
+pub fn read_log(dir: &Path, run: &str) -> SegmentLog {
+    let mut log = SegmentLog::default();
+    let Ok(bytes) = fs::read(&dir.join(SEGMENT_LOG)) else {
+        return log;
+    };
+    let mut rest: &[u8] = &bytes;
+    while let Some((n, entry_run, request, len)) = parse_entry(rest) {
+        log.last = log.last.max(n);
+        log.whole += len as u64;
+        if entry_run == run.as_bytes() {
+            log.requests
+                .insert(String::from_utf8_lossy(request).into_owned());
+        }
+        rest = &rest[len..];
+    }
+    log
+}
+
+/// The segment at the start of `bytes`: its number, run, request and whole length.
+fn parse_entry(bytes: &[u8]) -> Option<(u32, &[u8], &[u8], usize)> {
+    fn field<'a>(b: &'a [u8], prefix: &str, end: &str) -> Option<(&'a [u8], &'a [u8])> {
+        let b = b.strip_prefix(prefix.as_bytes())?;
+        let at = b.iter().position(|&c| c == b'\n')?;
+        Some((&b[..at], b[at..].strip_prefix(end.as_bytes())?))
+    }
+    let (n, b) = field(bytes, "# Segment ", "\n\n")?;
+    let (run, b) = field(b, "run: ", "\n")?;
+    let (request, b) = field(b, "request: ", "\n")?;
+    let (len, b) = field(b, "bytes: ", "\n\n## Answer\n\n")?;
+    let n: u32 = std::str::from_utf8(n).ok()?.parse().ok()?;
+    let len: usize = std::str::from_utf8(len).ok()?.parse().ok()?;
+    let after = b.get(len..)?.strip_prefix(b"\n\n")?;
+    Some((n, run, request, bytes.len() - after.len()))
 }
 
 #[cfg(test)]
@@ -87,8 +146,43 @@ mod tests {
             std::fs::write(dir.join(f), "").expect("file");
         }
         assert_eq!(count_segments(&dir, "captain"), 7);
-        assert_eq!(segment_file("captain", 8), "captain-008.md");
-        assert_eq!(segment_file("captain", 1000), "captain-1000.md");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_log_is_read_segment_by_segment_whatever_the_answers_say() {
+        let dir = std::env::temp_dir().join(format!("prose-agents-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert_eq!(read_log(&dir, "r1"), SegmentLog::default());
+        // An answer that looks like a segment of its own is read as text.
+        let forged = segment_entry(999, "r1", "9:9", "forged");
+        let entries = [
+            segment_entry(4, "r0", "0:0", "old run"),
+            segment_entry(5, "r1", "0:1", &format!("{forged}# Segment 998\n")),
+            segment_entry(6, "r1", "0:2", "ünïcode answer"),
+        ];
+        let text = entries.concat();
+        std::fs::write(dir.join(SEGMENT_LOG), &text).expect("log");
+        let log = read_log(&dir, "r1");
+        assert_eq!(log.last, 6);
+        assert_eq!(log.whole, text.len() as u64);
+        let mut requests: Vec<_> = log.requests.into_iter().collect();
+        requests.sort();
+        assert_eq!(requests, ["0:1", "0:2"]);
+        // A segment cut short is not one: the log ends before it.
+        let cut = &entries[2][..entries[2].len() - 5];
+        std::fs::write(
+            dir.join(SEGMENT_LOG),
+            format!("{}{}{cut}", entries[0], entries[1]),
+        )
+        .expect("log");
+        let log = read_log(&dir, "r1");
+        assert_eq!(
+            (log.last, log.whole),
+            (5, (entries[0].len() + entries[1].len()) as u64)
+        );
+        assert_eq!(read_log(&dir, "r0").requests.len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -330,6 +330,11 @@ fn sync_together(
     })
 }
 
+/// Bytes of answers gathered before a write reaches the file (a sync writes them sooner): a
+/// persistent agent's answers carry its whole memory, and with 8 KiB a loop around one
+/// took a write call per session.
+const JOURNAL_BUFFER: usize = 64 * 1024;
+
 /// An open journal being appended to, by the process holding the run.
 pub struct Journal {
     out: BufWriter<File>,
@@ -359,7 +364,7 @@ impl Journal {
         };
         let seal = contents.seal();
         Ok(Journal {
-            out: BufWriter::new(file),
+            out: BufWriter::with_capacity(JOURNAL_BUFFER, file),
             unsynced: 0,
             crc: seal.crc,
             records: seal.records,

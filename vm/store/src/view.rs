@@ -1,13 +1,15 @@
-//! The readable side of a run directory: `bindings/{name}.md` for every named value,
-//! `imports/{handle}--{slug}/` (the same, recursively) for every invoked program, and
-//! `state.md`, the program annotated with where the run is. All are derived from the trace
+//! The readable side of a run directory: `bindings/{name}.md` for every name bound at the
+//! top level of the program, `imports/{handle}--{slug}/` (the same, recursively) for every
+//! invoked program, and `state.md`, the program annotated with where the run is. Values
+//! bound inside block calls get no file (one per call made a loop around blocks cost
+//! thousands of files); [`RunView::in_memory`] keeps them for readers. All are derived from the trace
 //! events, so they are rebuilt exactly when a run resumes (the replay re-emits them); the
 //! journal stays the only record the VM trusts. Files are written through a temporary file
 //! and a rename when the runner is about to wait for the driver, at most every
 //! [`FLUSH_EVERY`] while it is not, and when the run stops, so a loop rebinding a variable a
 //! million times costs a million map updates, not a million writes.
 
-use super::agents::segment_file;
+use super::agents::{read_log, segment_entry, SEGMENT_LOG};
 use super::{fs, StoreError};
 use bytecode_spec::verify::Verified;
 use bytecode_spec::BindingKind;
@@ -63,21 +65,47 @@ struct Kept {
     sessions: u32,
     /// Its memory as last reported, when `memory.md` does not hold it yet.
     memory: Option<String>,
-    /// Segments not written yet: each one's number and text.
-    segments: Vec<(u32, String)>,
+    /// Segments not written yet: each one's request and its entry in the log.
+    segments: Vec<(String, String)>,
+    /// The requests of this run whose segments the log holds, once it was read (at the
+    /// first write: a resumed run appends no segment twice).
+    logged: Option<std::collections::HashSet<String>>,
 }
 
 impl Kept {
     /// Writes what the files do not show yet (without syncing), adding each file written
-    /// to `written`.
-    fn write(&mut self, written: &mut BTreeSet<PathBuf>) -> Result<(), StoreError> {
+    /// to `written`; `run` is the run's id.
+    fn write(&mut self, run: &str, written: &mut BTreeSet<PathBuf>) -> Result<(), StoreError> {
         if self.memory.is_none() && self.segments.is_empty() {
             return Ok(());
         }
         fs::ensure_dir(&self.home.dir)?;
-        for (n, text) in std::mem::take(&mut self.segments) {
-            let path = self.home.dir.join(segment_file(&self.home.name, n));
-            fs::write_unsynced(&path, text.as_bytes())?;
+        if !self.segments.is_empty() {
+            let path = self.home.dir.join(SEGMENT_LOG);
+            let failed = |e| StoreError::Io(path.clone(), e);
+            let logged = match &mut self.logged {
+                Some(logged) => logged,
+                None => {
+                    // What a crash cut short is dropped: its segment is appended again.
+                    let log = read_log(&self.home.dir, run);
+                    if std::fs::metadata(&path).is_ok_and(|m| m.len() > log.whole) {
+                        fs::open_rw(&path)
+                            .and_then(|f| f.set_len(log.whole))
+                            .map_err(failed)?;
+                    }
+                    self.logged.insert(log.requests)
+                }
+            };
+            let mut text = String::new();
+            for (request, entry) in std::mem::take(&mut self.segments) {
+                if logged.insert(request) {
+                    text.push_str(&entry);
+                }
+            }
+            // Appended in one write: runs sharing the agent add theirs whole.
+            fs::open_append(&path)
+                .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+                .map_err(failed)?;
             written.insert(path);
         }
         if let Some(memory) = self.memory.take() {
@@ -137,6 +165,10 @@ pub struct RunView {
     /// Whether `bindings/`, `imports/`, `state.md` and `usage.jsonl` are written (not for a
     /// worker of the Postgres store told to keep none).
     files: bool,
+    /// Whether the values bound inside block calls are kept (only in memory, for a reader:
+    /// written, they took a file per call, and a loop calling blocks a thousand times made
+    /// thousands; the journal holds them, and `prosevm inspect` shows them).
+    calls: bool,
 }
 
 impl RunView {
@@ -163,8 +195,9 @@ impl RunView {
     }
 
     /// The view of a run, as [`RunView::new`], kept in memory only: it writes nothing,
-    /// neither views nor agents' memory, and ends in [`RunView::rendered`] (a reader showing
-    /// a run that a crash left behind its journal, while another process may continue it).
+    /// neither views nor agents' memory, and ends in [`RunView::rendered`], with the values
+    /// bound inside block calls too (a reader showing a run as its journal has it, while
+    /// another process may continue it).
     pub fn in_memory(
         dir: PathBuf,
         id: String,
@@ -176,6 +209,7 @@ impl RunView {
         let mut view = RunView::unwritten(dir, id, started, artifact, inputs, agents);
         view.files = false;
         view.agent_files = false;
+        view.calls = true;
         view
     }
 
@@ -206,6 +240,7 @@ impl RunView {
                     sessions: 0,
                     memory: None,
                     segments: Vec::new(),
+                    logged: None,
                 })
                 .collect(),
             memory_written: BTreeSet::new(),
@@ -215,6 +250,7 @@ impl RunView {
             error: None,
             agent_files: true,
             files: true,
+            calls: false,
         };
         for (name, value) in inputs {
             view.bound.insert(
@@ -336,6 +372,10 @@ impl RunView {
         at: (u32, u32),
         (scope, instance): (u32, u32),
     ) {
+        // Inside a block call (not at the top level of the program or of an invocation).
+        if scope != 0 && scope != instance && !self.calls {
+            return;
+        }
         let kind = kind.as_str();
         let (module, line) = at;
         // The common case, a top-level name bound again, without allocating.
@@ -437,11 +477,9 @@ impl RunView {
             return;
         }
         let n = kept.home.segments + kept.sessions;
-        let segment = format!(
-            "# Segment {n:03}\n\nrun: {}\nrequest: {id}\n\n## Answer\n\n{answer}\n",
-            self.id
-        );
-        kept.segments.push((n, segment));
+        let request = id.to_string();
+        let entry = segment_entry(n, &self.id, &request, answer);
+        kept.segments.push((request, entry));
         match &mut kept.memory {
             Some(m) => {
                 m.clear();
@@ -455,7 +493,7 @@ impl RunView {
     /// for [`RunView::finish`].
     fn write_memory(&mut self) {
         for kept in &mut self.agents {
-            if let Err(e) = kept.write(&mut self.memory_written) {
+            if let Err(e) = kept.write(&self.id, &mut self.memory_written) {
                 self.error.get_or_insert(e);
             }
         }
