@@ -106,8 +106,9 @@ fn real_shaped(c: &mut Criterion) {
     g.sample_size(10);
     let dir = std::env::temp_dir().join(format!("prose-bench-real-{}", std::process::id()));
     // Project-scoped memory lives in the state directory too: each run starts without any.
-    // 2,002 sessions; the published program's size (about 20,000) waits for block calls'
-    // binding files to cost less (each call writes files of its own).
+    // 2,002 sessions: the mock's memory keeps a line per session and every answer carries
+    // all of it, so the journal grows with the square of a loop's length (at the published
+    // program's 20,000 sessions, over 100 MB), which a real model's notes do not.
     for rounds in [400] {
         let sessions = 5 * rounds + 2;
         for (what, src) in [
