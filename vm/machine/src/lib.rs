@@ -82,6 +82,17 @@ impl Default for Limits {
     }
 }
 
+impl Drop for Machine {
+    /// The program's top frame and its instance refer to each other; without this, every
+    /// value the program kept at its top level would outlive the machine (in a worker or
+    /// `serve`, one program's values per run).
+    fn drop(&mut self) {
+        if let Ok(mut inst) = self.main.try_borrow_mut() {
+            inst.main = None;
+        }
+    }
+}
+
 /// What [`Machine::run`] found.
 #[derive(Debug, PartialEq)]
 pub enum Step {

@@ -100,6 +100,10 @@ impl Machine {
                         if let Some(caller) = self.fibers[f].stack.last() {
                             caller.borrow_mut().regs[ix(dst)] = outputs;
                         }
+                        drop(i);
+                        // Its top frame and the instance refer to each other: the invocation
+                        // is over, and nothing calls its blocks again.
+                        inst.borrow_mut().main = None;
                     }
                 }
             }
