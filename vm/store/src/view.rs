@@ -120,7 +120,8 @@ impl Kept {
 /// A run's views as text, not written anywhere ([`RunView::rendered`]).
 #[derive(Debug, Default)]
 pub struct Rendered {
-    /// The program run's bindings: each value by the stem of its file under `bindings/`.
+    /// The program run's bindings: each value by name (`name`, or `name__{execution_id}`
+    /// for a value bound inside a block call, which gets no file).
     pub bindings: BTreeMap<String, String>,
     /// The text of `state.md`.
     pub state: String,
