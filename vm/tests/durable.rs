@@ -227,6 +227,7 @@ fn a_run_writes_binding_files_and_its_state() {
         r#"input topic: "What to write about"
 block draft(subject):
   let outline = session "Outline {subject}"
+  session "Note what {subject} needs"
   output session "Draft from the outline"
     context: outline
 let text = do draft(topic)
@@ -249,7 +250,7 @@ session "Polish"
     assert_eq!(
         files.keys().collect::<Vec<_>>(),
         ["again.md", "anon_001.md", "text.md", "title.md", "topic.md"],
-        "values bound inside block calls get no file"
+        "values bound inside block calls, and their sessions' answers kept under no name, get no file"
     );
     assert_eq!(files["topic.md"], "# topic\n\nkind: input\n\nsource:\n```prose\ninput topic: \"What to write about\"\n```\n\n---\n\nrivers\n");
     assert!(files["title.md"].contains("kind: const\n"));

@@ -4,6 +4,11 @@ use crate::protocol::{RequestId, Usage};
 use bytecode_spec::Code;
 use serde::Serialize;
 
+/// Whether an execution id is the program's top level (0).
+fn at_top_level(exec: &u32) -> bool {
+    *exec == 0
+}
+
 /// Something that happened during a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -27,6 +32,10 @@ pub enum Event {
         agent: Option<String>,
         /// The model it asks for, if it names one (`sonnet`, or a provider id).
         model: Option<String>,
+        /// The execution id of the block call or program invocation it is in (0, and left
+        /// out of the JSON: the program's top level).
+        #[serde(skip_serializing_if = "at_top_level")]
+        exec: u32,
     },
     /// A named variable was bound.
     Binding {

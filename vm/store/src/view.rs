@@ -138,8 +138,8 @@ pub struct RunView {
     bound: BTreeMap<String, Bound>,
     /// Each program invocation's directory, relative to the run's (the run itself: empty).
     instances: BTreeMap<u32, PathBuf>,
-    /// Sessions asked and not yet answered: request id to (module, line).
-    executing: BTreeMap<RequestId, (u32, u32)>,
+    /// Sessions asked and not yet answered: request id to module, line and execution id.
+    executing: BTreeMap<RequestId, (u32, u32, u32)>,
     /// Anonymous bindings so far.
     anonymous: u32,
     /// Top-level program lines whose sessions have answered.
@@ -275,16 +275,23 @@ impl RunView {
     pub fn observe(&mut self, event: &Event) {
         match event {
             Event::Session {
-                id, module, line, ..
+                id,
+                module,
+                line,
+                exec,
+                ..
             } => {
-                self.executing.insert(id.clone(), (*module, *line));
+                self.executing.insert(id.clone(), (*module, *line, *exec));
             }
             Event::Answer { id, text, bound } => match self.executing.remove(id) {
-                Some((module, line)) => {
+                Some((module, line, exec)) => {
                     if module == 0 {
                         self.complete.insert(line);
                     }
-                    if !bound {
+                    // Inside a block call an answer kept under no name is no binding: it
+                    // would take a file per call (`inspect --session` shows it).
+                    let in_call = exec != 0 && !self.instances.contains_key(&exec);
+                    if !bound && !in_call {
                         self.anonymous(module, line, text);
                     }
                 }
@@ -603,8 +610,8 @@ impl RunView {
         let executing: BTreeSet<u32> = self
             .executing
             .values()
-            .filter(|(m, _)| *m == 0)
-            .map(|(_, l)| *l)
+            .filter(|(m, ..)| *m == 0)
+            .map(|(_, l, _)| *l)
             .collect();
         let (.., updated) = timestamp(now());
         let mut s = String::new();

@@ -146,6 +146,7 @@ impl Machine {
                         text: req.label.clone().unwrap_or_else(|| req.prompt.clone()),
                         agent: req.agent.clone(),
                         model: req.model.clone(),
+                        exec: fr.exec,
                     });
                 }
                 (Ask::Session(req), *dst, Expect::Session(persistent))

@@ -402,6 +402,7 @@ mod tests {
             text: text.into(),
             agent: Some(agent.into()),
             model: None,
+            exec: 0,
         }
     }
 

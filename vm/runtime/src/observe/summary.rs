@@ -331,6 +331,7 @@ mod tests {
             text: "task".into(),
             agent: Some("writer".into()),
             model: None,
+            exec: 0,
         }
     }
 

@@ -286,6 +286,7 @@ impl Observer for Otel {
                 text,
                 agent,
                 model,
+                ..
             } => {
                 let name = agent.clone().unwrap_or_else(|| "session".into());
                 let mut attributes = vec![
