@@ -932,6 +932,71 @@ fn a_tool_call_written_as_json_text_is_taken_as_the_call_it_means() {
     );
 }
 
+/// A model that answers while a file its task asks for is missing is told so, once; it
+/// writes the file through a native tool call, then answers. A model that still does not
+/// write has its answer taken: one reminder, never a loop.
+#[test]
+fn an_answer_with_the_tasks_file_unwritten_gets_one_reminder() {
+    let dir = scratch("promised");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "output r = session \"Write a two-line summary of the plan to summary.md\"\n",
+    )
+    .expect("program");
+    let (url, seen) = provider(vec![
+        ok("Done: the summary is written."),
+        tool_calls(
+            "",
+            &[(
+                "w1",
+                "write_file",
+                json!({"path": "summary.md", "content": "Plan.\nDone."}),
+            )],
+        ),
+        ok("The summary is in summary.md."),
+    ]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: The summary is in summary.md.\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("summary.md")).expect("summary"),
+        "Plan.\nDone."
+    );
+    let reminder = {
+        let seen = seen.lock().expect("seen");
+        assert_eq!(seen.len(), 3);
+        seen[1].body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .expect("the reminder")["content"]
+            .clone()
+    };
+    assert_eq!(
+        reminder,
+        "`summary.md` does not exist yet, and the task asks for it. Write it now with a write_file call (path and content), then reply with your answer."
+    );
+    // Reminded once, a model that still answers without writing has its answer taken.
+    let dir = scratch("promised-once");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "output r = session \"Save the plan as plan.md\"\n",
+    )
+    .expect("program");
+    let (url, seen) = provider(vec![ok("Saved."), ok("Saved, really.")]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: Saved, really.\n");
+    assert_eq!(seen.lock().expect("seen").len(), 2);
+}
+
 #[test]
 fn json_naming_a_tool_not_on_offer_is_no_call_and_a_plain_answer_is_asked_once() {
     let dir = scratch("text-not-calls");

@@ -120,8 +120,8 @@ fn seven_small_published_programs_end() {
 }
 
 #[test]
-fn a_session_that_reads_and_writes_files_ends_without_the_turn_limit() {
-    let (code, out, events, _) = replay(
+fn a_session_that_reads_and_writes_files_writes_its_file_when_reminded() {
+    let (code, out, events, dir) = replay(
         "count-lines",
         "programs/count-lines.prose",
         &[("notes.txt", "apples\nbananas\ncherries\n")],
@@ -133,9 +133,18 @@ fn a_session_that_reads_and_writes_files_ends_without_the_turn_limit() {
         .filter(|e| e["event"] == "tool_call" && e["tool"] == "read_file")
         .count();
     assert_eq!(reads, 1, "the model read the file");
-    // It took the read for the whole task (a 1.5B model's limit); what matters here is that
-    // the loop ended on its answer.
-    assert_eq!(count(&events, "turn"), 2);
+    // It took the read for the whole task (a 1.5B model's habit) and said it was done; told
+    // that count.txt did not exist yet, it wrote it, with the right count, then answered.
+    let writes = events
+        .iter()
+        .filter(|e| e["event"] == "tool_call" && e["tool"] == "write_file")
+        .count();
+    assert_eq!(writes, 1, "the model wrote the file");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("count.txt")).expect("count.txt"),
+        "3"
+    );
+    assert_eq!(count(&events, "turn"), 4);
 }
 
 #[test]

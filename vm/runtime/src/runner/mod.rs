@@ -5,6 +5,7 @@
 mod budget;
 pub mod journal;
 pub mod program_skill;
+mod promised;
 mod session;
 mod stop;
 mod stuck;

@@ -12,6 +12,7 @@
 //! otherwise reported to the model as interrupted. Failed turns are journaled too, so the
 //! attempts a session's `retry` makes replay the same way.
 
+use super::promised;
 use super::stuck::Stuck;
 use super::text_calls;
 use super::Note;
@@ -325,6 +326,10 @@ struct Conversation {
     ran_away: bool,
     /// What the successful calls of read-only tools returned, for a plain answer.
     found: Vec<String>,
+    /// The paths the successful tool calls named.
+    touched: Vec<String>,
+    /// The model was told once that files its task asks for are missing.
+    reminded: bool,
 }
 
 impl<D: Driver> Loop<'_, D> {
@@ -454,6 +459,8 @@ impl<D: Driver> Loop<'_, D> {
             cut: String::new(),
             ran_away: false,
             found: Vec::new(),
+            touched: Vec::new(),
+            reminded: false,
         };
         let mut stuck = Stuck::default();
         let mut taken = 0;
@@ -532,6 +539,21 @@ impl<D: Driver> Loop<'_, D> {
                     });
                     continue;
                 }
+                // Answered with a file its task asks for not written: told so, once.
+                if !c.plain && !c.reminded && kit.toolbox.get("write_file").is_some() {
+                    let missing = promised::missing(&self.s.prompt, &c.touched);
+                    if !missing.is_empty() {
+                        c.reminded = true;
+                        c.messages.push(Message::Assistant {
+                            text: answer.text,
+                            tool_calls: Vec::new(),
+                        });
+                        c.messages.push(Message::User {
+                            content: promised::reminder(&missing),
+                        });
+                        continue;
+                    }
+                }
                 let text = format!("{}{}", c.cut, answer.text);
                 let memory = if self.s.persistent {
                     c.messages.push(Message::Assistant {
@@ -571,6 +593,11 @@ impl<D: Driver> Loop<'_, D> {
                 .await?;
             let pairs: Vec<(&ToolCall, &ToolOutput)> =
                 answer.tool_calls.iter().zip(outputs.iter()).collect();
+            for (call, out) in &pairs {
+                if let (false, Some(path)) = (out.is_error, call.arguments["path"].as_str()) {
+                    c.touched.push(path.to_string());
+                }
+            }
             // What the calls that only read found (what a write did is in the files).
             for (call, out) in &pairs {
                 if !out.is_error && kit.toolbox.read_only(&call.name) {

@@ -106,10 +106,22 @@ fn fenced_block(text: &str) -> Option<&str> {
     body.starts_with('{').then_some(body)
 }
 
+/// The name and arguments of the call `body` holds, or of the first of the calls it holds
+/// one after another (a small model writes its whole plan of calls at once, the later ones
+/// guessing what the first will return: only the first is made, and the model sees its
+/// result before it goes on).
+fn call(body: &str) -> Option<(String, Value)> {
+    let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
+    let first = call_of(values.next()?.ok()?)?;
+    // What follows is another object (a call, or the start of one however it goes on).
+    let rest = body[values.byte_offset()..].trim_start();
+    (rest.is_empty() || rest.starts_with('{')).then_some(first)
+}
+
 /// The name and arguments of a call object: `name` with `arguments` (or `parameters`, or
 /// `input`) as an object or as a string holding one, and no other keys but `id` and `type`.
-fn call(body: &str) -> Option<(String, Value)> {
-    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(body) else {
+fn call_of(value: Value) -> Option<(String, Value)> {
+    let Value::Object(obj) = value else {
         return None;
     };
     let obj: Map<String, Value> = match obj.get("function") {
@@ -170,6 +182,24 @@ mod tests {
         )
         .expect("OpenAI's shape, arguments as a string");
         assert_eq!(calls[0].arguments, json!({"path": "b"}));
+    }
+
+    #[test]
+    fn of_calls_written_one_after_another_the_first_is_made() {
+        // Qwen2.5-Coder-1.5B asked to read a file and write another.
+        let plan = "```json\n{\n  \"name\": \"read_file\",\n  \"arguments\": {\"path\": \"notes.txt\"}\n}\n{\n  \"name\": \"write_file\",\n  \"arguments\": {\"path\": \"count.txt\", \"content\": \"3\"}\n}\n```";
+        let calls = parse(plan, OFFERED, 0).expect("the first call");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "read_file");
+        assert_eq!(calls[0].arguments, json!({"path": "notes.txt"}));
+        // A call followed by words is still no call.
+        let said =
+            "{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}} and then I will write";
+        assert_eq!(parse(said, OFFERED, 0), None);
+        // A later call that is not valid JSON (the model wrote `String(count)`) does not
+        // spoil the first.
+        let broken = "{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n{\"name\": \"edit_file\", \"arguments\": {\"new_string\": String(count)}}";
+        assert_eq!(parse(broken, OFFERED, 0).expect("the first").len(), 1);
     }
 
     #[test]
