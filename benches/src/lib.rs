@@ -2,6 +2,7 @@
 //! benchmark corpus (see `benches/`), and a fake provider with rate limits for the HTTP
 //! drivers' benches.
 
+pub mod counting;
 pub mod provider;
 
 /// One generated program: a name and its source.

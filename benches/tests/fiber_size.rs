@@ -1,26 +1,8 @@
 //! A suspended fiber costs at most 2 KiB: measured with a counting allocator while 20,000
 //! `pmap` branches wait for their sessions.
 
+use prose_benches::counting::{live, Counting};
 use prose_machine::{Limits, Machine, Step};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarding to the system allocator with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` was allocated by `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -31,9 +13,9 @@ fn a_suspended_fiber_costs_at_most_two_kib() {
     let program = prose_benches::compile(&prose_benches::fan_out(n));
     let mut machine =
         Machine::new(program.artifact, &Default::default(), Limits::default()).expect("inputs");
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     let step = machine.run();
-    let after = LIVE.load(Ordering::Relaxed);
+    let after = live();
     let Step::Waiting { requests, .. } = &step else {
         panic!("expected waiting fibers, got {step:?}");
     };

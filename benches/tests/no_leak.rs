@@ -5,25 +5,7 @@
 //! (about 100 bytes a session), which a worker or `serve` running one program after another
 //! would have kept until it exited.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: forwarding to the system allocator with the caller's layout.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        // SAFETY: `ptr` was allocated by `alloc` above with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use prose_benches::counting::{live, Counting};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -55,11 +37,11 @@ fn a_finished_run_leaves_nothing_allocated() {
     ));
     let outputs = prose_benches::run_mock(&program);
     assert_eq!(outputs.len(), 1, "{outputs:?}");
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = live();
     for _ in 0..3 {
         std::hint::black_box(prose_benches::run_mock(&program));
     }
-    let left = LIVE.load(Ordering::Relaxed) - before;
+    let left = live() - before;
     println!("{left} bytes left after three runs");
     assert!(left < 4_096, "three runs left {left} bytes allocated");
 }

@@ -2,12 +2,12 @@
 //! top level of the program, `imports/{handle}--{slug}/` (the same, recursively) for every
 //! invoked program, and `state.md`, the program annotated with where the run is. Values
 //! bound inside block calls get no file (one per call made a loop around blocks cost
-//! thousands of files); [`RunView::in_memory`] keeps them for readers. All are derived from the trace
-//! events, so they are rebuilt exactly when a run resumes (the replay re-emits them); the
-//! journal stays the only record the VM trusts. Files are written through a temporary file
-//! and a rename when the runner is about to wait for the driver, at most every
-//! [`FLUSH_EVERY`] while it is not, and when the run stops, so a loop rebinding a variable a
-//! million times costs a million map updates, not a million writes.
+//! thousands of files); [`RunView::in_memory`] keeps them for readers. All are derived from
+//! the trace events, so they are rebuilt exactly when a run resumes (the replay re-emits
+//! them); the journal stays the only record the VM trusts. Files are written through a
+//! temporary file and a rename when the runner is about to wait for the driver, at most
+//! every [`FLUSH_EVERY`] while it is not, and when the run stops, so a loop rebinding a
+//! variable a million times costs a million map updates, not a million writes.
 
 use super::agents::{read_log, segment_entry, SEGMENT_LOG};
 use super::{fs, StoreError};
@@ -102,11 +102,13 @@ impl Kept {
                     text.push_str(&entry);
                 }
             }
-            // Appended in one write: runs sharing the agent add theirs whole.
-            fs::open_append(&path)
-                .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
-                .map_err(failed)?;
-            written.insert(path);
+            if !text.is_empty() {
+                // Appended in one write: runs sharing the agent add theirs whole.
+                fs::open_append(&path)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+                    .map_err(failed)?;
+                written.insert(path);
+            }
         }
         if let Some(memory) = self.memory.take() {
             let path = self.home.dir.join("memory.md");
@@ -290,8 +292,7 @@ impl RunView {
                     }
                     // Inside a block call an answer kept under no name is no binding: it
                     // would take a file per call (`inspect --session` shows it).
-                    let in_call = exec != 0 && !self.instances.contains_key(&exec);
-                    if !bound && !in_call {
+                    if !bound && !self.in_block_call(exec) {
                         self.anonymous(module, line, text);
                     }
                 }
@@ -371,6 +372,12 @@ impl RunView {
         self.files = false;
     }
 
+    /// Whether execution id `exec` is a block call's: not the program run's (0) nor an
+    /// invoked program's, which each have a directory.
+    fn in_block_call(&self, exec: u32) -> bool {
+        !self.instances.contains_key(&exec)
+    }
+
     /// `at` is the binding statement's module and line.
     fn bind(
         &mut self,
@@ -380,8 +387,7 @@ impl RunView {
         at: (u32, u32),
         (scope, instance): (u32, u32),
     ) {
-        // Inside a block call (not at the top level of the program or of an invocation).
-        if scope != 0 && scope != instance && !self.calls {
+        if self.in_block_call(scope) && !self.calls {
             return;
         }
         let kind = kind.as_str();

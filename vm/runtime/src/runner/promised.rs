@@ -35,7 +35,8 @@ pub fn files(task: &str) -> Vec<String> {
         // A sentence ends at a full stop followed by a space (not inside `count.txt`).
         for clause in sentence.split(". ") {
             let mut writing = false;
-            let mut previous = "";
+            // The last word (articles aside) was a writing verb or leads to a file.
+            let mut linked = false;
             for raw in clause.split_whitespace() {
                 let word = raw.trim_matches(|c: char| {
                     matches!(
@@ -44,25 +45,14 @@ pub fn files(task: &str) -> Vec<String> {
                     )
                 });
                 let lower = word.to_ascii_lowercase();
-                if WRITES.contains(&lower.as_str()) {
-                    writing = true;
-                } else if writing
-                    && is_file(word)
-                    && (INTO.contains(&previous) || WRITES.contains(&previous))
-                    && !out.iter().any(|f| f == word)
-                {
+                let verb = WRITES.contains(&lower.as_str());
+                writing |= verb;
+                if writing && linked && is_file(word) && !out.iter().any(|f| f == word) {
                     out.push(word.to_string());
                 }
-                previous = if lower == "the" || lower == "a" || lower == "new" {
-                    previous
-                } else {
-                    WRITES
-                        .iter()
-                        .chain(INTO)
-                        .find(|w| **w == lower)
-                        .copied()
-                        .unwrap_or("")
-                };
+                if !matches!(lower.as_str(), "the" | "a" | "new") {
+                    linked = verb || INTO.contains(&lower.as_str());
+                }
             }
         }
     }

@@ -593,14 +593,13 @@ impl<D: Driver> Loop<'_, D> {
                 .await?;
             let pairs: Vec<(&ToolCall, &ToolOutput)> =
                 answer.tool_calls.iter().zip(outputs.iter()).collect();
-            for (call, out) in &pairs {
-                if let (false, Some(path)) = (out.is_error, call.arguments["path"].as_str()) {
+            // The paths the successful calls named, and what those that only read found
+            // (what a write did is in the files).
+            for (call, out) in pairs.iter().filter(|(_, out)| !out.is_error) {
+                if let Some(path) = call.arguments["path"].as_str() {
                     c.touched.push(path.to_string());
                 }
-            }
-            // What the calls that only read found (what a write did is in the files).
-            for (call, out) in &pairs {
-                if !out.is_error && kit.toolbox.read_only(&call.name) {
+                if kit.toolbox.read_only(&call.name) {
                     c.found.push(format!(
                         "### {} {}\n\n{}\n",
                         call.name,
