@@ -1,7 +1,9 @@
 //! One vocabulary across `prosec` and `prosevm`: every command, asked for JSON, answers in
 //! JSON through its failure paths (one document on stdout whose `error.exit` is the exit
 //! status), both binaries end every `--help` with the one exit-status table, and the run
-//! flags a command has no use for are hidden and refused.
+//! flags a command has no use for are hidden and refused. What a newcomer meets first: the
+//! compiler's warnings where programs run, directories walked as git would, and every
+//! example run as examples/README.md says.
 
 mod support;
 
@@ -438,4 +440,329 @@ fn a_relative_driver_command_runs_where_it_was_given_when_resumed_from_elsewhere
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(support::outputs(&out)["r"], "answered", "{out}");
+}
+
+#[test]
+fn run_shows_the_compilers_warnings_once_before_the_run_and_deny_warnings_refuses() {
+    let dir = support::scratch("cli-run-warnings");
+    std::fs::write(
+        dir.join("w.prose"),
+        "input topic: \"What to write about\"\nagent writer:\n  model: sonnet\n  colour: red\noutput r = session: writer\n  prompt: \"Write about {topci}\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = run("prosevm", &dir, &["run", "w.prose", "--input", "topic=x"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("r: "), "{out}");
+    // The narration's lines start with `[`; the warnings come before the first.
+    let lines: Vec<&str> = err.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.starts_with('['))
+        .expect("narration");
+    for w in ["warning[W005]", "warning[W122]"] {
+        assert_eq!(err.matches(w).count(), 1, "{w} once:\n{err}");
+        let at = lines.iter().position(|l| l.contains(w)).unwrap();
+        assert!(at < start, "{w} before the run starts:\n{err}");
+    }
+    // Under --deny-warnings nothing runs: exit 1, the warnings shown, no run kept.
+    let (code, _, err) = run(
+        "prosevm",
+        &dir,
+        &[
+            "run",
+            "w.prose",
+            "--input",
+            "topic=x",
+            "--deny-warnings",
+            "--state-dir",
+            "denied",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("warning[W005]") && err.contains("--deny-warnings"),
+        "{err}"
+    );
+    assert!(!dir.join("denied").exists(), "nothing ran");
+    // Under --trace json, stderr stays JSON: the warnings are `warning` lines.
+    let (code, _, err) = run(
+        "prosevm",
+        &dir,
+        &["run", "w.prose", "--input", "topic=x", "--trace", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let events: Vec<Value> = err
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|v| v.to_string().contains("warning[W005]")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_misspelt_permission_or_an_empty_if_stops_a_run_before_it_starts() {
+    let dir = support::scratch("cli-run-guarding");
+    let programs = [
+        (
+            "perm.prose",
+            "agent deployer:\n  model: sonnet\n  permisions:\n    bash: deny\noutput r = session: deployer\n  prompt: \"Deploy\"\n",
+            "E156",
+        ),
+        (
+            "kind.prose",
+            "agent deployer:\n  model: sonnet\n  permissions:\n    bahs: deny\noutput r = session: deployer\n  prompt: \"Deploy\"\n",
+            "E156",
+        ),
+        (
+            "if.prose",
+            "if **the tests pass**:\nsession \"Deploy to production\"\n",
+            "E157",
+        ),
+    ];
+    for (file, text, code) in programs {
+        std::fs::write(dir.join(file), text).unwrap();
+        let (exit, _, err) = run("prosevm", &dir, &["run", file]);
+        assert_eq!(exit, 1, "{file}: {err}");
+        assert!(err.contains(&format!("error[{code}]")), "{file}: {err}");
+        assert!(!dir.join(".prose/runs").exists(), "{file}: nothing ran");
+    }
+}
+
+#[test]
+fn check_and_fmt_of_a_directory_leave_out_run_records_hidden_and_ignored_files() {
+    let dir = support::scratch("cli-walk");
+    std::fs::write(dir.join("good.prose"), "output r = session \"Say hello\"\n").unwrap();
+    // A run kept in the default state directory and in another one: each keeps a copy of
+    // its program, which imports a file that is not beside the copy.
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    std::fs::write(
+        dir.join("lib/digest.prose"),
+        "input text: \"A text\"\noutput short = session \"Shorten {text}\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("lib/uses.prose"),
+        "use \"./digest.prose\" as digest\noutput r = digest(text: \"x\").short\n",
+    )
+    .unwrap();
+    for extra in [&[][..], &["--state-dir", "records"][..]] {
+        let mut args = vec!["run", "lib/uses.prose"];
+        args.extend_from_slice(extra);
+        let (code, _, err) = run("prosevm", &dir, &args);
+        assert_eq!(code, 0, "{err}");
+    }
+    assert!(dir.join("records/runs").is_dir() && dir.join(".prose/runs").is_dir());
+    // Badly laid out and broken files where a walk must not look.
+    for hidden in [".cache/bad.prose", "ignored/bad.prose"] {
+        std::fs::create_dir_all(dir.join(hidden).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(hidden), "session \"x\n  context: [\n").unwrap();
+    }
+    std::fs::write(dir.join(".gitignore"), "ignored/\n").unwrap();
+    let (code, out, err) = run("prosec", &dir, &["check", "--deny-warnings", "."]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = run("prosec", &dir, &["fmt", "--check", "."]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, _) = run("prosec", &dir, &["check", ".", "--format", "json"]);
+    assert_eq!(code, 0);
+    assert_eq!(document(&out, "check")["files"], 3, "{out}");
+    // Named explicitly, a file is checked wherever it is.
+    let (code, _, _) = run("prosec", &dir, &["check", "ignored/bad.prose"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn every_example_runs_as_the_examples_readme_says() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let readme = std::fs::read_to_string(root.join("examples/README.md")).unwrap();
+    let block = readme
+        .split("## Running them")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("examples/README.md has a `Running them` block");
+    let mut covered = Vec::new();
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<String> = line
+            .split_whitespace()
+            .map(|w| match w.strip_prefix("examples/") {
+                Some(rest) => root.join("examples").join(rest).display().to_string(),
+                None => w.to_string(),
+            })
+            .collect();
+        assert_eq!(words[0], "prosevm", "{line}");
+        let file = words
+            .iter()
+            .find(|w| w.ends_with(".prose"))
+            .expect("a program")
+            .clone();
+        covered.push(std::fs::canonicalize(&file).unwrap());
+        let dir = support::scratch(&format!("cli-example-{}", covered.len()));
+        let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        let (code, out, err) = run("prosevm", &dir, &args);
+        assert_eq!(code, 0, "`{line}` fails:\n{out}{err}");
+        assert!(err.contains("[Program] Program complete"), "{line}:\n{err}");
+    }
+    let mut all = Vec::new();
+    let mut dirs = vec![root.join("examples")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.path().is_dir() {
+                dirs.push(e.path());
+            } else if e.path().extension().is_some_and(|x| x == "prose") {
+                all.push(std::fs::canonicalize(e.path()).unwrap());
+            }
+        }
+    }
+    for f in all {
+        assert!(
+            covered.contains(&f),
+            "{} has no line in examples/README.md",
+            f.display()
+        );
+    }
+}
+
+/// The driver settings run `id` under `dir`'s state directory recorded.
+fn recorded_driver(dir: &Path, id: &str) -> Value {
+    let text = std::fs::read_to_string(dir.join(".prose/runs").join(id).join("run.json"))
+        .expect("run.json");
+    serde_json::from_str::<Value>(&text).expect("json")["driver"].clone()
+}
+
+/// The ids of the runs under `dir`'s state directory, oldest first.
+fn run_ids(dir: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(dir.join(".prose/runs"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn resume_and_fork_honour_the_mock_flags_they_are_given_and_keep_the_rest() {
+    let dir = setup("cli-driver-over");
+    let (code, _, err) = run(
+        "prosevm",
+        &dir,
+        &[
+            "run",
+            "asks.prose",
+            "--mock-latency",
+            "40",
+            "--mock-conditions",
+            "false",
+            "--trace",
+            "quiet",
+        ],
+    );
+    assert_eq!(code, 3, "waits for its input: {err}");
+    let id = run_ids(&dir).pop().expect("a run");
+    assert_eq!(recorded_driver(&dir, &id)["latency"], 40);
+
+    // A flag for the mock given alone changes the run's own mock, that option only.
+    let (code, _, err) = run(
+        "prosevm",
+        &dir,
+        &[
+            "resume",
+            &id,
+            "--input",
+            "audience=engineers",
+            "--mock-latency",
+            "0",
+            "--trace",
+            "quiet",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("latency 40 ms") && err.contains("latency 0 ms"),
+        "{err}"
+    );
+    let driver = recorded_driver(&dir, &id);
+    assert_eq!(driver["latency"], 0, "{driver}");
+    assert_eq!(driver["conditions"], "false", "{driver}");
+
+    // A fork with only a mock flag, and one naming the mock: what the run recorded stays.
+    for (extra, conditions) in [
+        (&["--mock-conditions", "true"][..], "true"),
+        (&["--driver", "mock"][..], "false"),
+    ] {
+        let mut args = vec!["fork", id.as_str(), "--trace", "quiet"];
+        args.extend_from_slice(extra);
+        let (code, _, err) = run("prosevm", &dir, &args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        // `prosevm: run NEW forks run OLD: ...`
+        let fork = err
+            .split("prosevm: run ")
+            .nth(1)
+            .and_then(|s| s.split(' ').next())
+            .expect("the fork's id");
+        let driver = recorded_driver(&dir, fork);
+        assert_eq!(driver["conditions"], conditions, "{extra:?}: {driver}");
+        assert_eq!(driver["latency"], 0, "{extra:?}: {driver}");
+    }
+
+    // A mock flag for a run another driver answers is refused, naming that driver.
+    let (code, _, err) = run(
+        "prosevm",
+        &dir,
+        &[
+            "fork",
+            &id,
+            "--driver",
+            "command",
+            "--command",
+            "echo hi",
+            "--mock-latency",
+            "3",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--mock-latency") && err.contains("command driver"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_empty_store_says_where_it_looked() {
+    let dir = support::scratch("cli-empty-store");
+    let (code, _, err) = run(
+        "prosevm",
+        &dir,
+        &["inspect", "latest", "--state-dir", "records"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("the file store at records/runs holds no runs"),
+        "{err}"
+    );
+}
+
+#[test]
+fn inspect_says_which_sessions_a_run_has_for_an_id_it_does_not_hold() {
+    let dir = setup("cli-inspect-missing");
+    let (code, _, err) = run("prosevm", &dir, &["run", "good.prose", "--trace", "quiet"]);
+    assert_eq!(code, 0, "{err}");
+    for id in ["9:9", "0:7"] {
+        let (code, _, err) = run("prosevm", &dir, &["inspect", "latest", "--session", id]);
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains(&format!("has no request {id}")) && err.contains("its one session is 0:0"),
+            "{id}: {err}"
+        );
+    }
+    let (code, _, err) = run("prosevm", &dir, &["inspect", "latest", "--session", "x9"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a request id"), "{err}");
 }

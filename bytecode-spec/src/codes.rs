@@ -158,6 +158,8 @@ codes! {
     E153 => (Error, Build, "prose.lock would change under --locked"),
     E154 => (Error, Build, "skill cannot be bundled"),
     E155 => (Error, Build, "fetching failed"),
+    E156 => (Error, Static, "misspelt property that decides what an agent may do"),
+    E157 => (Error, Static, "condition branch with an empty body"),
     E200 => (Error, Runtime, "missing input"),
     E201 => (Error, Runtime, "unknown input name"),
     E202 => (Error, Runtime, "error thrown by the program"),

@@ -162,7 +162,33 @@ pub fn of_file(
         ),
         mcp_servers: settings.mcp.servers.keys().cloned().collect(),
     };
-    describe(&bytes, &options).map_err(|e| (format!("{}: {e}", file.display()), 1))
+    describe(&bytes, &options).map_err(|e| {
+        // Under trusted keys the signature is judged first, as `prosevm exec` judges it: an
+        // artifact whose bytes were changed after signing is `altered` (exit 2), not corrupt.
+        match untrusted(&bytes, &options.trust) {
+            Some(t) => (format!("{}: {t}", file.display()), UNTRUSTED_EXIT.code()),
+            None => (format!("{}: {e}", file.display()), 1),
+        }
+    })
+}
+
+/// The exit status of a host refusing an artifact its trusted keys do not vouch for: what
+/// `prosevm exec` ends with, and `info` under `--trust` too.
+pub const UNTRUSTED_EXIT: crate::console::Exit = crate::console::Exit::Unusable;
+
+/// The verdict on `bytes` under `keys` when there are keys and it is not `trusted`.
+fn untrusted(bytes: &[u8], keys: &[TrustKey]) -> Option<Trust> {
+    if keys.is_empty() {
+        return None;
+    }
+    match signature::check(bytes, keys) {
+        Ok(Trust::Trusted { .. }) => None,
+        Ok(t) => Some(t),
+        Err(e) => Some(Trust::Altered {
+            key: None,
+            reason: format!("the artifact cannot be read: {e}"),
+        }),
+    }
 }
 
 /// Describes the artifact file `bytes`. Fails when it does not load (the framing, the
@@ -401,7 +427,41 @@ fn cost_of(a: &Artifact, pricing: &Pricing) -> Result<Value, String> {
     Ok(bounds.to_json(pricing))
 }
 
+/// Shows `info` as `program info` does, in the console's format, and gives its exit status:
+/// success, or [`UNTRUSTED_EXIT`] when the keys given do not vouch for it (said after the
+/// description on stderr, or as the JSON document's `error`).
+pub fn show(program: &str, info: &Info) -> std::process::ExitCode {
+    use crate::console::{error_json, Console, Exit};
+    let refusal = info.refusal();
+    if Console::json() {
+        let mut doc = info.to_json();
+        if let Some(why) = refusal {
+            doc["error"] = error_json(why, None, UNTRUSTED_EXIT)["error"].take();
+        }
+        println!("{doc}");
+    } else {
+        print!("{}", info.render_text());
+        if let Some(why) = refusal {
+            eprintln!("{program}: not trusted: {why}");
+        }
+    }
+    match refusal {
+        Some(_) => UNTRUSTED_EXIT.into(),
+        None => Exit::Success.into(),
+    }
+}
+
 impl Info {
+    /// Why a host that trusts only the keys given would refuse the artifact: the verdict's
+    /// words when it is `unsigned`, `foreign` or `altered` (`prosevm exec` refuses those with
+    /// [`UNTRUSTED_EXIT`]); nothing when it is trusted or no key was given.
+    pub fn refusal(&self) -> Option<&str> {
+        match self.signature.verdict.as_str() {
+            "trusted" | "not checked" => None,
+            _ => self.signature.detail.as_deref(),
+        }
+    }
+
     /// The description as lines for a person.
     pub fn render_text(&self) -> String {
         let mut out = String::new();
@@ -409,10 +469,14 @@ impl Info {
         let _ = writeln!(out, "format    {} ({})", self.format, self.compiler);
         let _ = writeln!(out, "source    sha256 {}", self.source_sha256);
         let _ = writeln!(out, "size      {} bytes", self.size);
-        let sig = match (&self.signature.key, &self.signature.detail) {
-            (None, _) => "unsigned".to_string(),
+        let s = &self.signature;
+        let sig = match (&s.key, &s.detail) {
+            (_, Some(d)) => format!("{}: {d}", s.verdict),
             (Some(k), None) => format!("key {k} (not checked: no trusted key given)"),
-            (Some(k), Some(d)) => format!("key {k}: {} ({d})", self.signature.verdict),
+            (None, None) if s.signed => {
+                "present but unreadable (not checked: no trusted key given)".to_string()
+            }
+            (None, None) => "unsigned".to_string(),
         };
         let _ = writeln!(out, "signature {sig}");
         if !self.inputs.is_empty() {

@@ -24,6 +24,7 @@ pub mod ship;
 pub mod source;
 pub mod span;
 pub mod threads;
+pub mod walk;
 
 /// The compiler and its version, as artifacts (and their signatures) name who built them.
 pub const COMPILER_VERSION: &str = concat!("prosec ", env!("CARGO_PKG_VERSION"));

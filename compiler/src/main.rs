@@ -271,41 +271,6 @@ struct BuildArgs {
     fetch: FetchFlags,
 }
 
-fn collect_files(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        // The entry's type comes with the directory listing (no `stat` per file); a link is
-        // looked through.
-        let mut entries: Vec<(PathBuf, bool)> = std::fs::read_dir(path)?
-            .filter_map(|e| {
-                let e = e.ok()?;
-                let dir = match e.file_type() {
-                    Ok(t) if t.is_symlink() => e.path().is_dir(),
-                    Ok(t) => t.is_dir(),
-                    Err(_) => false,
-                };
-                Some((e.path(), dir))
-            })
-            .collect();
-        entries.sort();
-        for (e, dir) in entries {
-            if dir {
-                collect_files(&e, out)?;
-            } else if e.extension().is_some_and(|x| x == "prose") {
-                out.push(e);
-            }
-        }
-        Ok(())
-    } else if path.exists() {
-        out.push(path.to_path_buf());
-        Ok(())
-    } else {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "no such file or directory",
-        ))
-    }
-}
-
 /// The diagnostics of `c` as JSON, with their counts: the document `check` prints, and the
 /// start of `build`'s, `cost`'s and `fetch`'s.
 fn diagnostics_doc(c: &Compilation, files: usize) -> serde_json::Value {
@@ -388,7 +353,7 @@ fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     }
     let mut files = Vec::new();
     for p in &args.paths {
-        if let Err(e) = collect_files(p, &mut files) {
+        if let Err(e) = prosec::walk::prose_files(p, &mut files) {
             return fail("prosec", format!("{}: {e}", p.display()), Exit::Unusable);
         }
     }
@@ -681,13 +646,7 @@ fn keygen(args: KeygenArgs) -> ExitCode {
 
 fn info(args: InfoArgs) -> ExitCode {
     match prosec::info::of_file(&args.file, &args.trust, args.config.as_deref()) {
-        Ok(info) => {
-            match Console::get().format {
-                Format::Text => print!("{}", info.render_text()),
-                Format::Json => println!("{}", info.to_json()),
-            }
-            ExitCode::SUCCESS
-        }
+        Ok(info) => prosec::info::show("prosec", &info),
         Err((e, status)) => fail("prosec", e, Exit::from_code(status)),
     }
 }
@@ -816,7 +775,7 @@ fn fmt(args: FmtArgs) -> ExitCode {
     } else {
         let mut files = Vec::new();
         for p in &args.paths {
-            if let Err(e) = collect_files(p, &mut files) {
+            if let Err(e) = prosec::walk::prose_files(p, &mut files) {
                 return fail("prosec", format!("{}: {e}", p.display()), Exit::Unusable);
             }
         }

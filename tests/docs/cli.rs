@@ -6,6 +6,7 @@
 
 use crate::help::{collapse, every_command, Help};
 use crate::markdown::{flags_in, plain, user_pages, Page, Table};
+use crate::support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
 
@@ -557,5 +558,139 @@ fn prose_store_stands_for_store_where_the_table_says() {
     assert_eq!(
         documented, actual,
         "the commands PROSE_STORE stands for --store on"
+    );
+}
+
+/// The command lines a page shows: its inline code spans and the lines of its code blocks
+/// that start with `prosec` or `prosevm` (after a `$ ` prompt), each cut at a pipe, `&&`,
+/// `;`, a redirection or a comment into the commands it runs; synopses are left out.
+fn command_lines(page: &Page) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (i, line) in page.text.lines().enumerate() {
+        let mut rest = line;
+        while let Some(start) = rest.find('`') {
+            let after = &rest[start + 1..];
+            let Some(end) = after.find('`') else { break };
+            found.push((i + 1, after[..end].to_string()));
+            rest = &after[end + 1..];
+        }
+    }
+    for b in &page.blocks {
+        if !matches!(b.info.as_str(), "" | "sh" | "console" | "bash") {
+            continue;
+        }
+        for (i, l) in b.code.lines().enumerate() {
+            found.push((b.line + 1 + i, l.trim_start_matches("$ ").to_string()));
+        }
+    }
+    let mut out = Vec::new();
+    for (line, text) in found {
+        let text = text.split(" #").next().unwrap_or_default();
+        // Optional parts (`[-o FILE]`) are left out.
+        let mut text = text.to_string();
+        while let (Some(a), Some(b)) = (text.find('['), text.find(']')) {
+            if b < a {
+                break;
+            }
+            text.replace_range(a..=b, "");
+        }
+        for part in text.split(['|', ';', '>']).flat_map(|p| p.split("&&")) {
+            let part = part.trim();
+            // A synopsis (`prosevm runs [OPTIONS]`) names placeholders, not values.
+            let synopsis = part.contains("[OPTIONS]");
+            if !synopsis && (part.starts_with("prosec ") || part.starts_with("prosevm ")) {
+                out.push((line, part.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// `line` in words, as a shell splits it (double and single quotes, no expansion).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quote = None;
+    let mut any = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                any = true;
+            }
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => {
+                if any {
+                    words.push(std::mem::take(&mut word));
+                    any = false;
+                }
+            }
+            (_, c) => {
+                word.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(word);
+    }
+    words
+}
+
+#[test]
+fn every_command_line_in_the_docs_parses_with_the_binaries() {
+    // Each example is given to its binary with `--help` after it: clap reads every word
+    // before it (an unknown flag or a value it refuses is an error), then prints the help.
+    let mut lines = Vec::new();
+    for page in user_pages() {
+        let name = page
+            .path
+            .strip_prefix(crate::markdown::root())
+            .unwrap_or(&page.path)
+            .display()
+            .to_string();
+        lines.extend(
+            command_lines(&page)
+                .into_iter()
+                .map(|(l, t)| (format!("{name}:{l}"), t)),
+        );
+    }
+    assert!(lines.len() > 100, "too few examples found: {lines:?}");
+    let mut wrong = Vec::new();
+    for (line, text) in &lines {
+        let words = shell_words(text);
+        // Not a command: a crate (`prosevm (vm/)`), or what one printed (`prosevm serve: ...`).
+        let printed = words
+            .get(1)
+            .is_some_and(|w| w.starts_with('(') || w.ends_with(':'));
+        if printed || words.iter().any(|w| w.ends_with("...")) {
+            continue;
+        }
+        let (code, _, err) = support::output(
+            support::command(&words[0])
+                .args(&words[1..])
+                .arg("--help")
+                .env("NO_COLOR", "1"),
+        );
+        // A placeholder for a number (`--max-cost USD`), or a flag named in a sentence
+        // (`prosec build --sign`), is not a wrong command.
+        let placeholder = err.contains("invalid value '")
+            && err
+                .split('\'')
+                .nth(1)
+                .is_some_and(|v| v.chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+        let named = err.contains("a value is required")
+            && words.last().is_some_and(|w| w.starts_with("--"));
+        if code != 0 && !placeholder && !named {
+            wrong.push(format!(
+                "{line}: `{text}`: {}",
+                err.lines().next().unwrap_or_default()
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "command lines the binaries refuse:\n{}",
+        wrong.join("\n")
     );
 }

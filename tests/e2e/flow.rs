@@ -73,7 +73,8 @@ fn a_choice_runs_the_chosen_options_body() {
         .filter(|e| matches!(e, Event::Chose { .. }))
         .filter_map(Event::narrate)
         .collect();
-    assert_eq!(chose, ["[Choice] option 2: \"Packed\""]);
+    // Numbered from 0, as `prosec dis` and `prosevm diff` number options.
+    assert_eq!(chose, ["[Choice] option 1: \"Packed\""]);
 }
 
 #[test]
@@ -156,4 +157,28 @@ fn the_same_answers_give_the_same_requests() {
     fifo.sort();
     lifo.sort();
     assert_eq!(fifo, lifo);
+}
+
+#[test]
+fn an_output_publishing_a_variable_of_its_name_is_said_once_per_binding() {
+    // `output summary = summary` publishes the `let` above it; each binding of `summary`
+    // publishes the output, so the statement itself says nothing new.
+    let src =
+        "let summary = session \"Write\"\noutput summary = summary\nsummary = session \"Again\"\n";
+    let mut h = Harness::with(compile(src), &[], Default::default());
+    h.run(echo);
+    let said: Vec<String> = h
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Output { .. }))
+        .filter_map(Event::narrate)
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "[Output] output summary = \"Write done\"",
+            "[Output] output summary = \"Again done\""
+        ]
+    );
+    assert_eq!(h.outputs(), json!({ "summary": "Again done" }));
 }

@@ -174,6 +174,34 @@ fn the_openapi_document_describes_every_route_served() {
             "{method} {path} is not in the document"
         );
     }
+    // A real validator accepts it (every `$ref` resolves, the schema is OpenAPI 3.1's):
+    // openapi-spec-validator from PyPI, which `.ci/run` installs. Required on CI.
+    let file = dir.join("openapi.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    match std::process::Command::new("python3")
+        .args(["-m", "openapi_spec_validator"])
+        .arg(&file)
+        .output()
+    {
+        Ok(out)
+            if out.status.code() != Some(1)
+                || !String::from_utf8_lossy(&out.stderr).contains("No module named") =>
+        {
+            assert!(
+                out.status.success(),
+                "openapi-spec-validator refuses the document: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "openapi-spec-validator is needed on CI (pip install openapi-spec-validator)"
+            );
+            eprintln!("openapi-spec-validator not installed: the document is not validated");
+        }
+    }
     // What the server serves is the document the repository keeps.
     let kept: Value = serde_json::from_str(
         &std::fs::read_to_string(
@@ -243,8 +271,10 @@ fn bad_uploads_unknown_artifacts_and_refused_inputs_are_4xx_with_the_reason() {
         .expect("POST");
     let e = json(r, 422);
     assert!(
-        e["error"].as_str().is_some_and(|e| e.contains("topic")),
-        "{e}"
+        e["error"].as_str().is_some_and(|e| e.contains("topic")
+            && e.contains("`inputs`")
+            && !e.contains("--input")),
+        "an HTTP client is told what an HTTP client can do: {e}"
     );
     let r = server
         .request(Method::POST, "/v1/runs")
@@ -270,6 +300,20 @@ fn bad_uploads_unknown_artifacts_and_refused_inputs_are_4xx_with_the_reason() {
             "{path}"
         );
     }
+    // A route the API does not have, or a method a route does not take: the same
+    // `{"error"}` body as every failure.
+    let r = server
+        .request(Method::GET, "/v1/nothing")
+        .send()
+        .expect("GET");
+    assert!(json(r, 404)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("/v1/nothing")));
+    let r = server
+        .request(Method::DELETE, "/v1/runs")
+        .send()
+        .expect("DELETE");
+    assert!(json(r, 405)["error"].is_string());
     // Nothing was started by any of it.
     assert_eq!(server.get("/v1/runs")["runs"], json!([]));
 }

@@ -57,6 +57,10 @@ enum Command {
         /// Directory holding registry programs as DIR/@handle/slug.prose.
         #[arg(long = "lib-path", value_name = "DIR")]
         lib_paths: Vec<PathBuf>,
+        /// Refuse to run a program the compiler warns about (the warnings are shown
+        /// either way, before the run starts).
+        #[arg(long)]
+        deny_warnings: bool,
         /// The store keeping the run: a directory (or file:DIR), sqlite:PATH, or a
         /// postgres:// URL (default: the file store under --state-dir).
         #[arg(long, value_name = "STORE")]
@@ -323,12 +327,21 @@ fn main() -> ExitCode {
         .clone()
         .try_get_matches_from(&words)
         .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
-    let (cli, matches) = match parsed {
+    let (mut cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => return prosec::console::usage_error(e, json),
     };
     if let Some(e) = unused_given(&command, &matches) {
         return prosec::console::usage_error(e, json);
+    }
+    if let (Some(opts), Some((_, sub))) = (cli.command.run_args_mut(), matches.subcommand()) {
+        opts.given = sub
+            .ids()
+            .filter(|id| {
+                sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.to_string())
+            .collect();
     }
     let format = if cli.json { Format::Json } else { cli.format };
     Console::set(format, cli.color);
@@ -358,6 +371,7 @@ fn main() -> ExitCode {
         Command::Run {
             file,
             lib_paths,
+            deny_warnings,
             store,
             mut opts,
         } => {
@@ -372,7 +386,12 @@ fn main() -> ExitCode {
                         opts.driver(),
                         Ok(prose_runtime::driver::settings::DriverSettings::Mock(_))
                     );
-                    build::compile(&file, &lib_paths, dry)
+                    let warnings = if deny_warnings {
+                        build::Warnings::Deny
+                    } else {
+                        build::Warnings::Show
+                    };
+                    build::compile(&file, &lib_paths, dry, warnings)
                 };
             match program {
                 Ok(program) => exec::start(program, &opts),
@@ -396,14 +415,7 @@ fn main() -> ExitCode {
             trust,
             config,
         } => match prosec::info::of_file(&file, &trust, config.as_deref()) {
-            Ok(info) => {
-                if json {
-                    println!("{}", info.to_json());
-                } else {
-                    print!("{}", info.render_text());
-                }
-                ExitCode::SUCCESS
-            }
+            Ok(info) => prosec::info::show("prosevm", &info),
             Err((e, status)) => cli::fail(e, Exit::from_code(status)),
         },
         Command::Serve {
@@ -486,6 +498,18 @@ fn main() -> ExitCode {
 
 impl Command {
     /// The run flags of a command that runs programs.
+    fn run_args_mut(&mut self) -> Option<&mut RunArgs> {
+        match self {
+            Command::Exec { opts, .. }
+            | Command::Run { opts, .. }
+            | Command::Submit { opts, .. }
+            | Command::Serve { opts, .. }
+            | Command::Resume { opts, .. }
+            | Command::Fork { opts, .. } => Some(opts),
+            _ => None,
+        }
+    }
+
     fn run_args(&self) -> Option<&RunArgs> {
         match self {
             Command::Exec { opts, .. }

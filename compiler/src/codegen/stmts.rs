@@ -168,7 +168,11 @@ impl<'a> Lowerer<'a> {
 
     fn output(&mut self, value: &'a r::Expr, var: Option<r::VarId>, sink: &r::OutputSink) -> Reg {
         let v = self.expr(value);
-        if let Some(var) = var {
+        // `output x = x` publishes a variable bound earlier: every binding of it has
+        // published the output already, so writing it to itself would say it twice.
+        let itself =
+            matches!((var, &value.kind), (Some(var), r::ExprKind::Var(read)) if *read == var);
+        if let Some(var) = var.filter(|_| !itself) {
             self.write(var, v);
         }
         match sink {

@@ -122,17 +122,7 @@ impl Workspace {
         let Some(root) = &self.root else {
             return Vec::new();
         };
-        let mut walk = ignore::WalkBuilder::new(root);
-        walk.require_git(false);
-        let mut files: Vec<PathBuf> = walk
-            .build()
-            .filter_map(Result::ok)
-            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-            .map(ignore::DirEntry::into_path)
-            .filter(|p| p.extension().is_some_and(|x| x == "prose"))
-            .collect();
-        files.sort();
-        files
+        crate::walk::prose_files_under(root)
     }
 
     /// The programs of the workspace that import the program at canonical path `path`

@@ -143,6 +143,47 @@ pub fn missing_colon(src: &str, tok: &Tok, l: usize, r: usize) -> Option<(Span, 
     Some((Span::new(name_start, r), format!("{name}: {value}")))
 }
 
+/// Statement heads a condition follows.
+const CONDITION_HEADS: [&str; 5] = ["loop until ", "loop while ", "if ", "elif ", "assert "];
+
+/// A condition written in plain words (`loop until the draft is good (max: 3):`, `if the
+/// tests pass:`) where one in `**` was meant: for a syntax error at a word from `l`, inside a
+/// condition of two or more plain words, the condition's span and the line as it should read.
+pub fn plain_condition(src: &str, l: usize) -> Option<(Span, String)> {
+    // The error is at a word (a name or a keyword), not at a bracket or an operator.
+    if !src.get(l..)?.starts_with(|c: char| c.is_alphabetic()) {
+        return None;
+    }
+    let line_start = src[..l.min(src.len())].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = src[l.min(src.len())..]
+        .find('\n')
+        .map_or(src.len(), |i| l + i);
+    let line = &src[line_start..line_end];
+    let indent = line.len() - line.trim_start().len();
+    let head = CONDITION_HEADS
+        .iter()
+        .find(|h| line[indent..].starts_with(**h))?;
+    let start = line_start + indent + head.len();
+    // The condition ends at the line's `:` (before a modifier group such as `(max: 3)`).
+    let rest = src[start..line_end].trim_end();
+    let body = rest.strip_suffix(':').unwrap_or(rest);
+    let cond = match body.rfind(" (") {
+        Some(i) if body.ends_with(')') => &body[..i],
+        _ => body,
+    };
+    let cond = cond.trim_end();
+    let end = start + cond.len();
+    let plain = cond.split_whitespace().all(|w| {
+        w.chars()
+            .all(|c| word_char(c) || matches!(c, '\'' | ',' | '?' | '.'))
+    });
+    if l < start || l >= end || cond.split_whitespace().count() < 2 || !plain {
+        return None;
+    }
+    let fixed = format!("{}{head}**{cond}**{}", &line[..indent], &src[end..line_end]);
+    Some((Span::new(start, end), fixed.trim_end().to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,5 +251,24 @@ mod tests {
         assert_eq!(found("let a = agnet x\n", "x"), None);
         // Prose outside a string, capitalised.
         assert_eq!(found("Sesion \"x\"\n", "\"x\""), None);
+    }
+
+    #[test]
+    fn a_condition_in_plain_words() {
+        let src = "let d = 1\nloop until the draft is good (max: 3):\n  d = 2\n";
+        let l = src.find("draft is").unwrap();
+        let (span, fixed) = plain_condition(src, l).expect("found");
+        assert_eq!(
+            &src[span.start as usize..span.end as usize],
+            "the draft is good"
+        );
+        assert_eq!(fixed, "loop until **the draft is good** (max: 3):");
+        let src = "if the tests pass:\n  session \"x\"\n";
+        let (_, fixed) = plain_condition(src, src.find("tests").unwrap()).expect("found");
+        assert_eq!(fixed, "if **the tests pass**:");
+        // One word is a variable; a comparison is code.
+        assert_eq!(plain_condition("if done:\n", 3), None);
+        let src = "if a == b c:\n";
+        assert_eq!(plain_condition(src, src.find('c').unwrap()), None);
     }
 }

@@ -470,7 +470,18 @@ fn syntax_error(
             };
             let misspelt = misspelt::at_error(src, &tok, l, r);
             let colon = misspelt::missing_colon(src, &tok, l, r);
+            let plain = misspelt::plain_condition(src, l);
             let mut d = match (misspelt, colon) {
+                // `loop until the draft is good:`: a condition in words goes between `**`.
+                (None, None) if plain.is_some() => {
+                    let (span, fixed) = plain.expect("matched");
+                    Diagnostic::new(code, file, span, "a condition in plain words is not code")
+                        .with_label("read as names and operators")
+                        .with_help(format!(
+                            "a condition the model judges is written between `**`: `{}`",
+                            fixed.trim()
+                        ))
+                }
                 // `sesion "x"`, `loop untill done:`, `paralel:`: the word, not parser jargon.
                 (Some(m), _) => Diagnostic::new(
                     code,

@@ -212,14 +212,15 @@ impl<'a> Analyzer<'a> {
         let mut arms = Vec::with_capacity(branches.len());
         for (i, (c, b)) in branches.iter().enumerate() {
             let cond = self.expr(c);
+            let what = if i == 0 { "`if`" } else { "`elif`" };
             let body = self.exclusive_arm(construct, i as u32, |a| {
-                a.body(b, Ctx::default(), "condition")
+                a.branch_body(b, Ctx::default(), what)
             });
             arms.push((cond, body));
         }
         let else_body = else_body.map(|b| {
             self.exclusive_arm(construct, branches.len() as u32, |a| {
-                a.body(b, Ctx::default(), "else")
+                a.branch_body(b, Ctx::default(), "`else`")
             })
         });
         r::ExprKind::If(Box::new(r::If {

@@ -40,15 +40,24 @@ pub(super) fn check_permissions(a: &mut Analyzer, p: &Property, late: bool) {
             }
         };
         if !PERMISSION_KINDS.contains(&key) {
-            let d = Diagnostic::new(
-                Code::W008,
-                a.file,
-                e.key.span,
-                format!("unknown permission type `{key}`"),
-            );
+            // A near miss of a kind would leave that kind at its default: an error.
             a.report(match closest(key, PERMISSION_KINDS) {
-                Some(s) => d.with_help(format!("did you mean `{s}`?")),
-                None => d.with_help("known types: read, write, execute, bash, network"),
+                Some(s) => Diagnostic::new(
+                    Code::E156,
+                    a.file,
+                    e.key.span,
+                    format!("unknown permission type `{key}`, a misspelling of `{s}`"),
+                )
+                .with_help(format!(
+                    "write `{s}`: as written, `{s}` would keep its default instead of this rule"
+                )),
+                None => Diagnostic::new(
+                    Code::W008,
+                    a.file,
+                    e.key.span,
+                    format!("unknown permission type `{key}`"),
+                )
+                .with_help("known types: read, write, execute, bash, network"),
             });
         }
         match &value.kind {

@@ -63,22 +63,43 @@ fn prop_expr<'p>(props: &'p [Property], key: &str) -> Option<&'p Expr> {
     prop(props, key).and_then(expr_of)
 }
 
-/// Reports an unknown property, suggesting the closest known one.
+/// Properties that decide what an agent may do: misspelt, they would be ignored and the
+/// agent would run with the defaults, so a near miss is an error (E156), not a warning.
+const GUARDING_PROPS: [&str; 2] = ["permissions", "tools"];
+
+/// Reports an unknown property, suggesting the closest known one. One that is a near miss
+/// of a property that decides what an agent may do is an error.
 fn unknown_prop(a: &mut Analyzer, p: &Property, what: &str, known: &[&str]) {
     let key = p.key.text.as_str();
-    let d = Diagnostic::new(
-        Code::W005,
-        a.file,
-        p.key.span,
-        format!("unknown {what} property `{key}`"),
-    );
-    a.report(match closest(key, known.iter().copied()) {
-        Some(s) => d.with_help(format!("did you mean `{s}`?")),
-        None => d.with_help(format!(
+    let d = match closest(key, known.iter().copied()) {
+        Some(s) if GUARDING_PROPS.contains(&s) => Diagnostic::new(
+            Code::E156,
+            a.file,
+            p.key.span,
+            format!("unknown {what} property `{key}`, a misspelling of `{s}`"),
+        )
+        .with_help(format!(
+            "write `{s}`: as written, the {what} would run without the `{s}` it declares"
+        )),
+        Some(s) => Diagnostic::new(
+            Code::W005,
+            a.file,
+            p.key.span,
+            format!("unknown {what} property `{key}`"),
+        )
+        .with_help(format!("did you mean `{s}`?")),
+        None => Diagnostic::new(
+            Code::W005,
+            a.file,
+            p.key.span,
+            format!("unknown {what} property `{key}`"),
+        )
+        .with_help(format!(
             "known properties: {}; unknown ones are kept and passed to the driver",
             known.join(", ")
         )),
-    });
+    };
+    a.report(d);
 }
 
 /// Checks an `agent` definition.

@@ -22,6 +22,27 @@ impl<'a> Analyzer<'a> {
         if body.stmts.is_empty() {
             self.diag(Code::W116, body.span, format!("{what} has an empty body"));
         }
+        self.statements_of(body, ctx)
+    }
+
+    /// The body of an `if`, `elif` or `else` branch (`what`). An empty one is an error
+    /// (E157): what was meant as its body is almost always the next lines, written without
+    /// the indentation that would put them in it, so they run whatever the condition is.
+    pub(super) fn branch_body(&mut self, body: &'a Body, ctx: Ctx, what: &str) -> Vec<r::Stmt> {
+        if body.stmts.is_empty() {
+            self.diag(Code::E157, body.span, format!("{what} has an empty body"))
+                .help = Some(
+                "the lines after it are not indented under it, so they are not part of it and \
+                 run whether or not the condition holds; indent the branch's statements, or \
+                 remove the branch"
+                    .into(),
+            );
+        }
+        self.statements_of(body, ctx)
+    }
+
+    /// The statements of `body`, one level deeper.
+    fn statements_of(&mut self, body: &'a Body, ctx: Ctx) -> Vec<r::Stmt> {
         self.depth += 1;
         let stmts = self.stmts(&body.stmts, ctx);
         self.depth -= 1;

@@ -96,8 +96,9 @@ pub fn read_secret_key(
     let exposed = exposed_mode(path);
     let sk_box = SecretKeyBox::from_string(&text).map_err(|e| format!("{shown}: {e}"))?;
     let mut warnings = Vec::new();
-    let key = match SecretKey::from_unencrypted_box(sk_box.clone()) {
-        Ok(key) => {
+    let key = match unencrypted(&text, sk_box.clone()) {
+        Some(key) => {
+            let key = key.map_err(|e| format!("{shown}: {e}"))?;
             if let Some(mode) = exposed {
                 return Err(format!(
                     "{shown} has no password and other users can read it (mode {mode:03o}); \
@@ -106,7 +107,7 @@ pub fn read_secret_key(
             }
             key
         }
-        Err(_) => {
+        None => {
             if let Some(mode) = exposed {
                 warnings.push(format!(
                     "{shown} can be read by other users (mode {mode:03o}); it is encrypted, \
@@ -123,6 +124,36 @@ pub fn read_secret_key(
             .map_err(|_| format!("{shown}: not a minisign secret key"))?,
     );
     Ok(SigningKey { key, id, warnings })
+}
+
+/// The key in the secret key file `text` (boxed as `sk_box`) when it has no password (its
+/// KDF algorithm bytes are zero), else `None`. Keys made by `minisign -G -W` carry no
+/// checksum (those bytes are zero too), where rsign and `prosec keygen` write one; both are
+/// read, and a key without a checksum proves itself by signing a test message its own public
+/// half verifies, so a damaged one is refused rather than signing with garbage.
+fn unencrypted(text: &str, sk_box: SecretKeyBox) -> Option<Result<SecretKey, String>> {
+    use base64::Engine;
+    /// Where the KDF algorithm and the checksum are in a secret key's bytes.
+    const KDF_ALG: std::ops::Range<usize> = 2..4;
+    const CHECKSUM_LEN: usize = 32;
+    let line = text.lines().nth(1)?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(line.trim())
+        .ok()?;
+    if bytes.get(KDF_ALG)? != [0, 0] {
+        return None;
+    }
+    let checksum = &bytes[bytes.len().saturating_sub(CHECKSUM_LEN)..];
+    if checksum.iter().any(|&b| b != 0) {
+        return Some(SecretKey::from_unencrypted_box(sk_box).map_err(|e| e.to_string()));
+    }
+    Some((|| {
+        let key = SecretKey::from_bytes(&bytes).map_err(|e| e.to_string())?;
+        let public = minisign::PublicKey::from_secret_key(&key).map_err(|e| e.to_string())?;
+        minisign::sign(Some(&public), &key, &b"prosec"[..], None, None)
+            .map_err(|_| "the key is damaged: its two halves do not match".to_string())?;
+        Ok(key)
+    })())
 }
 
 /// The permission bits of `path` when group or others may read it.

@@ -226,10 +226,7 @@ impl Machine {
         if !missing.is_empty() {
             return Err(top_error(
                 Code::E200,
-                format!(
-                    "missing input(s): {} (pass --input NAME=VALUE)",
-                    missing.join(", ")
-                ),
+                format!("missing input(s): {}", missing.join(", ")),
             ));
         }
         let inst = Rc::new(RefCell::new(Instance {

@@ -356,7 +356,7 @@ impl Event {
             }
             Event::Evaluate { condition } => format!("[Loop] Evaluating: **{}**", short(condition)),
             Event::Chose { index, option, .. } => {
-                format!("[Choice] option {}: \"{}\"", index + 1, short(option))
+                format!("[Choice] option {index}: \"{}\"", short(option))
             }
             Event::Flow { result, .. } => {
                 format!(

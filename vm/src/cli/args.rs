@@ -198,6 +198,10 @@ pub struct RunArgs {
     /// The store keeping the run (`--store` of the command, not of these flags).
     #[arg(skip)]
     pub store: Option<String>,
+    /// The ids of the flags given on the command line (set by the command, from clap's
+    /// matches): a resumed or forked run's driver changes only where a flag says so.
+    #[arg(skip)]
+    pub given: std::collections::BTreeSet<String>,
 }
 
 /// A status `runs --status` may name: a run's, or `queued` (a run of the Postgres store no
@@ -262,6 +266,26 @@ pub fn parse_inputs(args: &RunArgs) -> Result<BTreeMap<String, Value>, String> {
     Ok(inputs)
 }
 
+/// The ids of the flags that shape a driver (beside `--driver` itself): given to `resume` or
+/// `fork`, they change the driver the run goes on with.
+pub const DRIVER_FLAGS: [&str; 15] = [
+    "command",
+    "base_url",
+    "model",
+    "model_map",
+    "request_timeout",
+    "http_retries",
+    "host_turns",
+    "idle_timeout",
+    "record",
+    "replay",
+    "mock_conditions",
+    "mock_inputs",
+    "mock_latency",
+    "mock_script",
+    "mock_log",
+];
+
 impl RunArgs {
     /// The top-level inputs these flags give for `program`: `--input-file`, then `--input`;
     /// with `--mock-inputs`, a placeholder for every parameter still missing.
@@ -284,13 +308,6 @@ impl RunArgs {
 
     /// The driver these flags choose, completed with `prose.toml`.
     pub fn driver(&self) -> Result<DriverSettings, String> {
-        let script: Vec<Rule> = match &self.mock_script {
-            None => Vec::new(),
-            Some(f) => std::fs::read_to_string(f)
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-                .map_err(|e| format!("--mock-script {}: {e}", f.display()))?,
-        };
         let choice = DriverChoice {
             driver: self.driver,
             command: self.command.clone(),
@@ -305,15 +322,100 @@ impl RunArgs {
             idle_timeout: self.idle_timeout,
             record: self.record.clone(),
             replay: self.replay.clone(),
-            mock: MockOptions {
-                conditions: Some(self.mock_conditions),
-                inputs: self.mock_inputs,
-                latency: Duration::from_millis(self.mock_latency),
-                script,
-                log: self.mock_log.clone(),
-            },
+            mock: self.mock_over(MockOptions::default(), true)?,
         };
         choice.settings(&self.config()?)
+    }
+
+    /// The mock's options these flags give over `base`: each mock flag replaces what `base`
+    /// says where it was given on the command line, or everywhere when `all`.
+    fn mock_over(&self, base: MockOptions, all: bool) -> Result<MockOptions, String> {
+        let given = |id: &str| all || self.given.contains(id);
+        let mut mock = base;
+        if given("mock_conditions") {
+            mock.conditions = Some(self.mock_conditions);
+        }
+        if given("mock_inputs") {
+            mock.inputs = self.mock_inputs;
+        }
+        if given("mock_latency") {
+            mock.latency = Duration::from_millis(self.mock_latency);
+        }
+        if given("mock_script") {
+            mock.script = match &self.mock_script {
+                None => Vec::new(),
+                Some(f) => std::fs::read_to_string(f)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| serde_json::from_str::<Vec<Rule>>(&t).map_err(|e| e.to_string()))
+                    .map_err(|e| format!("--mock-script {}: {e}", f.display()))?,
+            };
+        }
+        if given("mock_log") {
+            mock.log = self.mock_log.clone();
+        }
+        Ok(mock)
+    }
+
+    /// The driver a resumed or forked run goes on with, the one it `recorded` as changed by
+    /// these flags: `None` when no flag changes it. `--driver` names another driver (built
+    /// from the flags and `prose.toml`, as for a new run); without it, the flags that shape
+    /// a driver shape the run's own, and the mock keeps every option the run recorded but
+    /// those given again (`--mock-latency 0` changes only the latency). A flag for a driver
+    /// the run does not use is refused, naming the one that is kept.
+    pub fn driver_over(&self, recorded: &DriverSettings) -> Result<Option<DriverSettings>, String> {
+        let shaping: Vec<&str> = DRIVER_FLAGS
+            .iter()
+            .copied()
+            .filter(|f| self.given.contains(*f))
+            .collect();
+        let mock_flags: Vec<&str> = shaping
+            .iter()
+            .copied()
+            .filter(|f| f.starts_with("mock_"))
+            .collect();
+        let flags = |ids: &[&str]| {
+            ids.iter()
+                .map(|id| format!("--{}", id.replace('_', "-")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let kind = match self.driver {
+            Some(kind) => kind,
+            None if shaping.is_empty() => return Ok(None),
+            None => recorded
+                .name()
+                .parse()
+                .map_err(|_| format!("the run's driver `{}` is unknown here", recorded.name()))?,
+        };
+        let recorded_mock = match recorded {
+            DriverSettings::Mock(m) => Some(m.clone()),
+            _ => None,
+        };
+        if kind == DriverKind::Mock {
+            return Ok(Some(DriverSettings::Mock(match recorded_mock {
+                Some(base) => self.mock_over(base, false)?,
+                None => self.mock_over(MockOptions::default(), true)?,
+            })));
+        }
+        if !mock_flags.is_empty() {
+            let name = DriverKind::ALL
+                .iter()
+                .find(|(_, k)| *k == kind)
+                .map_or("other", |(n, _)| *n);
+            let whose = if self.driver.is_some() {
+                "named by --driver"
+            } else {
+                "kept from the run"
+            };
+            return Err(format!(
+                "{} set the mock driver's answers, and this run goes on with the {name} \
+                 driver ({whose}); pass --driver mock to answer it with the mock",
+                flags(&mock_flags),
+            ));
+        }
+        let mut with = self.clone();
+        with.driver = Some(kind);
+        with.driver().map(Some)
     }
 
     /// The project's settings file.

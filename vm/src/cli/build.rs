@@ -13,7 +13,16 @@ use std::process::ExitCode;
 /// `prose.lock`, the skills carried in the artifact. For a `dry` run (the mock driver, which
 /// never reads a skill) skills are only taken from where they are without the network, and
 /// one that cannot be is left for the run to warn about.
-pub fn compile(file: &Path, lib_paths: &[PathBuf], dry: bool) -> Result<Program, ExitCode> {
+///
+/// What `warnings` says is done with the compiler's warnings: shown on stderr once, before
+/// the run starts, as `prosec build` shows them (and under `--deny-warnings`, refused as
+/// errors are), or kept quiet (a resumed run's program compiled only to compare it).
+pub fn compile(
+    file: &Path,
+    lib_paths: &[PathBuf],
+    dry: bool,
+    warnings: Warnings,
+) -> Result<Program, ExitCode> {
     let fetcher = prosec::ship::Fetcher::new(
         file,
         prosec::ship::FetchOptions {
@@ -36,6 +45,13 @@ pub fn compile(file: &Path, lib_paths: &[PathBuf], dry: bool) -> Result<Program,
         if !dry {
             c.diagnostics.extend(problems);
         }
+        if c.error_count() == 0 && c.warning_count() > 0 {
+            match warnings {
+                Warnings::Quiet => {}
+                Warnings::Show => show_warnings(&c),
+                Warnings::Deny => return Err(refused(&c, file)),
+            }
+        }
         if c.error_count() == 0 {
             let (bytes, _) = prosec::codegen::build_bytes_bundled(&c, root, &bundle)
                 .map_err(|e| fail(e, Exit::Failed))?;
@@ -56,11 +72,62 @@ pub fn compile(file: &Path, lib_paths: &[PathBuf], dry: bool) -> Result<Program,
     Err(refused(&c, file))
 }
 
+/// What a command that runs a program it compiles does with the compiler's warnings.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Warnings {
+    /// Shown on stderr before the run starts.
+    Show,
+    /// Refused as errors are (`--deny-warnings`): the program does not run.
+    Deny,
+    /// Not shown: the program is compiled for another reason than to run it.
+    Quiet,
+}
+
+/// Shows the warnings of `c`, which has no errors, on stderr: rustc's text, or one
+/// `warning` line of the JSON trace each (so stderr stays JSON under `--trace json`).
+fn show_warnings(c: &prosec::compile::Compilation) {
+    if super::tracing_json() {
+        let mut env = prose_runtime::observe::envelope::Envelope::unstarted();
+        for d in prosec::diagnostics::render_json(&c.sources, &c.diagnostics) {
+            let text = format!(
+                "{}:{}:{}: warning[{}]: {}",
+                d.file, d.line, d.column, d.code, d.message
+            );
+            eprintln!("{}", env.warning(&text));
+        }
+    } else {
+        render_text(c);
+        eprintln!(
+            "prosevm: {} warning(s); running anyway (`--deny-warnings` refuses to)",
+            c.warning_count()
+        );
+    }
+}
+
+/// Writes the diagnostics of `c` on stderr, rustc's way, coloured as `--color` says.
+fn render_text(c: &prosec::compile::Compilation) {
+    use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
+    let choice = if Console::get().color {
+        ColorChoice::Always
+    } else {
+        ColorChoice::Never
+    };
+    let mut err = StandardStream::stderr(choice);
+    let _ = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics);
+}
+
 /// Reports the diagnostics that stop `c` from running, as `--format` and `--trace` ask:
 /// rustc's text on stderr, a JSON document on stdout (`prosec check --format json`'s, with
 /// the error), or one `error` line of the JSON trace each.
 fn refused(c: &prosec::compile::Compilation, file: &Path) -> ExitCode {
-    let message = format!("{}: {} error(s)", file.display(), c.error_count());
+    let message = match c.error_count() {
+        0 => format!(
+            "{}: {} warning(s), refused under --deny-warnings",
+            file.display(),
+            c.warning_count()
+        ),
+        n => format!("{}: {n} error(s)", file.display()),
+    };
     let diagnostics = prosec::diagnostics::render_json(&c.sources, &c.diagnostics);
     if Console::json() {
         let mut doc = prosec::console::error_json(&message, None, Exit::Failed);
@@ -69,22 +136,16 @@ fn refused(c: &prosec::compile::Compilation, file: &Path) -> ExitCode {
         return Exit::Failed.into();
     }
     if super::tracing_json() {
+        let denied = c.error_count() == 0;
         for d in diagnostics
             .iter()
-            .filter(|d| d.severity == prosec::diagnostics::Severity::Error)
+            .filter(|d| denied || d.severity == prosec::diagnostics::Severity::Error)
         {
             let text = format!("{}:{}:{}: {}", d.file, d.line, d.column, d.message);
             super::fail_coded(text, bytecode_spec::Code::parse(d.code), Exit::Failed);
         }
     } else {
-        use codespan_reporting::term::termcolor::{ColorChoice, StandardStream};
-        let choice = if Console::get().color {
-            ColorChoice::Always
-        } else {
-            ColorChoice::Never
-        };
-        let mut err = StandardStream::stderr(choice);
-        let _ = prosec::diagnostics::render_text(&mut err, &c.sources, &c.diagnostics);
+        render_text(c);
     }
     fail(message, Exit::Failed)
 }

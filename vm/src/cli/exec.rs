@@ -423,6 +423,26 @@ pub fn print_outputs(id: &str, outputs: &serde_json::Map<String, serde_json::Val
     }
 }
 
+/// A driver's settings in words, for a change of driver: its name, and the mock's options.
+fn driver_words(d: &DriverSettings) -> String {
+    match d {
+        DriverSettings::Mock(m) => format!(
+            "the mock driver (conditions {}, latency {} ms, inputs {}, {} scripted rule(s))",
+            m.conditions
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "true".into()),
+            m.latency.as_millis(),
+            if m.inputs {
+                "answered with placeholders"
+            } else {
+                "asked"
+            },
+            m.script.len()
+        ),
+        other => format!("the {} driver", other.name()),
+    }
+}
+
 /// `prosevm resume RUN`: takes the run up again in the store `args` name and drives it,
 /// asking nothing twice.
 pub fn resume(run: Option<&str>, force: bool, args: &RunArgs) -> ExitCode {
@@ -463,22 +483,20 @@ pub fn resume(run: Option<&str>, force: bool, args: &RunArgs) -> ExitCode {
             Err(Changed::Unreadable(e)) => return fail(format!("run {id}: {e}"), Exit::Failed),
         }
     }
-    // An explicit driver replaces the one the run started with.
-    let driver = match args.driver {
-        None => None,
-        Some(_) => match args.driver() {
-            Ok(d) => {
-                if d != record.driver {
-                    eprintln!(
-                        "prosevm: warning: run {id} started with the {} driver; continuing with {} as asked (recorded)",
-                        record.driver.name(),
-                        d.name()
-                    );
-                }
-                Some(d)
+    // `--driver`, or flags shaping the run's own driver, change what answers it.
+    let driver = match args.driver_over(&record.driver) {
+        Ok(Some(d)) => {
+            if d != record.driver {
+                eprintln!(
+                    "prosevm: warning: run {id} started with {}; continuing with {} as asked (recorded)",
+                    driver_words(&record.driver),
+                    driver_words(&d)
+                );
             }
-            Err(e) => return fail(e, Exit::Unusable),
-        },
+            Some(d)
+        }
+        Ok(None) => None,
+        Err(e) => return fail(format!("run {id}: {e}"), Exit::Unusable),
     };
     let (place, inputs, export) = match (args.place(), parse_inputs(args), Export::from_env()) {
         (Ok(p), Ok(i), Ok(x)) => (p, i, x),
@@ -585,22 +603,11 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
         program_dir: build::dir_of(&record.origin),
         ..args.clone()
     };
-    // Flags shaping a driver (a model, a base URL...) without --driver shape the run's own.
-    let shaped = args.model.is_some()
-        || args.base_url.is_some()
-        || !args.model_map.is_empty()
-        || args.command.is_some()
-        || args.record.is_some()
-        || args.replay.is_some();
-    let driver = if args.driver.is_none() && !shaped {
-        record.driver.clone()
-    } else {
-        let mut with = args.clone();
-        with.driver = with.driver.or_else(|| record.driver.name().parse().ok());
-        match with.driver() {
-            Ok(d) => d,
-            Err(e) => return fail(e, Exit::Unusable),
-        }
+    // Flags shaping a driver (a model, a base URL, the mock's answers...) without --driver
+    // shape the run's own; the mock keeps what it recorded but what is given again.
+    let driver = match args.driver_over(&record.driver) {
+        Ok(d) => d.unwrap_or_else(|| record.driver.clone()),
+        Err(e) => return fail(format!("run {id}: {e}"), Exit::Unusable),
     };
     let (place, export) = match (args.place(), Export::from_env()) {
         (Ok(p), Ok(x)) => (p, x),
@@ -670,7 +677,7 @@ fn same_program(record: &RunRecord) -> Result<(), Changed> {
     let origin = &record.origin;
     let current = if origin.extension().is_some_and(|x| x == "prose") {
         let dry = matches!(record.driver, DriverSettings::Mock(_));
-        build::compile(origin, &[], dry).ok()
+        build::compile(origin, &[], dry, build::Warnings::Quiet).ok()
     } else {
         std::fs::read(origin)
             .ok()

@@ -73,6 +73,11 @@ pub fn store_error(e: StoreError) -> ExitCode {
 pub fn run_error(e: RunError) -> ExitCode {
     match e {
         RunError::Store(e) => store_error(e),
+        RunError::Program(e) if e.code == Code::E200 => fail_coded(
+            format!("{e}\n  help: pass --input NAME=VALUE (or --input-file FILE); under the mock, --mock-inputs gives placeholders"),
+            Some(e.code),
+            Exit::Unusable,
+        ),
         e => {
             let code = e.code();
             fail_coded(e, code, Exit::Unusable)

@@ -370,8 +370,22 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
 /// its agent loop's turns and tool calls with their outputs, and its answer, rebuilt from the
 /// journal, then the journal's record of its reply.
 pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
-    let id: RequestId = match id.parse() {
-        Ok(id) => id,
+    let given = id;
+    // An id of a request's shape (`9:9`) that no run can have (every lineage starts at 0)
+    // is not there, like any other id the run does not hold.
+    let shaped = |s: &str| {
+        s.split_once(':').is_some_and(|(l, n)| {
+            !l.is_empty()
+                && l.chars()
+                    .all(|c| c.is_ascii_digit() || c == '/' || c == '.')
+                && n.split('#')
+                    .next()
+                    .is_some_and(|n| n.parse::<u64>().is_ok())
+        })
+    };
+    let id: Option<RequestId> = match id.parse() {
+        Ok(id) => Some(id),
+        Err(_) if shaped(id) => None,
         Err(e) => return fail(e, Exit::Unusable),
     };
     let (_rt, _store, stored) = match at.read(run) {
@@ -388,16 +402,37 @@ pub fn inspect_session(at: &At, run: &str, id: &str, json: bool) -> ExitCode {
                 in_order(stored.journal),
             )
         });
-    let exchanges = match loaded {
+    let mut exchanges = match loaded {
         Ok(x) => x,
         Err(e) => return fail(format!("run {run_id}: {e}"), Exit::Failed),
     };
-    let Some(x) = exchanges.into_iter().find(|x| x.request.id == id) else {
+    let Some(x) = exchanges
+        .iter()
+        .position(|x| Some(&x.request.id) == id.as_ref())
+        .map(|i| exchanges.swap_remove(i))
+    else {
+        let sessions: Vec<String> = exchanges
+            .iter()
+            .filter(|x| matches!(x.request.ask, Ask::Session(_)))
+            .map(|x| x.request.id.to_string())
+            .collect();
+        let held = match sessions.as_slice() {
+            [] => "it has no sessions".to_string(),
+            [one] => format!("its one session is {one}"),
+            many if many.len() <= 12 => format!("its sessions are {}", many.join(", ")),
+            many => format!(
+                "its {} sessions are {} ... {} (`prosevm inspect {run_id}` lists them)",
+                many.len(),
+                many[..6].join(", "),
+                many[many.len() - 3..].join(", ")
+            ),
+        };
         return fail(
-            format!("run {run_id} asked nothing under the id {id}"),
+            format!("run {run_id} has no request {given}: {held}"),
             Exit::Failed,
         );
     };
+    let id = x.request.id.clone();
     let Ask::Session(s) = &x.request.ask else {
         return fail(
             format!("{id} is a `{}` request, not a session", x.request.kind()),

@@ -135,6 +135,10 @@ impl From<RunError> for ApiError {
     fn from(e: RunError) -> ApiError {
         match e {
             RunError::Store(e) => e.into(),
+            RunError::Program(e) if e.code == bytecode_spec::Code::E200 => ApiError(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("{e} (give each in the request's `inputs` object)"),
+            ),
             RunError::Program(e) => ApiError(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
             RunError::Setup(e) => ApiError(StatusCode::UNPROCESSABLE_ENTITY, e),
             e @ RunError::Unequipped(_) => {
@@ -420,7 +424,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, health) = OpenApiRouter::<Shared>::new()
         .routes(routes!(healthz))
         .split_for_parts();
-    doc.paths.paths.extend(health.paths.paths);
+    // Its paths and the schemas they name (`Health`) both.
+    doc.merge(health);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }
@@ -434,6 +439,29 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
     static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
     Json(DOC.get_or_init(openapi).clone())
+}
+
+/// What a request for a path the API does not have gets: 404, with the `{"error"}` body
+/// every failed request has.
+pub async fn no_such_route(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no such route: {method} {} (see GET /v1/openapi.json)",
+            uri.path()
+        ),
+    )
+}
+
+/// What a request with a method a path does not take gets: 405, with the `{"error"}` body.
+pub async fn no_such_method(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{} does not take {method} (see GET /v1/openapi.json)",
+            uri.path()
+        ),
+    )
 }
 
 /// Whether the server is up.

@@ -149,6 +149,8 @@ pub async fn serve(
         .route("/healthz", get(api::healthz))
         .with_state(app)
         .merge(front)
+        .fallback(api::no_such_route)
+        .method_not_allowed_fallback(api::no_such_method)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY));
     if open {
         router = router.layer(axum::middleware::from_fn(auth::loopback_names_only));

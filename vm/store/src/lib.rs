@@ -217,6 +217,10 @@ pub trait Store: Send + Sync {
     /// The store's name in messages: `file`, `postgres` or `sqlite`.
     fn kind(&self) -> &'static str;
 
+    /// Where it keeps runs, for messages: a directory, a database file, or a server's
+    /// database (never a password).
+    fn location(&self) -> String;
+
     /// Creates a run of `program` that `record` describes (giving it its id and start
     /// time), its journal holding `journal` already (the replies of another run's prefix;
     /// empty for a fresh start), and holds it for this process.

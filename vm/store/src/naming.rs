@@ -42,9 +42,11 @@ pub async fn resolve(store: &dyn Store, given: Option<&str>) -> Result<String, S
 /// The id of the run that started last (ids sort by start time).
 async fn latest(store: &dyn Store) -> Result<String, StoreError> {
     let rows = store.list().await?;
-    rows.iter()
-        .map(|r| &r.id)
-        .max()
-        .cloned()
-        .ok_or_else(|| StoreError::NoRun(format!("the {} store holds no runs", store.kind())))
+    rows.iter().map(|r| &r.id).max().cloned().ok_or_else(|| {
+        StoreError::NoRun(format!(
+            "the {} store at {} holds no runs",
+            store.kind(),
+            store.location()
+        ))
+    })
 }

@@ -24,6 +24,29 @@ fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T, StoreError> {
     r.map_err(|e| StoreError::Io(path.to_path_buf(), e))
 }
 
+/// What the state directory holds so that git, and tools that walk a tree by git's rules
+/// (`prosec check` and `prosec fmt`, linters, editors), leave the copies of programs kept
+/// with each run alone: a `.gitignore` naming `runs/` (as `.pytest_cache` carries one), so
+/// a project's agents' memory beside it can still be committed.
+const STATE_GITIGNORE: &str = "# Written by prosevm: run records are not sources.\nruns/\n";
+
+/// Gives the state directory `dir` its `.gitignore` ([`STATE_GITIGNORE`]) if it has none.
+fn mark_runs_not_sources(dir: &Path) -> Result<(), StoreError> {
+    let path = dir.join(".gitignore");
+    match std::fs::symlink_metadata(&path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match fs::write_new(&path, STATE_GITIGNORE.as_bytes()) {
+                Err(StoreError::Io(_, e)) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    Ok(())
+                }
+                r => r,
+            }
+        }
+        Err(e) => Err(StoreError::Io(path, e)),
+    }
+}
+
 /// A run directory.
 pub struct RunDir {
     /// Its path.
@@ -55,6 +78,9 @@ impl RunDir {
     ) -> Result<RunDir, StoreError> {
         let root = Self::runs_root(state_dir);
         io(&root, std::fs::create_dir_all(&root))?;
+        if let Some(state_dir) = root.parent() {
+            mark_runs_not_sources(state_dir)?;
+        }
         // Built under a temporary name and renamed into place, so a run directory either
         // has all its files or does not exist (a crash in between leaves only a `.tmp-`).
         let (id, iso, tmp) = loop {

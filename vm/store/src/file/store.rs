@@ -52,6 +52,12 @@ impl Store for FileStore {
         "file"
     }
 
+    fn location(&self) -> String {
+        RunDir::runs_root(self.state_dir.as_deref())
+            .display()
+            .to_string()
+    }
+
     fn memo(&self) -> Arc<dyn MemoStore> {
         Arc::new(FileMemo::new(
             crate::state_root(self.state_dir.as_deref()).join("memo"),

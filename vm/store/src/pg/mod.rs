@@ -119,6 +119,9 @@ pub fn is_url(store: &str) -> bool {
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// The server and database, for messages (`db.example:5432/prose`; no user, no
+    /// password).
+    location: String,
     /// Where the views of runs driven on this machine are written (`.prose/pg`).
     views: PathBuf,
 }
@@ -185,6 +188,19 @@ impl PgStore {
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e: tokio_postgres::Error| PgError::Url(describe(&e)))?;
+        let location = {
+            let host = match config.get_hosts().first() {
+                Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+                #[cfg(unix)]
+                Some(tokio_postgres::config::Host::Unix(p)) => p.display().to_string(),
+                None => "localhost".into(),
+            };
+            let port = config.get_ports().first().copied().unwrap_or(5432);
+            format!(
+                "{host}:{port}/{}",
+                config.get_dbname().unwrap_or("postgres")
+            )
+        };
         let connector = tls::apply(&mut config, &tls)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
@@ -206,6 +222,7 @@ impl PgStore {
             .map_err(|e| PgError::Connect(e.to_string()))?;
         let store = PgStore {
             pool,
+            location,
             views: PathBuf::from(".prose/pg"),
         };
         schema::migrate(&store).await?;

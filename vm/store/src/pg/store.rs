@@ -82,6 +82,10 @@ impl Store for PgStore {
         "postgres"
     }
 
+    fn location(&self) -> String {
+        self.location.clone()
+    }
+
     fn memo(&self) -> Arc<dyn MemoStore> {
         Arc::new(super::PgMemo {
             store: self.clone(),

@@ -238,6 +238,10 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
     fn memo(&self) -> Arc<dyn MemoStore> {
         Arc::new(memo::SqliteMemo {
             conn: self.conn.clone(),
