@@ -692,10 +692,11 @@ fn resume_and_fork_honour_the_mock_flags_they_are_given_and_keep_the_rest() {
     assert_eq!(driver["latency"], 0, "{driver}");
     assert_eq!(driver["conditions"], "false", "{driver}");
 
-    // A fork with only a mock flag, and one naming the mock: what the run recorded stays.
+    // A fork with only a mock flag keeps what the run recorded but that flag; one naming
+    // the driver starts a mock afresh, as for a new run, and says what changed.
     for (extra, conditions) in [
         (&["--mock-conditions", "true"][..], "true"),
-        (&["--driver", "mock"][..], "false"),
+        (&["--driver", "mock", "--mock-latency", "0"][..], "after:1"),
     ] {
         let mut args = vec!["fork", id.as_str(), "--trace", "quiet"];
         args.extend_from_slice(extra);
@@ -710,6 +711,10 @@ fn resume_and_fork_honour_the_mock_flags_they_are_given_and_keep_the_rest() {
         let driver = recorded_driver(&dir, fork);
         assert_eq!(driver["conditions"], conditions, "{extra:?}: {driver}");
         assert_eq!(driver["latency"], 0, "{extra:?}: {driver}");
+        assert!(
+            err.contains("conditions false") && err.contains(&format!("conditions {conditions}")),
+            "{extra:?}: the change is said: {err}"
+        );
     }
 
     // A mock flag for a run another driver answers is refused, naming that driver.

@@ -321,7 +321,7 @@ fn bad_uploads_unknown_artifacts_and_refused_inputs_are_4xx_with_the_reason() {
 #[test]
 fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
     let dir = built("serve-token", PROGRAM);
-    let server = Server::start_with(&dir, &[], Some("correct horse"));
+    let server = Server::start_with(&dir, &[], Some("correct horse battery staple"));
     let url = |p: &str| format!("{}{p}", server.base);
     for (method, path) in [
         (Method::GET, "/v1/runs"),
@@ -343,7 +343,7 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
         );
         let r = client()
             .request(method.clone(), url(path))
-            .bearer_auth("correct hors")
+            .bearer_auth("correct horse battery stapl")
             .send()
             .expect("send");
         assert_eq!(r.status().as_u16(), 401, "{method} {path}");
@@ -378,7 +378,7 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
         assert!(err.contains(says), "{err}");
     }
     // An empty token file is no token.
-    std::fs::write(dir.join("empty"), "\n").expect("file");
+    crate::private_file(&dir.join("empty"), "\n");
     let (code, _, err) = support::output(support::command("prosevm").current_dir(&dir).args([
         "serve",
         "--listen",
@@ -388,6 +388,96 @@ fn with_a_token_every_v1_request_needs_it_and_an_open_address_needs_one() {
     ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds no token"), "{err}");
+    // A token that can be guessed, or a file others can read, is refused at start.
+    crate::private_file(&dir.join("short"), "x\n");
+    std::fs::write(dir.join("shared"), "correct horse battery staple\n").expect("file");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.join("shared"), std::fs::Permissions::from_mode(0o644))
+            .expect("mode");
+    }
+    for (file, says) in [("short", "fewer than the 16"), ("shared", "chmod 600")] {
+        let (code, _, err) = support::output(support::command("prosevm").current_dir(&dir).args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--token-file",
+            file,
+        ]));
+        assert_eq!(code, 2, "{file}: {err}");
+        assert!(err.contains(says), "{file}: {err}");
+    }
+}
+
+#[test]
+fn requests_a_web_page_elsewhere_could_make_are_refused() {
+    // A browser on this machine visiting a hostile page: a form posted to the server, or a
+    // fetch without CORS, carries another origin or a form's content type.
+    let dir = built("serve-cross-site", PROGRAM);
+    let server = Server::start(&dir, &[]);
+    let sha = server.upload(&dir);
+    let id = server.start_run(&sha, json!({"topic": "tides"}));
+    server.wait_for(&id, |r| r["status"] == "finished");
+    for path in [
+        format!("/v1/runs/{id}/cancel"),
+        format!("/v1/runs/{id}/resume"),
+    ] {
+        for (origin, kind, status) in [
+            (
+                Some("http://evil.example"),
+                "application/x-www-form-urlencoded",
+                403,
+            ),
+            (Some("http://evil.example"), "application/json", 403),
+            (None, "application/x-www-form-urlencoded", 415),
+            (None, "text/plain", 415),
+            (None, "multipart/form-data; boundary=x", 415),
+        ] {
+            let mut r = server
+                .request(Method::POST, &path)
+                .header("content-type", kind)
+                .body("a=b");
+            if let Some(o) = origin {
+                r = r.header("origin", o);
+            }
+            let e = json(r.send().expect("POST"), status);
+            assert!(e["error"].is_string(), "{path} {origin:?} {kind}: {e}");
+        }
+        // Marked cross-site by the browser, without an Origin.
+        let r = server
+            .request(Method::POST, &path)
+            .header("sec-fetch-site", "cross-site")
+            .send()
+            .expect("POST");
+        json(r, 403);
+    }
+    // The server's own origin passes (as its page's requests do).
+    let r = server
+        .request(Method::POST, &format!("/v1/runs/{id}/resume"))
+        .header("origin", server.base.clone())
+        .send()
+        .expect("POST");
+    assert_ne!(r.status().as_u16(), 403);
+    assert_ne!(r.status().as_u16(), 415);
+    // The report is a page of its own: it carries the page's guards.
+    let r = server
+        .request(Method::GET, &format!("/v1/runs/{id}/report"))
+        .send()
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
+    let csp = r
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    assert_eq!(
+        r.headers()
+            .get("x-content-type-options")
+            .and_then(|v| v.to_str().ok()),
+        Some("nosniff")
+    );
 }
 
 /// `prosec ARGS` in `dir`, expected to succeed.

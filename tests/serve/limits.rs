@@ -1,7 +1,10 @@
 //! The server's limits: `--max-concurrency` holds over every run it drives (requests in
 //! flight at once, counted as `exec` counts them within one run), `--max-runs` runs are
 //! driven at once while the others wait their turn, and `--max-requests` HTTP requests are
-//! handled at once over the whole API while the others wait theirs.
+//! handled at once over the whole API while the others wait theirs. A body counts for
+//! nothing until it has come: clients that start uploads and send nothing hold no place, are
+//! cut off with 408, and `/healthz` answers throughout; each client holds only so many
+//! connections.
 
 use super::{built, client, events, Server, PROGRAM};
 use reqwest::Method;
@@ -112,6 +115,76 @@ fn response_head(r: &mut impl BufRead) -> u16 {
         .unwrap_or_else(|| panic!("not a status line: {status:?}"))
 }
 
+/// Starts `n` uploads on `addr` that declare a megabyte and send three bytes.
+fn stalled_uploads(addr: &str, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            write!(
+                s,
+                "PUT /v1/artifacts HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/octet-stream\r\nContent-Length: 1000000\r\n\r\nabc"
+            )
+            .expect("write");
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn stalled_uploads_hold_no_place_and_are_cut_off() {
+    let dir = built("serve-slow-uploads", PROGRAM);
+    let server = Server::start(&dir, &["--body-timeout", "2"]);
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let uploads = stalled_uploads(&addr, 64);
+    // Meanwhile health and the API answer at once.
+    for path in ["/healthz", "/v1/runs"] {
+        let started = Instant::now();
+        let r = client()
+            .get(format!("{}{path}", server.base))
+            .timeout(Duration::from_secs(1))
+            .send()
+            .unwrap_or_else(|e| panic!("{path} did not answer within a second: {e}"));
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        assert!(started.elapsed() < Duration::from_secs(1), "{path}");
+    }
+    // Each stalled upload is refused once its body stops coming.
+    for upload in uploads {
+        upload
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        assert_eq!(response_head(&mut BufReader::new(upload)), 408);
+    }
+    // One client holds only so many connections: one more is closed unanswered.
+    let server = Server::start(&dir, &["--max-client-connections", "4"]);
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let held = stalled_uploads(&addr, 4);
+    let mut extra = TcpStream::connect(&addr).expect("connect");
+    extra
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let _ = write!(extra, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    let mut answer = String::new();
+    let read = BufReader::new(extra).read_line(&mut answer);
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "a fifth connection was answered: {answer:?}"
+    );
+    drop(held);
+    // Once they close, the client connects again.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client()
+        .get(format!("{}/healthz", server.base))
+        .send()
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the connections were not given back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn max_requests_holds_over_every_route_while_a_request_is_handled() {
     let dir = built("serve-max-requests", PROGRAM);
@@ -134,8 +207,9 @@ fn max_requests_holds_over_every_route_while_a_request_is_handled() {
     );
     let addr = server.base.trim_start_matches("http://").to_string();
 
-    // An upload whose body has not come yet: once the server answers `100 Continue`, it is
-    // handling the request, reading the body.
+    // An upload whose body has not come yet: the server answers `100 Continue` and reads
+    // it, but it is not handled until it has come, so it holds no place: the one place
+    // `--max-requests 1` gives is free for another route meanwhile.
     let mut upload = TcpStream::connect(&addr).expect("connect");
     write!(
         upload,
@@ -144,26 +218,29 @@ fn max_requests_holds_over_every_route_while_a_request_is_handled() {
     .expect("write");
     let mut answers = BufReader::new(upload.try_clone().expect("clone"));
     assert_eq!(response_head(&mut answers), 100);
-
-    // Meanwhile a request to another route waits its turn.
+    assert_eq!(server.get("/v1/runs")["runs"], json!([]));
+    // As many bodies are read at once as requests are handled: a second body waits.
     let (tx, rx) = mpsc::channel();
     let base = server.base.clone();
     std::thread::spawn(move || {
-        let r = client().get(format!("{base}/healthz")).send();
+        let r = client()
+            .post(format!("{base}/v1/runs"))
+            .json(&json!({"artifact": "ab".repeat(32)}))
+            .send();
         let _ = tx.send(r.map(|r| r.status().as_u16()));
     });
     assert!(
         rx.recv_timeout(Duration::from_secs(2)).is_err(),
-        "a second request was handled while the upload was"
+        "a second body was read while the upload's was"
     );
-    // The upload ends (refused: no artifact), and then the other is answered.
+    // The upload ends (refused: no artifact), and then the other is read and answered.
     upload.write_all(b"not an artifact!").expect("write");
     assert_eq!(response_head(&mut answers), 422);
     let status = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("answered once the upload ended")
-        .expect("GET");
-    assert_eq!(status, 200);
+        .expect("POST");
+    assert_eq!(status, 404);
 
     // An event stream counts only until it starts: a client following a live run holds no
     // place from the others.

@@ -118,7 +118,7 @@ impl Server {
         cmd.current_dir(dir)
             .args(["serve", "--listen", "127.0.0.1:0", "--state-dir", "state"]);
         if let Some(t) = token {
-            std::fs::write(dir.join("token-file"), format!("{t}\n")).expect("token");
+            private_file(&dir.join("token-file"), &format!("{t}\n"));
             cmd.args(["--token-file", "token-file"]);
         }
         for (k, v) in env {
@@ -303,4 +303,11 @@ pub fn events(r: Response, stop: impl Fn(&Sse) -> bool) -> Vec<Sse> {
         }
     }
     out
+}
+
+/// Writes `text` to `path`, readable by its owner only (as a token file must be).
+pub fn private_file(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("mode");
 }

@@ -36,7 +36,11 @@ fn the_page_lists_runs_and_follows_answers_and_steers_a_live_run_without_console
     let dir = built("serve-page", PROGRAM);
     let asks = built("serve-page-asks", ASKS);
     std::fs::copy(asks.join("prog.pbc"), dir.join("asks.pbc")).expect("copy");
-    let server = Server::start_with(&dir, &["--mock-latency", "500"], Some("page token"));
+    let server = Server::start_with(
+        &dir,
+        &["--mock-latency", "500"],
+        Some("page+token with a plus"),
+    );
     let sha = server.upload(&dir);
     let first = server.start_run(&sha, json!({"topic": "tides"}));
 
@@ -48,7 +52,11 @@ fn the_page_lists_runs_and_follows_answers_and_steers_a_live_run_without_console
     assert_eq!(r.status().as_u16(), 401);
 
     let mut b = Browser::start(&chromium, &dir.join("profile"));
-    b.open(&format!("{}/?token=page%20token", server.base));
+    // Pasted as it is in the file: the `+` is the token's, not a form's space.
+    b.open(&format!(
+        "{}/?token=page+token%20with%20a%20plus",
+        server.base
+    ));
     b.wait_until(
         "document.documentElement.dataset.ready === 'true' && document.querySelectorAll('#runs tbody tr').length === 1",
         "document.querySelectorAll('#runs tbody tr').length",

@@ -117,6 +117,17 @@ fn bad_schedules_are_refused_with_the_reason() {
             .is_some_and(|e| e.contains("61 * * * *")),
         "{e}"
     );
+    // Five fields or six, as documented: not a seventh (years), not `@daily`.
+    for cron in ["0 0 9 * * 1-5 2030", "@daily", "* * * *"] {
+        let e = json(
+            post(json!({"cron": cron, "artifact": sha, "inputs": {"topic": "x"}})),
+            422,
+        );
+        assert!(
+            e["error"].as_str().is_some_and(|e| e.contains("field(s)")),
+            "{cron}: {e}"
+        );
+    }
     let e = json(
         post(json!({"cron": "0 9 * * 1-5", "artifact": "ab".repeat(32)})),
         404,

@@ -540,3 +540,153 @@ fn an_edited_program_resumes_with_force_in_every_store() {
         assert_eq!(rows[0]["answered"], 3, "{name}: {rows:?}");
     }
 }
+
+/// Runs `sql` (with `?1`/`$1` placeholders given as literals already) on `kind`'s database.
+fn tamper(dir: &Path, kind: &Kind, sql: &str) {
+    match kind.name {
+        "sqlite" => {
+            let conn = rusqlite::Connection::open(dir.join("runs.db")).expect("opens");
+            conn.execute_batch(sql).expect("tampers");
+        }
+        "postgres" => {
+            support::pg::query(kind.url.as_deref().expect("url"), sql);
+        }
+        other => unreachable!("{other} is no database"),
+    }
+}
+
+/// Every file under `dir`, relative, except the stores' own.
+fn files_outside_the_stores(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            if rel.starts_with(".prose") || rel.starts_with("runs.db") || rel.starts_with("state") {
+                continue;
+            }
+            if e.path().is_dir() {
+                stack.push(e.path());
+            }
+            found.push(rel);
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn ids_a_database_holds_are_checked_before_they_name_files_in_every_store() {
+    // A store can be shared (a Postgres database many workers use, a SQLite file someone
+    // sends): a row whose id is a path must never become one.
+    let dir = setup("stores-hostile-ids");
+    let outside = dir.join("outside");
+    let absolute = format!("{}/PWNED", outside.display());
+    for kind in kinds("cli_hostile_ids", &dir)
+        .into_iter()
+        .filter(|k| k.name != "file")
+    {
+        let name = kind.name;
+        for hostile in ["../../x/PWNED", absolute.as_str()] {
+            let (code, out, err) = support::output(&mut run(&dir, &kind, &[]));
+            assert_eq!(code, 0, "{name}: {err}");
+            let id = serde_json::from_str::<Value>(&out).expect("json")["run"]
+                .as_str()
+                .expect("id")
+                .to_string();
+            let before = files_outside_the_stores(&dir);
+            // The row's id and the record's own id both become the path, and the run looks
+            // unfinished, so that resume and prune would act on it.
+            let cast = if name == "postgres" { "::jsonb" } else { "" };
+            let text = if name == "postgres" {
+                "record::text"
+            } else {
+                "record"
+            };
+            tamper(
+                &dir,
+                &kind,
+                &format!(
+                    "DELETE FROM prose_journal WHERE run_id = '{id}';
+                     UPDATE prose_runs SET id = '{hostile}', status = 'interrupted',
+                        record = replace({text}, '{id}', '{hostile}'){cast}
+                      WHERE id = '{id}';"
+                ),
+            );
+            let (code, _, err) = support::output(prosevm(&dir).args([
+                "resume",
+                hostile,
+                "--store",
+                &kind.store,
+                "--trace",
+                "quiet",
+            ]));
+            assert_ne!(code, 0, "{name}: resuming {hostile} must be refused: {err}");
+            assert!(err.contains("is not a run id"), "{name}: {err}");
+            let listed = listing(&dir, &kind);
+            let row = listed
+                .iter()
+                .find(|r| r["id"] == hostile)
+                .unwrap_or_else(|| panic!("{name}: listed: {listed:?}"));
+            assert!(
+                row["status"].is_null(),
+                "{name}: listed as unreadable: {row}"
+            );
+            let (code, _, err) = support::output(prosevm(&dir).args([
+                "runs",
+                "prune",
+                "--status",
+                "interrupted",
+                "--store",
+                &kind.store,
+            ]));
+            assert_eq!(code, 0, "{name}: {err}");
+            assert_eq!(
+                files_outside_the_stores(&dir),
+                before,
+                "{name}: {hostile} named files"
+            );
+            assert!(!outside.exists() && !dir.join("x").exists(), "{name}");
+        }
+        // A worker claiming a queued row whose id is a path sets it aside as failed.
+        if let Some(url) = &kind.url {
+            let (code, _, err) =
+                support::output(support::command("prosec").current_dir(&dir).args([
+                    "build",
+                    "prog.prose",
+                    "-o",
+                    "prog.pbc",
+                ]));
+            assert_eq!(code, 0, "{err}");
+            let (code, out, err) = support::output(prosevm(&dir).args([
+                "submit",
+                "prog.pbc",
+                "--store",
+                url,
+                "--input",
+                "topic=tides",
+            ]));
+            assert_eq!(code, 0, "{err}");
+            let id = out.trim().to_string();
+            let hostile = "../../x/QUEUED";
+            tamper(
+                &dir,
+                &kind,
+                &format!(
+                    "UPDATE prose_runs SET id = '{hostile}',
+                        record = replace(record::text, '{id}', '{hostile}')::jsonb
+                      WHERE id = '{id}';"
+                ),
+            );
+            let (_, _, err) =
+                support::output(prosevm(&dir).args(["worker", "--store", url, "--exit-when-idle"]));
+            let status = support::pg::query(
+                url,
+                &format!("SELECT status FROM prose_runs WHERE id = '{hostile}'"),
+            );
+            assert_eq!(status, [["failed"]], "{err}");
+            assert!(err.contains("is not a run id"), "{err}");
+            assert!(!dir.join("x").exists());
+        }
+    }
+}

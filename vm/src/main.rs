@@ -122,11 +122,19 @@ enum Command {
         /// Runs driven at once; more wait their turn (started and durable).
         #[arg(long, default_value_t = 4)]
         max_runs: usize,
-        /// HTTP requests handled at once over every route; more wait their turn. A request
-        /// counts until its answer starts: an upload while its body comes in, an event
-        /// stream only until it starts streaming.
+        /// HTTP requests handled at once over every route but /healthz; more wait their
+        /// turn. A request counts once its body has come in, until its answer starts: an
+        /// event stream only until it starts streaming. As many bodies are read at once.
         #[arg(long, default_value_t = 64)]
         max_requests: usize,
+        /// Seconds to wait for the next piece of a request's body; a body must also come
+        /// at 64 KiB a second or more. Slower, the request is refused with 408.
+        #[arg(long, value_name = "SECONDS", default_value_t = 10.0)]
+        body_timeout: f64,
+        /// Connections one client address may hold at once; one more is closed as soon as
+        /// it is accepted.
+        #[arg(long, value_name = "N", default_value_t = 256)]
+        max_client_connections: usize,
         /// With a Postgres store, also work its queue like `prosevm worker`: claim runs
         /// submitted there and runs whose worker died (up to --max-runs of them at once), and
         /// follow them like the server's own.
@@ -424,6 +432,8 @@ fn main() -> ExitCode {
             token_file,
             max_runs,
             max_requests,
+            body_timeout,
+            max_client_connections,
             worker,
             mut opts,
         } => {
@@ -435,6 +445,8 @@ fn main() -> ExitCode {
                     token_file,
                     max_runs,
                     max_requests,
+                    body_timeout,
+                    max_client_connections,
                     worker,
                 },
                 &opts,

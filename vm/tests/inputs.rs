@@ -169,3 +169,51 @@ fn an_unknown_input_name_is_refused_with_the_closest_declared_one() {
     assert!(err.contains("did you mean `topic`?"), "{err}");
     assert!(!dir.join(".prose/runs").exists(), "nothing was started");
 }
+
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn a_large_input_is_kept_about_twice_not_once_per_session() {
+    // The run's record and the input's binding file each hold it; no answer, binding or
+    // journal record repeats it (the mock repeats only the start of a prompt).
+    let dir = support::scratch("inputs-large");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "input topic: \"What to write about\"\nlet a = session \"Write about {topic}\"\nlet b = session \"Again about {topic}\"\n  context: a\noutput r = session \"Once more about {topic}\"\n  context: b\n",
+    )
+    .expect("program");
+    let size = 5 << 20;
+    std::fs::write(
+        dir.join("in.json"),
+        serde_json::json!({ "topic": "x".repeat(size) }).to_string(),
+    )
+    .expect("inputs");
+    let (code, _, err) = support::output(vm(&dir).args([
+        "run",
+        "prog.prose",
+        "--input-file",
+        "in.json",
+        "--trace",
+        "quiet",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let kept = bytes_under(&dir.join(".prose"));
+    assert!(
+        kept < 2 * size as u64 + (1 << 20),
+        "a {size}-byte input took {kept} bytes to keep"
+    );
+}

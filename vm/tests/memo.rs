@@ -423,8 +423,53 @@ fn a_driver_whose_answers_are_not_kept_says_so() {
         support::output(vm(&dir, "k").args(["run", "prog.prose", "--memo", "--trace", "quiet"]));
     assert_eq!(code, 0, "{err}");
     assert!(
-        err.contains("the memo keeps the answers of the openai and anthropic drivers; the mock driver's are neither kept nor looked up"),
+        err.contains("the memo keeps the answers of the openai and anthropic drivers from their providers; the mock driver's are neither kept nor looked up"),
         "{err}"
     );
     assert!(entries(&dir).is_empty());
+}
+
+#[test]
+fn a_replayed_tape_never_enters_the_memo() {
+    // An edited tape, replayed with --memo, must not answer a later run that asks the real
+    // provider: its answers did not come from the provider.
+    let dir = support::scratch("memo-replay");
+    std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
+    let fake = Fake::new(echo(), true);
+    let tape = dir.join("tape.jsonl");
+    let (code, out, err) = run(
+        &dir,
+        "openai",
+        &fake,
+        "quiet",
+        &["--record", tape.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "b: Done: Name a hill\nc: Done: Describe the river\n");
+    let recorded = std::fs::read_to_string(&tape).expect("tape");
+    let forged = recorded.replace("Done: Name a hill", "FORGED");
+    assert_ne!(forged, recorded, "the tape holds the answer");
+    std::fs::write(&tape, forged).expect("tape");
+    let (code, out, err) = run(
+        &dir,
+        "openai",
+        &fake,
+        "quiet",
+        &["--replay", tape.to_str().unwrap(), "--memo"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("b: FORGED"),
+        "the replay answers from the tape: {out}"
+    );
+    assert!(
+        err.contains("a replayed tape's are neither kept nor looked up"),
+        "{err}"
+    );
+    assert!(entries(&dir).is_empty(), "nothing entered the memo");
+    let before = fake.billed().len();
+    let (code, out, err) = run(&dir, "openai", &fake, "quiet", &["--memo"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "b: Done: Name a hill\nc: Done: Describe the river\n");
+    assert_eq!(fake.billed().len(), before + 3, "the provider was asked");
 }

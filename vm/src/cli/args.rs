@@ -357,11 +357,12 @@ impl RunArgs {
     }
 
     /// The driver a resumed or forked run goes on with, the one it `recorded` as changed by
-    /// these flags: `None` when no flag changes it. `--driver` names another driver (built
-    /// from the flags and `prose.toml`, as for a new run); without it, the flags that shape
-    /// a driver shape the run's own, and the mock keeps every option the run recorded but
-    /// those given again (`--mock-latency 0` changes only the latency). A flag for a driver
-    /// the run does not use is refused, naming the one that is kept.
+    /// these flags: `None` when no flag changes it. `--driver` starts afresh (the driver
+    /// built from the flags and `prose.toml`, as for a new run; the caller says what changed
+    /// from the recorded one); without it, the flags that shape a driver shape the run's own,
+    /// and the mock keeps every option the run recorded but those given again
+    /// (`--mock-latency 0` changes only the latency). A mock flag for a run another driver
+    /// answers is refused, naming that driver.
     pub fn driver_over(&self, recorded: &DriverSettings) -> Result<Option<DriverSettings>, String> {
         let shaping: Vec<&str> = DRIVER_FLAGS
             .iter()
@@ -393,8 +394,8 @@ impl RunArgs {
         };
         if kind == DriverKind::Mock {
             return Ok(Some(DriverSettings::Mock(match recorded_mock {
-                Some(base) => self.mock_over(base, false)?,
-                None => self.mock_over(MockOptions::default(), true)?,
+                Some(base) if self.driver.is_none() => self.mock_over(base, false)?,
+                _ => self.mock_over(MockOptions::default(), true)?,
             })));
         }
         if !mock_flags.is_empty() {

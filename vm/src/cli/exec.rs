@@ -244,13 +244,15 @@ fn memo_of(store: &dyn Store, settings: &DriverSettings, on: bool) -> Option<Arc
     if !on {
         return None;
     }
-    if !matches!(
-        settings,
-        DriverSettings::Openai(_) | DriverSettings::Anthropic(_)
-    ) {
+    if !settings.answers_memoised() {
+        let whose = match settings {
+            DriverSettings::Openai(_) | DriverSettings::Anthropic(_) => {
+                "a replayed tape's".to_string()
+            }
+            other => format!("the {} driver's", other.name()),
+        };
         eprintln!(
-            "prosevm: warning: the memo keeps the answers of the openai and anthropic drivers; the {} driver's are neither kept nor looked up",
-            settings.name()
+            "prosevm: warning: the memo keeps the answers of the openai and anthropic drivers from their providers; {whose} are neither kept nor looked up"
         );
     }
     Some(store.memo())
@@ -606,7 +608,17 @@ pub fn fork(run: &str, from: Option<&str>, args: &RunArgs) -> ExitCode {
     // Flags shaping a driver (a model, a base URL, the mock's answers...) without --driver
     // shape the run's own; the mock keeps what it recorded but what is given again.
     let driver = match args.driver_over(&record.driver) {
-        Ok(d) => d.unwrap_or_else(|| record.driver.clone()),
+        Ok(Some(d)) => {
+            if d != record.driver {
+                eprintln!(
+                    "prosevm: warning: run {id} was answered by {}; the fork is answered by {} as asked",
+                    driver_words(&record.driver),
+                    driver_words(&d)
+                );
+            }
+            d
+        }
+        Ok(None) => record.driver.clone(),
         Err(e) => return fail(format!("run {id}: {e}"), Exit::Unusable),
     };
     let (place, export) = match (args.place(), Export::from_env()) {

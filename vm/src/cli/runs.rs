@@ -262,7 +262,10 @@ pub fn report(at: &At, run: &str, output: Option<&Path>) -> ExitCode {
         Err(code) => return code,
     };
     let id = stored.id.clone();
-    let views = store.views(&id);
+    let views = match store.views(&id) {
+        Ok(v) => v,
+        Err(e) => return store_error(e),
+    };
     let report = match prosevm::report::Report::of(stored, &views) {
         Ok(r) => r,
         Err(e) => return fail(format!("run {id}: {e}"), Exit::Failed),
@@ -324,7 +327,10 @@ pub fn inspect(at: &At, run: &str, json: bool) -> ExitCode {
     for (k, v) in details {
         view[k] = v;
     }
-    let views = store.views(&id);
+    let views = match store.views(&id) {
+        Ok(v) => v,
+        Err(e) => return store_error(e),
+    };
     let ended = matches!(
         stored.record.status,
         RunStatus::Finished | RunStatus::Failed

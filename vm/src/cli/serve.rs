@@ -24,6 +24,10 @@ pub struct ServeArgs {
     pub max_runs: usize,
     /// HTTP requests handled at once.
     pub max_requests: usize,
+    /// Seconds to wait for the next piece of a request's body.
+    pub body_timeout: f64,
+    /// Connections one client address may hold at once.
+    pub max_client_connections: usize,
     /// Also work the Postgres store's queue.
     pub worker: bool,
 }
@@ -47,6 +51,18 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
     let addr = match address(&args.listen) {
         Ok(a) => a,
         Err(e) => return fail(e, Exit::Unusable),
+    };
+    let Some(body_timeout) = std::time::Duration::try_from_secs_f64(args.body_timeout)
+        .ok()
+        .filter(|d| !d.is_zero())
+    else {
+        return fail(
+            format!(
+                "--body-timeout {}: not a number of seconds above 0",
+                args.body_timeout
+            ),
+            Exit::Unusable,
+        );
     };
     let token = match &args.token_file {
         Some(f) => match Token::read(f) {
@@ -134,6 +150,8 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
             token,
             max_runs: args.max_runs,
             max_requests: args.max_requests,
+            body_timeout,
+            max_client_connections: args.max_client_connections,
             queue,
         },
         shutdown,

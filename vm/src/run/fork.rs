@@ -8,7 +8,7 @@ use prose_machine::protocol::{Reply, RequestId};
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::program::Program;
 use prose_runtime::record::{new_machine, ForkedFrom, RunRecord};
-use prose_store::{journal, Store, StoreError};
+use prose_store::{agents, journal, Store, StoreError};
 
 impl Run {
     /// Starts a new run in `store` of run `id`'s program with its inputs, options and
@@ -55,6 +55,14 @@ impl Run {
         record.skills = workshop.skills_used().to_vec();
         let mut held = store.create(&mut record, &program, &prefix).await?;
         if !record.agents.is_empty() {
+            // Its own homes: an agent kept with a run (`persist: true`) keeps this run's
+            // memory in this run's directory, not in the run it forks.
+            record.agents = agents::rehome(
+                std::mem::take(&mut record.agents),
+                &artifact,
+                held.views(),
+                &place.root(),
+            )?;
             held.stage_record(&record).await?;
         }
         let sink = held.journal()?;

@@ -660,9 +660,16 @@ impl Run {
             }
             None => {}
         }
-        if record.journal.records == 0 && record.agents.is_empty() {
-            record.agents = agents::discover(artifact, views, &place.root())?;
-        }
+        record.agents = if record.journal.records == 0 && record.agents.is_empty() {
+            agents::discover(artifact, views, &place.root())?
+        } else {
+            agents::rehome(
+                std::mem::take(&mut record.agents),
+                artifact,
+                views,
+                &place.root(),
+            )?
+        };
         if let Some(n) = max_value_size {
             record.options.max_value_size = n;
         }

@@ -159,12 +159,7 @@ pub struct RunId(String);
 impl TryFrom<String> for RunId {
     type Error = String;
     fn try_from(id: String) -> Result<RunId, String> {
-        let parts: Vec<&str> = id.split('-').collect();
-        let digits = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
-        let fits = matches!(parts.as_slice(), [date, time, tail]
-            if digits(date, 8) && digits(time, 6) && tail.len() == 6
-                && tail.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
-        if fits {
+        if prose_store::ids::is_run_id(&id) {
             Ok(RunId(id))
         } else {
             Err(format!("{id:?} is not a run id"))
@@ -635,7 +630,7 @@ async fn run_events(
         Some(live) => follow(live.log, from).left_stream(),
         None => {
             let (id, _) = app.store.record(&id).await?;
-            let lines = events::read(&app.store.views(&id).join(events::FILE));
+            let lines = events::read(&app.store.views(&id)?.join(events::FILE));
             stream::iter(
                 lines
                     .into_iter()
@@ -859,9 +854,9 @@ async fn answer_input(
 async fn run_report(
     State(app): State<Shared>,
     Named(RunId(id)): Named<RunId>,
-) -> Result<axum::response::Html<String>, ApiError> {
+) -> Result<Response, ApiError> {
     let stored = app.store.read(&id).await?;
-    let views = app.store.views(&stored.id);
+    let views = app.store.views(&stored.id)?;
     let id = stored.id.clone();
     let report = crate::report::Report::of(stored, &views).map_err(|e| {
         ApiError::new(
@@ -869,7 +864,11 @@ async fn run_report(
             format!("run {id}: its report: {e}"),
         )
     })?;
-    Ok(axum::response::Html(crate::report::html::render(&report)))
+    // The page's guards: nothing from elsewhere loads, it is not framed, not sniffed.
+    Ok(super::page::guarded(
+        StatusCode::OK,
+        axum::response::Html(crate::report::html::render(&report)).into_response(),
+    ))
 }
 
 /// A schedule to make. As for a run, a client chooses only these fields: a body naming

@@ -19,14 +19,29 @@ pub const COOKIE: &str = "prose_token";
 #[derive(Clone)]
 pub struct Token([u8; 32]);
 
+/// The fewest characters a token may have: one that can be guessed guards nothing.
+pub const MIN_TOKEN_LEN: usize = 16;
+
 impl Token {
-    /// The token in the file at `path`: its text without surrounding white space, which must
-    /// not be empty.
+    /// The token in the file at `path`: its text without surrounding white space, at least
+    /// [`MIN_TOKEN_LEN`] characters, in a file only its owner may read.
     pub fn read(path: &std::path::Path) -> Result<Token, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--token-file {}: {e}", path.display()))?;
-        Token::new(text.trim())
-            .ok_or_else(|| format!("--token-file {}: the file holds no token", path.display()))
+        let shown = path.display();
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("--token-file {shown}: {e}"))?;
+        if let Some(mode) = exposed_mode(path) {
+            return Err(format!(
+                "--token-file {shown}: other users can read it (mode {mode:03o}); make it private first: chmod 600 {shown}"
+            ));
+        }
+        match text.trim() {
+            "" => Err(format!("--token-file {shown}: the file holds no token")),
+            t if t.chars().count() < MIN_TOKEN_LEN => Err(format!(
+                "--token-file {shown}: the token has {} characters, fewer than the {MIN_TOKEN_LEN} a token needs (for example: openssl rand -base64 32)",
+                t.chars().count()
+            )),
+            t => Token::new(t).ok_or_else(|| format!("--token-file {shown}: the file holds no token")),
+        }
     }
 
     /// `token`, if not empty.
@@ -62,6 +77,13 @@ impl Token {
             self.cookie_value()
         )
     }
+}
+
+/// The permission bits of `path` when its group or others may read it.
+fn exposed_mode(path: &std::path::Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o044 != 0).then_some(mode)
 }
 
 /// 32 bytes from 64 hex digits.
@@ -149,6 +171,71 @@ pub async fn loopback_names_only(request: Request, next: Next) -> Response {
         .into_response()
 }
 
+/// The middleware refusing what a web page elsewhere could make a browser send (a form
+/// posted to this server, a `fetch` without CORS): a request that may change something
+/// (not GET, HEAD or OPTIONS) whose `Origin` is not this server's, or that a browser marks
+/// cross-site, is refused (403), and so is one whose body is not the API's kind: JSON, or
+/// an artifact's bytes (415). A browser sends neither without a preflight this server never
+/// answers, so no page can reach a server without a token, nor use a token's cookie.
+pub async fn same_origin(request: Request, next: Next) -> Response {
+    use axum::http::Method;
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
+        return next.run(request).await;
+    }
+    let headers = request.headers();
+    let text = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let host = text(header::HOST).unwrap_or("");
+    let foreign = |origin: &str| {
+        origin
+            .split_once("://")
+            .map(|(_, authority)| authority.trim_end_matches('/'))
+            .is_none_or(|authority| !authority.eq_ignore_ascii_case(host))
+    };
+    let refusal = if text(header::ORIGIN).is_some_and(foreign) {
+        Some((
+            StatusCode::FORBIDDEN,
+            format!(
+                "a request from {} to {host} is refused: this server takes what changes it only from its own page or from clients that are not browsers",
+                text(header::ORIGIN).unwrap_or("")
+            ),
+        ))
+    } else if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site")
+    {
+        Some((
+            StatusCode::FORBIDDEN,
+            "a cross-site request is refused".to_string(),
+        ))
+    } else {
+        match text(header::CONTENT_TYPE) {
+            Some(kind) if !is_api_content(kind) => Some((
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "a body of type {kind:?} is refused: the API takes application/json (and application/octet-stream for an artifact)"
+                ),
+            )),
+            _ => None,
+        }
+    };
+    match refusal {
+        None => next.run(request).await,
+        Some((status, error)) => {
+            (status, axum::Json(super::api::ErrorBody { error })).into_response()
+        }
+    }
+}
+
+/// Whether a `Content-Type` is one the API takes: JSON, or bytes (an artifact).
+fn is_api_content(kind: &str) -> bool {
+    let essence = kind.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("application/json")
+        || essence.eq_ignore_ascii_case("application/octet-stream")
+}
+
 /// The middleware guarding `/v1`: 401 without the token.
 pub async fn guard(
     State(token): State<Option<Arc<Token>>>,
@@ -172,6 +259,26 @@ pub async fn guard(
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn the_api_takes_json_and_bytes_only() {
+        for ok in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/octet-stream",
+        ] {
+            assert!(is_api_content(ok), "{ok}");
+        }
+        for refused in [
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "text/plain",
+            "",
+        ] {
+            assert!(!is_api_content(refused), "{refused}");
+        }
+    }
 
     #[test]
     fn loopback_names_are_told_from_others() {

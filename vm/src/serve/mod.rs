@@ -29,6 +29,7 @@ pub mod auth;
 pub mod conductor;
 pub mod events;
 pub mod library;
+pub mod limits;
 pub mod page;
 pub mod schedules;
 
@@ -65,8 +66,12 @@ pub struct Options {
     pub trust: Vec<bytecode_spec::signature::TrustKey>,
     /// Runs driven at once.
     pub max_runs: usize,
-    /// HTTP requests handled at once.
+    /// HTTP requests handled at once (a request counts once its body has come).
     pub max_requests: usize,
+    /// The longest wait for the next piece of a request's body.
+    pub body_timeout: std::time::Duration,
+    /// Connections one client address may hold at once.
+    pub max_client_connections: usize,
     /// The Postgres store's queue, when the server also works it like `prosevm worker`.
     pub queue: Option<QueueWork>,
 }
@@ -104,6 +109,8 @@ pub async fn serve(
         trust,
         max_runs,
         max_requests,
+        body_timeout,
+        max_client_connections,
         queue,
     } = opts;
     std::fs::create_dir_all(&dir)?;
@@ -145,26 +152,41 @@ pub async fn serve(
         .route("/", get(page::show))
         .with_state(token.clone());
     let open = token.is_none();
-    let mut router = v1
-        .route("/healthz", get(api::healthz))
+    let bodies = Arc::new(limits::BodyLimits {
+        max_bytes: MAX_BODY,
+        idle: body_timeout,
+        reading: Arc::new(tokio::sync::Semaphore::new(max_requests.max(1))),
+    });
+    // One count over the API and the page: `Router::layer` gives each route its own copy of
+    // a layer, so a plain `ConcurrencyLimitLayer` would limit each route apart. A request
+    // counts once its body has come in (read, with its time limits, outside the count) and
+    // until its answer starts: an event stream, once started, holds no place. `/healthz`
+    // counts for nothing, so it answers whatever else is going on.
+    let counted = v1
         .with_state(app)
         .merge(front)
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
+            max_requests.max(1),
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            bodies,
+            limits::read_bodies,
+        ));
+    let mut router = axum::Router::new()
+        .route("/healthz", get(api::healthz))
+        .merge(counted)
         .fallback(api::no_such_route)
         .method_not_allowed_fallback(api::no_such_method)
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY));
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(auth::same_origin));
     if open {
         router = router.layer(axum::middleware::from_fn(auth::loopback_names_only));
     }
-    // One count over every route: `Router::layer` gives each route its own copy of a layer,
-    // so a plain `ConcurrencyLimitLayer` would limit each route apart. A request counts
-    // until its answer starts: an event stream, once started, holds no place.
-    let router = router.layer(tower::limit::GlobalConcurrencyLimitLayer::new(
-        max_requests.max(1),
-    ));
     let queue = match queue {
         Some(q) => Some(work_queue(q, place, conductor.follower())?),
         None => None,
     };
+    let listener = limits::CappedListener::new(listener, max_client_connections);
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.wait().await;

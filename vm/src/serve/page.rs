@@ -9,10 +9,9 @@
 //! HttpOnly cookie and sends the browser on to `/`, so the token leaves the address bar.
 
 use super::auth::{self, Token};
-use axum::extract::{Query, State};
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use serde::Deserialize;
 use std::sync::{Arc, OnceLock};
 
 const TEMPLATE: &str = include_str!("page/index.html");
@@ -33,15 +32,23 @@ fn page() -> &'static str {
 /// What the page says to a browser without the token.
 const NEEDS_TOKEN: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>prosevm serve</title></head>\n<body><p>This server needs its token: open this page once as <code>/?token=TOKEN</code>.</p></body></html>\n";
 
-/// The page's query: the token, once.
-#[derive(Deserialize)]
-pub struct PageQuery {
-    token: Option<String>,
+/// The token a page's query gives (`?token=TOKEN`), percent-decoded, a `+` kept as a `+`:
+/// the token is pasted as it is in its file, and a form's `+` for a space would turn a
+/// token holding one into another.
+fn token_in(query: Option<&str>) -> Option<String> {
+    query?.split('&').find_map(|pair| {
+        let value = pair.strip_prefix("token=")?;
+        Some(
+            percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned(),
+        )
+    })
 }
 
-/// Headers every page response carries: nothing from elsewhere may load, the page is not
+/// Headers every page response carries (the run report's too): nothing from elsewhere may load, the page is not
 /// framed or cached, and its address (which may hold the token) is not sent on.
-fn guarded(status: StatusCode, body: Response) -> Response {
+pub(crate) fn guarded(status: StatusCode, body: Response) -> Response {
     let mut r = (status, body).into_response();
     let h = r.headers_mut();
     h.insert(
@@ -69,13 +76,13 @@ fn guarded(status: StatusCode, body: Response) -> Response {
 /// `?token=`).
 pub async fn show(
     State(token): State<Option<Arc<Token>>>,
-    Query(query): Query<PageQuery>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
     let Some(token) = token else {
         return guarded(StatusCode::OK, Html(page()).into_response());
     };
-    if let Some(given) = query.token {
+    if let Some(given) = token_in(query.as_deref()) {
         if token.admits(&given) {
             let mut r = guarded(StatusCode::SEE_OTHER, ().into_response());
             let h = r.headers_mut();

@@ -39,6 +39,14 @@ pub struct Schedule {
 
 /// The cron expression `text`, read; an error says why not.
 pub fn parse(text: &str) -> Result<Cron, String> {
+    // croner also reads a seventh field (years) and `@daily`-style names; what this API
+    // documents, and so takes, is five fields or six.
+    let fields = text.split_whitespace().count();
+    if !(5..=6).contains(&fields) {
+        return Err(format!(
+            "cron expression {text:?}: {fields} field(s); give five (minute hour day month weekday) or six (seconds first)"
+        ));
+    }
     Cron::from_str(text.trim()).map_err(|e| format!("cron expression {text:?}: {e}"))
 }
 

@@ -20,9 +20,55 @@ pub fn discover(
     run_dir: &Path,
     state_root: &Path,
 ) -> Result<Vec<AgentHome>, StoreError> {
+    places(artifact, run_dir, state_root)?
+        .into_iter()
+        .map(|(name, scope, dir)| {
+            let memory = fs::read_to_string(&dir.join("memory.md")).ok();
+            let segments = count_segments(&dir, &name).max(read_log(&dir, "").last);
+            Ok(AgentHome {
+                name,
+                scope: scope.into(),
+                dir,
+                memory,
+                segments,
+            })
+        })
+        .collect()
+}
+
+/// `recorded`, the persistent agents a run's record names, each in the directory the
+/// program gives it for a run in `run_dir` (as [`discover`] finds them), with the memory
+/// and segment count the record kept. A record read from a store is not trusted to say
+/// where files go: only the program and the run's place decide, and an agent the program
+/// does not declare is dropped.
+pub fn rehome(
+    recorded: Vec<AgentHome>,
+    artifact: &Artifact,
+    run_dir: &Path,
+    state_root: &Path,
+) -> Result<Vec<AgentHome>, StoreError> {
+    let places = places(artifact, run_dir, state_root)?;
+    Ok(recorded
+        .into_iter()
+        .filter_map(|mut h| {
+            let (_, scope, dir) = places.iter().find(|(name, _, _)| *name == h.name)?;
+            h.scope = (*scope).into();
+            h.dir = dir.clone();
+            Some(h)
+        })
+        .collect())
+}
+
+/// Each persistent agent of `artifact`'s program with its scope and directory, for a run in
+/// `run_dir` whose state root is `state_root`.
+fn places(
+    artifact: &Artifact,
+    run_dir: &Path,
+    state_root: &Path,
+) -> Result<Vec<(String, &'static str, PathBuf)>, StoreError> {
     let m = &artifact.modules[0];
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("~"), PathBuf::from);
-    let mut homes = Vec::new();
+    let mut places = Vec::new();
     for a in m.agents.values() {
         let name = m.strings[a.name].clone();
         let file = fs::file_name(&name)?;
@@ -33,17 +79,9 @@ pub fn discover(
             Persist::User => ("user", home.join(".prose").join("agents").join(file)),
             Persist::Path(p) => ("path", fs::relative_dir(Path::new(""), &m.strings[p])?),
         };
-        let memory = fs::read_to_string(&dir.join("memory.md")).ok();
-        let segments = count_segments(&dir, &name).max(read_log(&dir, "").last);
-        homes.push(AgentHome {
-            name,
-            scope: scope.into(),
-            dir,
-            memory,
-            segments,
-        });
+        places.push((name, scope, dir));
     }
-    Ok(homes)
+    Ok(places)
 }
 
 /// The highest segment number among `dir`'s `{name}-NNN.md` files, one per segment as

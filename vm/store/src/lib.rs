@@ -19,7 +19,7 @@
 pub mod agents;
 pub mod file;
 mod fs;
-mod ids;
+pub mod ids;
 pub mod journal;
 pub mod naming;
 pub mod pg;
@@ -259,8 +259,9 @@ pub trait Store: Send + Sync {
         id: &'a str,
     ) -> BoxFuture<'a, Result<serde_json::Map<String, serde_json::Value>, StoreError>>;
 
-    /// Where the views of run `id` are on this machine.
-    fn views(&self, id: &str) -> PathBuf;
+    /// Where the views of run `id` are on this machine; an id that is not a run's
+    /// ([`ids::is_run_id`]) names no place.
+    fn views(&self, id: &str) -> Result<PathBuf, StoreError>;
 
     /// The memo kept beside the runs: model answers by the key of their request, for runs
     /// under `--memo` (files under `memo/` of the file store's state directory, the table

@@ -137,13 +137,20 @@ struct MockState {
     false_so_far: HashMap<String, u32>,
 }
 
-/// A short deterministic answer derived from a prompt.
+/// The most characters of a prompt a mock answer repeats: a prompt that interpolates a
+/// large input (one long word) must not make every answer, binding and journal record as
+/// large again.
+const ANSWER_CHARS: usize = 120;
+
+/// A short deterministic answer derived from a prompt: its first eight words, at most
+/// [`ANSWER_CHARS`] characters of them.
 pub fn answer_for(prompt: &str) -> String {
     let first: String = prompt
         .split_whitespace()
         .take(8)
         .collect::<Vec<_>>()
         .join(" ");
+    let first: String = first.chars().take(ANSWER_CHARS).collect();
     format!("[mock] {first}")
 }
 

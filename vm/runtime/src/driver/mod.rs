@@ -129,7 +129,9 @@ pub trait Driver: Send + Sync + 'static {
     /// What a memo keys `req` by: everything the model request it makes sends that bears on
     /// the answer (the provider, the model, the system prompt, the conversation, the tools,
     /// the sampling), never a key or a header; none when the request is no model's or the
-    /// driver's answers are not memoised (only the chat drivers' are).
+    /// driver's answers are not memoised. Only answers that come from the provider itself
+    /// may be memoised: the chat drivers' over HTTP, never a replayed tape's or the mock's
+    /// (the memo would hand them to runs that ask the real provider).
     fn memo_identity(&self, _req: &Request) -> Option<serde_json::Value> {
         None
     }

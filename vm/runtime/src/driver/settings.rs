@@ -192,6 +192,17 @@ impl DriverSettings {
         ))
     }
 
+    /// Whether the memo keeps and looks up this driver's answers: only a provider's own, by
+    /// the chat drivers over HTTP (a replayed tape's answers never enter it).
+    pub fn answers_memoised(&self) -> bool {
+        match self {
+            DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => {
+                !matches!(c.tape, Some(Tape::Replay(_)))
+            }
+            _ => false,
+        }
+    }
+
     /// A line for people: the driver and where it sends requests.
     pub fn describe(&self) -> String {
         match self {

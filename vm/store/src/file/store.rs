@@ -176,10 +176,13 @@ impl Store for FileStore {
         })
     }
 
-    fn views(&self, id: &str) -> PathBuf {
-        self.open(id)
-            .map(|d| d.path)
-            .unwrap_or_else(|_| RunDir::runs_root(self.state_dir.as_deref()).join(id))
+    fn views(&self, id: &str) -> Result<PathBuf, StoreError> {
+        match self.open(id) {
+            Ok(d) => Ok(d.path),
+            Err(_) => {
+                Ok(RunDir::runs_root(self.state_dir.as_deref()).join(crate::ids::checked(id)?))
+            }
+        }
     }
 
     fn views_in_run(&self) -> bool {

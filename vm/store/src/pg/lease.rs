@@ -107,8 +107,24 @@ pub async fn claim_next(
         )
         .await
         .map_err(query)?;
-    row.map(|r| claim_of(store, worker, &r, OnStop::Requeue))
-        .transpose()
+    let Some(r) = row else { return Ok(None) };
+    match claim_of(store, worker, &r, OnStop::Requeue) {
+        Ok(claim) => Ok(Some(claim)),
+        Err(e) => {
+            // A row no worker can run (its id or record was not written by a store) is set
+            // aside as failed, not claimed again each time its lease runs out.
+            let (id, epoch): (String, i64) = (r.get(0), r.get(1));
+            client
+                .execute(
+                    "UPDATE prose_runs SET status = 'failed', owner = NULL, lease_until = NULL
+                      WHERE id = $1 AND epoch = $2",
+                    &[&id, &epoch],
+                )
+                .await
+                .map_err(query)?;
+            Err(e)
+        }
+    }
 }
 
 /// Claims run `id` for `worker` (to resume it by hand): refused while another worker's
@@ -158,6 +174,9 @@ fn claim_of(
     let record: String = r.get(2);
     let record = serde_json::from_str(&record)
         .map_err(|e| PgError::Invalid(format!("run {id}: its record: {e}")))?;
+    // A row someone else wrote is checked as strictly as an id typed by a user.
+    let record =
+        crate::ids::checked_record(&id, record).map_err(|e| PgError::Invalid(e.to_string()))?;
     Ok(Claim {
         store: store.clone(),
         run: RunId(id),

@@ -235,9 +235,11 @@ impl PgStore {
         self
     }
 
-    /// Where the views of run `id` are written on this machine.
-    pub fn views_of(&self, id: &str) -> PathBuf {
-        self.views.join(id)
+    /// Where the views of run `id` are written on this machine: under the views directory,
+    /// whatever a row says (an id that is not a run's is refused).
+    pub fn views_of(&self, id: &str) -> Result<PathBuf, PgError> {
+        crate::ids::checked(id).map_err(|e| PgError::Invalid(e.to_string()))?;
+        Ok(self.views.join(id))
     }
 
     /// A connection from the pool.
@@ -348,6 +350,8 @@ impl PgStore {
         let record: String = row.get("record");
         let record = serde_json::from_str(&record)
             .map_err(|e| PgError::Invalid(format!("run {id}: its record: {e}")))?;
+        let record =
+            crate::ids::checked_record(id, record).map_err(|e| PgError::Invalid(e.to_string()))?;
         Ok(PgRun {
             row: run_row(&row, Some(&record)),
             record,
@@ -423,7 +427,9 @@ impl PgStore {
             .map_err(query)?;
         let mut done = Vec::with_capacity(rows.len());
         for row in rows.iter().map(|r| run_row(r, parsed(r).as_ref()).to_row()) {
-            if row.live {
+            if row.status.is_none() {
+                done.push(Pruned::Kept(row, "it is not a run's row".into()));
+            } else if row.live {
                 let why = format!("worker {} holds it", row.holder.as_deref().unwrap_or("?"));
                 done.push(Pruned::Kept(row, why));
             } else if dry_run {
@@ -438,6 +444,10 @@ impl PgStore {
                     .await
                     .map_err(query)?;
                 done.push(if deleted == 1 {
+                    // Its views on this machine go with it.
+                    if let Ok(views) = self.views_of(&row.id) {
+                        let _ = std::fs::remove_dir_all(views);
+                    }
                     Pruned::Removed(row)
                 } else {
                     Pruned::Kept(row, "a worker claimed it meanwhile".into())
@@ -457,7 +467,8 @@ const ROW_SELECT: &str =
 
 /// The record of a row [`ROW_SELECT`] read, when it reads.
 fn parsed(r: &tokio_postgres::Row) -> Option<RunRecord> {
-    serde_json::from_str(r.get::<_, &str>("record")).ok()
+    let record = serde_json::from_str(r.get::<_, &str>("record")).ok()?;
+    crate::ids::checked_record(r.get::<_, &str>("id"), record).ok()
 }
 
 /// The row [`ROW_SELECT`] read, whose record is `record`.
@@ -479,11 +490,14 @@ fn run_row(r: &tokio_postgres::Row, record: Option<&RunRecord>) -> PgRow {
 impl PgRow {
     /// The row as every store lists runs.
     pub fn to_row(&self) -> crate::RunRow {
+        // A row whose id is not a run's is listed as unreadable, and so is never selected
+        // to be resumed or pruned.
+        let readable = crate::ids::is_run_id(&self.id);
         crate::RunRow {
             id: self.id.clone(),
             path: None,
             program: self.program.clone(),
-            status: Some(self.status.clone()),
+            status: readable.then(|| self.status.clone()),
             started: Some(self.submitted.clone()),
             answered: usize::try_from(self.answered).unwrap_or(0),
             live: self.owner.is_some() && self.lease_left.is_some_and(|l| l > 0.0),

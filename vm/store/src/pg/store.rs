@@ -67,7 +67,7 @@ impl PgStore {
         let artifact = self.artifact(&claim.record.artifact_sha256).await?;
         let journal = self.journal(&id).await?;
         let record = claim.record.clone();
-        let held = PgHeld::new(claim, journal.len(), self.views_of(&id), views)?;
+        let held = PgHeld::new(claim, journal.len(), self.views_of(&id)?, views)?;
         Ok(TakenRun {
             held: Box::new(held),
             record,
@@ -110,7 +110,7 @@ impl Store for PgStore {
                 record: record.clone(),
                 on_stop: lease::OnStop::Interrupt,
             };
-            let views = self.views_of(&record.id);
+            let views = self.views_of(&record.id)?;
             Ok(Box::new(PgHeld::new(claim, journal.len(), views, true)?) as Box<dyn HeldRun>)
         })
     }
@@ -187,8 +187,8 @@ impl Store for PgStore {
         })
     }
 
-    fn views(&self, id: &str) -> PathBuf {
-        self.views_of(id)
+    fn views(&self, id: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.views_of(id)?)
     }
 }
 

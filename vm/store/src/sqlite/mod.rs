@@ -71,7 +71,7 @@ impl SqliteStore {
     }
 
     fn held(&self, id: &str, epoch: i64, records: usize) -> Result<SqliteHeld, StoreError> {
-        let views = self.views.join(id);
+        let views = self.views.join(crate::ids::checked(id)?);
         std::fs::create_dir_all(&views).map_err(|e| StoreError::Io(views.clone(), e))?;
         Ok(SqliteHeld {
             conn: Arc::new(Mutex::new(connect(&self.path)?)),
@@ -93,8 +93,9 @@ impl SqliteStore {
             .optional()
             .map_err(sql)?
             .ok_or_else(|| no_run(id))?;
-        serde_json::from_str(&text)
-            .map_err(|e| StoreError::Invalid(format!("run {id}: its record: {e}")))
+        let record = serde_json::from_str(&text)
+            .map_err(|e| StoreError::Invalid(format!("run {id}: its record: {e}")))?;
+        crate::ids::checked_record(id, record)
     }
 }
 
@@ -140,15 +141,21 @@ const ROW_SELECT: &str = "SELECT r.id, r.program, r.status, r.started, r.epoch, 
 
 /// A listed run, and who holds it if anyone alive does.
 fn run_row(r: &rusqlite::Row) -> rusqlite::Result<(RunRow, Option<Holder>)> {
+    let id: String = r.get(0)?;
     let record: String = r.get(5)?;
-    let parsed: Option<RunRecord> = serde_json::from_str(&record).ok();
+    // A row whose id or record is not a run's is listed as unreadable, and so is never
+    // selected to be resumed or pruned.
+    let parsed: Option<RunRecord> = serde_json::from_str(&record)
+        .ok()
+        .and_then(|p| crate::ids::checked_record(&id, p).ok());
+    let readable = parsed.is_some();
     let holder = Holder::from_columns(r.get(6)?, r.get(7)?, r.get(8)?).filter(Holder::alive);
     let answered: i64 = r.get(9)?;
     let row = RunRow {
-        id: r.get(0)?,
+        id,
         path: None,
         program: r.get(1)?,
-        status: Some(r.get(2)?),
+        status: readable.then(|| r.get(2)).transpose()?,
         started: Some(r.get(3)?),
         answered: usize::try_from(answered).unwrap_or(0),
         live: holder.is_some(),
@@ -446,6 +453,10 @@ impl Store for SqliteStore {
                     tx.execute("DELETE FROM prose_runs WHERE id = ?1", params![row.id])
                         .map_err(sql)?;
                     tx.commit().map_err(sql)?;
+                    // Its views go with it (the row's id was checked when it was listed).
+                    if let Ok(views) = self.views(&row.id) {
+                        let _ = std::fs::remove_dir_all(views);
+                    }
                     done.push(Pruned::Removed(row));
                 }
             }
@@ -478,8 +489,8 @@ impl Store for SqliteStore {
         })
     }
 
-    fn views(&self, id: &str) -> PathBuf {
-        self.views.join(id)
+    fn views(&self, id: &str) -> Result<PathBuf, StoreError> {
+        Ok(self.views.join(crate::ids::checked(id)?))
     }
 }
 

@@ -728,6 +728,11 @@ impl Driver for ChatDriver {
     }
 
     fn memo_identity(&self, req: &Request) -> Option<serde_json::Value> {
+        // A tape's answers did not come from the provider: kept under the provider's key,
+        // an edited tape would answer later runs that ask the real provider.
+        if matches!(self.transport, Transport::Replay(_)) {
+            return None;
+        }
         let question = match &req.ask {
             Ask::Turn(t) => return Some(self.identity(req, self.body(t).1)),
             Ask::Evaluate(e) => render::evaluate(e),
