@@ -589,7 +589,8 @@ fn a_driver_given_to_resume_replaces_the_recorded_one_with_a_warning() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "r: [mock] Two\n");
     assert!(
-        err.contains("started with the openai driver; continuing with mock as asked (recorded)"),
+        err.contains("started with the openai driver; continuing with the mock driver (")
+            && err.contains("as asked (recorded)"),
         "{err}"
     );
     let record: Value = serde_json::from_str(

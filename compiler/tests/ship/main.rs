@@ -553,11 +553,14 @@ fn signatures_say_who_built_it_and_whether_it_changed() {
         .prosec(&p, &["build", "main.prose", "--sign", "release.key"])
         .ok();
     assert!(out.contains("signed with key"), "{out}");
+    // `info` gives exec's verdict and exit status: 0 only when a trusted key signed it.
     let verdict = |file: &str, key: &str| {
         let out = w.prosec(&p, &["info", file, "--trust", key, "--format", "json"]);
-        out.ok();
         let info: serde_json::Value = serde_json::from_str(&out.stdout()).expect("json");
-        info["signature"]["verdict"].as_str().unwrap().to_string()
+        let verdict = info["signature"]["verdict"].as_str().unwrap().to_string();
+        let exit = if verdict == "trusted" { 0 } else { 2 };
+        assert_eq!(out.code(), exit, "{file}: {info}");
+        verdict
     };
     assert_eq!(verdict("main.pbc", "release.pub"), "trusted");
     assert_eq!(verdict("main.pbc", "other.pub"), "foreign");

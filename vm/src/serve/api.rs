@@ -865,7 +865,7 @@ async fn run_report(
         )
     })?;
     // The page's guards: nothing from elsewhere loads, it is not framed, not sniffed.
-    Ok(super::page::guarded(
+    Ok(super::guards::guarded(
         StatusCode::OK,
         axum::response::Html(crate::report::html::render(&report)).into_response(),
     ))

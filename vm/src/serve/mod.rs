@@ -28,6 +28,7 @@ pub mod api;
 pub mod auth;
 pub mod conductor;
 pub mod events;
+pub mod guards;
 pub mod library;
 pub mod limits;
 pub mod page;

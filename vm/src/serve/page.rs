@@ -9,6 +9,7 @@
 //! HttpOnly cookie and sends the browser on to `/`, so the token leaves the address bar.
 
 use super::auth::{self, Token};
+use super::guards::guarded;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -44,32 +45,6 @@ fn token_in(query: Option<&str>) -> Option<String> {
                 .into_owned(),
         )
     })
-}
-
-/// Headers every page response carries (the run report's too): nothing from elsewhere may load, the page is not
-/// framed or cached, and its address (which may hold the token) is not sent on.
-pub(crate) fn guarded(status: StatusCode, body: Response) -> Response {
-    let mut r = (status, body).into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        header::HeaderValue::from_static(
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; frame-ancestors 'none'",
-        ),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("no-store"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        header::HeaderValue::from_static("no-referrer"),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        header::HeaderValue::from_static("nosniff"),
-    );
-    r
 }
 
 /// `GET /`: the page; with a token, only for a browser holding its cookie (given once for
