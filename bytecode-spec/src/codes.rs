@@ -72,6 +72,9 @@ pub enum CodeKind {
     Runtime,
     /// Only found when the program is compiled to bytecode (`prosec build`).
     Build,
+    /// Found in a test or eval file of a program (`NAME.test.toml`, `NAME.eval.toml`), when
+    /// `prosec check` checks it.
+    Suite,
 }
 
 codes! {
@@ -160,6 +163,9 @@ codes! {
     E155 => (Error, Build, "fetching failed"),
     E156 => (Error, Static, "misspelt property that decides what an agent may do"),
     E157 => (Error, Static, "condition branch with an empty body"),
+    E158 => (Error, Suite, "test names an input the program does not declare"),
+    E159 => (Error, Suite, "test names an output the program does not bind"),
+    E160 => (Error, Suite, "test or eval file does not read"),
     E200 => (Error, Runtime, "missing input"),
     E201 => (Error, Runtime, "unknown input name"),
     E202 => (Error, Runtime, "error thrown by the program"),
@@ -227,7 +233,7 @@ impl Code {
         match self.kind() {
             CodeKind::Relaxed => true,
             CodeKind::Static => self.default_severity() == Severity::Warning,
-            CodeKind::Runtime | CodeKind::Build => false,
+            CodeKind::Runtime | CodeKind::Build | CodeKind::Suite => false,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod sema;
 pub mod ship;
 pub mod source;
 pub mod span;
+pub mod suite;
 pub mod threads;
 pub mod walk;
 

@@ -351,13 +351,15 @@ fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
             ),
         };
     }
-    let mut files = Vec::new();
+    let (mut files, mut suites) = (Vec::new(), Vec::new());
     for p in &args.paths {
-        if let Err(e) = prosec::walk::prose_files(p, &mut files) {
+        let found = prosec::walk::prose_files(p, &mut files)
+            .and_then(|()| prosec::walk::suite_files(p, &mut suites));
+        if let Err(e) = found {
             return fail("prosec", format!("{}: {e}", p.display()), Exit::Unusable);
         }
     }
-    if files.is_empty() {
+    if files.is_empty() && suites.is_empty() {
         let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
         return fail(
             "prosec",
@@ -369,7 +371,13 @@ fn check(args: CheckArgs, lints: Vec<(Code, Level)>) -> ExitCode {
     if let Err(e) = c.add_files(&files) {
         return fail("prosec", e, Exit::Unusable);
     }
-    report(&c, &args.common, files.len())
+    // Tests and evals, each against the program it names (compiled once with the rest).
+    for s in &suites {
+        if let Err(e) = prosec::suite::static_check::check_file(&mut c, s) {
+            return fail("prosec", e, Exit::Unusable);
+        }
+    }
+    report(&c, &args.common, files.len() + suites.len())
 }
 
 /// Compiles `file` and what it imports for `build`, `cost` or `fetch`: the exit status to

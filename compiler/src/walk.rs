@@ -8,10 +8,34 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The `.prose` files `path` names: itself when it is a file (whatever its name), else the
-/// ones found under it. A path that does not exist, or a directory that cannot be read, is
-/// an error.
+/// Whether `path` names a program (`.prose`).
+pub fn is_program(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == "prose")
+}
+
+/// The `.prose` files `path` names: itself when it is a file (whatever its name, unless it
+/// is a test or eval file), else the ones found under it. A path that does not exist, or a
+/// directory that cannot be read, is an error.
 pub fn prose_files(path: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    if path.is_file() && crate::suite::static_check::is_suite_file(path) {
+        return Ok(());
+    }
+    files_of(path, is_program, out)
+}
+
+/// The test and eval files (`NAME.test.toml`, `NAME.eval.toml`) `path` names: itself when it
+/// is one, else the ones found under it.
+pub fn suite_files(path: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    let is_suite = crate::suite::static_check::is_suite_file;
+    if path.is_file() && !is_suite(path) {
+        return Ok(());
+    }
+    files_of(path, is_suite, out)
+}
+
+/// The files `path` names that `wanted` accepts: itself when it is a file, else those
+/// found under it by the rules above.
+fn files_of(path: &Path, wanted: fn(&Path) -> bool, out: &mut Vec<PathBuf>) -> io::Result<()> {
     if !path.is_dir() {
         if !path.exists() {
             return Err(io::Error::new(
@@ -28,9 +52,7 @@ pub fn prose_files(path: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
             e.into_io_error()
                 .unwrap_or_else(|| io::Error::other("cannot walk the directory"))
         })?;
-        if entry.file_type().is_some_and(|t| t.is_file())
-            && entry.path().extension().is_some_and(|x| x == "prose")
-        {
+        if entry.file_type().is_some_and(|t| t.is_file()) && wanted(entry.path()) {
             found.push(entry.into_path());
         }
     }

@@ -402,7 +402,12 @@ fn every_compiler_code_has_a_case() {
         .copied()
         // Runtime codes are the VM's; build codes have their own cases (E148 in `build.rs`,
         // the fetching codes in `every_fetching_code_is_located_at_the_import`).
-        .filter(|&code| !matches!(code.kind(), CodeKind::Runtime | CodeKind::Build))
+        .filter(|&code| {
+            !matches!(
+                code.kind(),
+                CodeKind::Runtime | CodeKind::Build | CodeKind::Suite
+            )
+        })
         .filter(|&code| !cases.iter().any(|c| c.code == code))
         .collect();
     assert!(missing.is_empty(), "no case for {missing:?}");
@@ -628,4 +633,78 @@ fn every_fetching_code_is_located_at_the_import() {
         .filter(|&code| !cases.iter().any(|c| c.code == code))
         .collect();
     assert!(missing.is_empty(), "no fetching case for {missing:?}");
+}
+
+/// A test or eval file (`name`, with `text`) beside `prog.prose` (`PROGRAM`) and a dataset,
+/// and the one diagnostic each must give, at a line and column of the file named.
+#[test]
+fn every_suite_code_is_located_in_its_file() {
+    const PROGRAM: &str =
+        "input topic: \"What to write about\"\noutput poem = session \"Write about {topic}\"\n";
+    let cases: [(Code, &str, &str, &str, u32, u32); 6] = [
+        (Code::E158, "prog.test.toml", "[[test]]\nname = \"a\"\ninputs = { topik = \"x\" }\n", "prog.test.toml", 3, 12),
+        (Code::E159, "prog.test.toml", "[[test]]\nname = \"a\"\ninputs = { topic = \"x\" }\n[test.expect]\noutputs.poemm = \"x\"\n", "prog.test.toml", 5, 9),
+        (Code::E160, "prog.test.toml", "[[test]]\nname = \"a\"\n[test.expect]\noutputs.poem = { contain = \"x\" }\n", "prog.test.toml", 4, 16),
+        (Code::E160, "prog.test.toml", "[[test]]\nnaem = \"a\"\n", "prog.test.toml", 2, 1),
+        (Code::E158, "prog.eval.toml", "dataset = \"rows.jsonl\"\n", "rows.jsonl", 2, 1),
+        (Code::E160, "prog.eval.toml", "dataset = \"bad.jsonl\"\n", "bad.jsonl", 2, 1),
+    ];
+    let mut failures = Vec::new();
+    for (i, (code, name, text, located, line, column)) in cases.into_iter().enumerate() {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("diagnostic_codes/suite")
+            .join(i.to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("prog.prose"), PROGRAM).unwrap();
+        std::fs::write(
+            dir.join("rows.jsonl"),
+            "{\"topic\": \"a\"}\n{\"topc\": \"b\"}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("bad.jsonl"), "{\"topic\": \"a\"}\n[1]\n").unwrap();
+        std::fs::write(dir.join(name), text).unwrap();
+        let mut c = Compilation::new(Options::default());
+        prosec::suite::static_check::check_file(&mut c, &dir.join(name)).expect("reads");
+        let found: Vec<String> = c
+            .diagnostics
+            .iter()
+            .map(|d| {
+                let f = c.sources.get(d.file);
+                let at = f.line_col(d.span.start as usize);
+                format!(
+                    "{} {}:{}:{} {}",
+                    d.code, f.path, at.line, at.column, d.message
+                )
+            })
+            .collect();
+        let d = match c.diagnostics.as_slice() {
+            [d] => d,
+            _ => {
+                failures.push(format!(
+                    "case {i} ({code}): expected one diagnostic, got {found:?}"
+                ));
+                continue;
+            }
+        };
+        let f = c.sources.get(d.file);
+        let at = f.line_col(d.span.start as usize);
+        if d.code != code
+            || !f.path.ends_with(located)
+            || (at.line, at.column) != (line, column)
+            || d.severity != Severity::Error
+        {
+            failures.push(format!(
+                "case {i}: expected {code} at {located}:{line}:{column}, got {found:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let missing: Vec<Code> = Code::ALL
+        .iter()
+        .copied()
+        .filter(|c| c.kind() == CodeKind::Suite)
+        .filter(|c| !cases.iter().any(|(k, ..)| k == c))
+        .collect();
+    assert!(missing.is_empty(), "no suite case for {missing:?}");
 }

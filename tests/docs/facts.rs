@@ -96,6 +96,31 @@ fn every_prose_toml_shown_is_read_by_the_schema() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Every test or eval file a page shows (a `toml` block marked `NAME.test.toml` or
+/// `NAME.eval.toml`) reads as one, as `prosevm test` and `prosevm eval` read them.
+#[test]
+fn every_test_and_eval_file_shown_reads() {
+    let mut n = 0;
+    let mut failures = Vec::new();
+    for page in user_pages() {
+        for b in &page.blocks {
+            let read = if b.info.starts_with("toml ") && b.info.ends_with(".test.toml") {
+                prosec::suite::spec::parse(&b.code).err().map(|(e, _)| e)
+            } else if b.info.starts_with("toml ") && b.info.ends_with(".eval.toml") {
+                prosec::suite::eval::parse(&b.code).err().map(|(e, _)| e)
+            } else {
+                continue;
+            };
+            n += 1;
+            if let Some(e) = read {
+                failures.push(format!("{}:{}: {e}", page.path.display(), b.line));
+            }
+        }
+    }
+    assert!(n >= 4, "only {n} test and eval files shown");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// The fields a derived `Deserialize` asks for, caught by a deserializer that only listens.
 fn fields_of<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
     use serde::de::{Error, Visitor};

@@ -10,4 +10,6 @@
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod source;
+pub mod suite;
 pub mod worker;

@@ -174,6 +174,25 @@ enum Command {
         #[command(flatten)]
         opts: RunArgs,
     },
+    /// Run the tests beside programs (`NAME.test.toml`): each case's run answered by the
+    /// mock, a mock script or a recorded tape, and its checks; exit status 1 when one fails
+    /// (see docs/testing-workflows.md).
+    Test {
+        #[command(flatten)]
+        args: cli::test::TestArgs,
+    },
+    /// Run a program over a dataset against a real model and score each row with the
+    /// eval file's checks and judges; keep the eval in the store, compare it with a
+    /// baseline (exit status 1 when a score dropped).
+    Eval {
+        #[command(flatten)]
+        args: cli::eval::EvalArgs,
+    },
+    /// List the evals a store keeps, or show one (and write its page with -o).
+    Evals {
+        #[command(flatten)]
+        args: cli::eval::EvalsArgs,
+    },
     /// Show where two runs' answers and outputs differ, request by request (exit status 1
     /// when they differ, as diff does).
     Diff {
@@ -471,6 +490,9 @@ fn main() -> ExitCode {
             exec::fork(&run, from.as_deref(), &opts)
         }
         Command::Diff { a, b, at, width } => runs::diff(&at, &a, &b, json, width),
+        Command::Test { args } => cli::test::test(args),
+        Command::Eval { args } => cli::eval::eval(args),
+        Command::Evals { args } => cli::eval::evals(args),
         Command::Runs {
             state_dir,
             store,

@@ -61,6 +61,7 @@ impl<'a> Analyzer<'a> {
         for (n, description) in inputs {
             if !n.text.is_empty() && !self.input_ids.contains_key(&n.text) {
                 self.add_input(n, description, false);
+                self.contract.asked.push(n.text.clone());
             }
         }
         for a in agents {

@@ -38,6 +38,9 @@ pub struct Contract {
     pub inputs: Vec<String>,
     /// Named outputs bound at program level.
     pub outputs: Vec<String>,
+    /// Inputs asked mid-program (after an executable statement, or inside a construct): a
+    /// person answers them when the run gets there, or `--input` gives them beforehand.
+    pub asked: Vec<String>,
 }
 
 /// What the import loader found for a `use` path.

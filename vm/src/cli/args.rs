@@ -217,7 +217,8 @@ fn parse_tools(s: &str) -> Result<ToolDefault, String> {
     s.parse()
 }
 
-fn parse_driver(s: &str) -> Result<DriverKind, String> {
+/// A driver named on the command line.
+pub fn parse_driver(s: &str) -> Result<DriverKind, String> {
     s.parse()
 }
 
@@ -453,6 +454,7 @@ impl RunArgs {
             trust: prosec::ship::keys::trusted(&self.trust, &file)?,
             mcp: file.mcp,
             budget: (self.max_tokens, self.max_cost),
+            workdir: None,
         })
     }
 

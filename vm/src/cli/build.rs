@@ -23,53 +23,31 @@ pub fn compile(
     dry: bool,
     warnings: Warnings,
 ) -> Result<Program, ExitCode> {
-    let fetcher = prosec::ship::Fetcher::new(
-        file,
-        prosec::ship::FetchOptions {
-            offline: dry,
-            ..Default::default()
-        },
-    );
-    let mut c = prosec::compile::Compilation::with_fetcher(
-        prosec::compile::Options {
-            lib_paths: lib_paths.to_vec(),
-            require_imports: true,
-            ..Default::default()
-        },
-        fetcher,
-    );
-    let root = c.add_file(file).map_err(|e| fail(e, Exit::Unusable))?;
-    let mut fetcher = c.take_fetcher().expect("compiled with a fetcher");
-    if c.error_count() == 0 {
-        let (bundle, problems) = c.bundle(root, &mut fetcher);
-        if !dry {
-            c.diagnostics.extend(problems);
+    use prosevm::source::NotCompiled;
+    let allow = |c: &prosec::compile::Compilation| {
+        if c.warning_count() == 0 {
+            return true;
         }
-        if c.error_count() == 0 && c.warning_count() > 0 {
-            match warnings {
-                Warnings::Quiet => {}
-                Warnings::Show => show_warnings(&c),
-                Warnings::Deny => return Err(refused(&c, file)),
+        match warnings {
+            Warnings::Quiet => true,
+            Warnings::Show => {
+                show_warnings(c);
+                true
             }
+            Warnings::Deny => false,
         }
-        if c.error_count() == 0 {
-            let (bytes, _) = prosec::codegen::build_bytes_bundled(&c, root, &bundle)
-                .map_err(|e| fail(e, Exit::Failed))?;
-            match fetcher.save_lock() {
-                Ok(true) => eprintln!("updated {}", fetcher.lock_path().display()),
-                Ok(false) => {}
-                Err(e) => {
-                    return Err(fail(
-                        format!("cannot write {}: {e}", fetcher.lock_path().display()),
-                        Exit::Unusable,
-                    ))
-                }
+    };
+    match prosevm::source::compile(file, lib_paths, dry, allow) {
+        Ok(compiled) => {
+            if let Some(lock) = &compiled.lock_updated {
+                eprintln!("updated {}", lock.display());
             }
-            return Program::from_bytes(bytes, file.to_path_buf())
-                .map_err(|e| fail(e, Exit::Failed));
+            Ok(compiled.program)
         }
+        Err(NotCompiled::Unusable(e)) => Err(fail(e, Exit::Unusable)),
+        Err(NotCompiled::Failed(e)) => Err(fail(e, Exit::Failed)),
+        Err(NotCompiled::Refused(c)) => Err(refused(&c, file)),
     }
-    Err(refused(&c, file))
 }
 
 /// What a command that runs a program it compiles does with the compiler's warnings.

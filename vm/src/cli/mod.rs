@@ -5,11 +5,13 @@
 
 pub mod args;
 pub mod build;
+pub mod eval;
 pub mod exec;
 pub mod memo;
 pub mod pipe;
 pub mod runs;
 pub mod serve;
+pub mod test;
 pub mod worker;
 
 use bytecode_spec::Code;

@@ -124,6 +124,9 @@ pub struct Place {
     /// The keys an artifact must be signed by to run here (`--trust`, `PROSE_TRUST`,
     /// `[trust]`); none: any artifact runs.
     pub trust: Vec<TrustKey>,
+    /// Where a new run's sessions act (default: this process's working directory): a test
+    /// case's own directory, for one.
+    pub workdir: Option<PathBuf>,
 }
 
 impl Default for Place {
@@ -135,6 +138,7 @@ impl Default for Place {
             mcp: McpConfig::default(),
             budget: (None, None),
             trust: Vec::new(),
+            workdir: None,
         }
     }
 }
@@ -455,8 +459,11 @@ impl Run {
         place.check_trust(&program.bytes)?;
         let artifact = program.artifact.clone();
         let machine = new_machine(&artifact, &inputs, &options).map_err(RunError::Program)?;
-        let workdir = std::env::current_dir()
-            .map_err(|e| RunError::Setup(format!("the working directory: {e}")))?;
+        let workdir = match &place.workdir {
+            Some(w) => w.clone(),
+            None => std::env::current_dir()
+                .map_err(|e| RunError::Setup(format!("the working directory: {e}")))?,
+        };
         let mut record = RunRecord::new(program, inputs, driver, options, workdir);
         // Skills are resolved before anything is created or asked.
         let (workshop, warnings) = place.workshop(&record, &artifact)?;

@@ -29,4 +29,3 @@ pub fn guarded(status: StatusCode, body: Response) -> Response {
     );
     r
 }
-

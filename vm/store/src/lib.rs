@@ -259,6 +259,21 @@ pub trait Store: Send + Sync {
         id: &'a str,
     ) -> BoxFuture<'a, Result<serde_json::Map<String, serde_json::Value>, StoreError>>;
 
+    /// Keeps `record`, the record of eval `id` (`prosevm eval`), replacing what it held:
+    /// evals are kept beside the runs they score, in the same store.
+    fn put_eval<'a>(
+        &'a self,
+        id: &'a str,
+        started: &'a str,
+        record: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// The record of eval `id`.
+    fn eval<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<serde_json::Value, StoreError>>;
+
+    /// The records of every eval kept, oldest first.
+    fn evals<'a>(&'a self) -> BoxFuture<'a, Result<Vec<serde_json::Value>, StoreError>>;
+
     /// Where the views of run `id` are on this machine; an id that is not a run's
     /// ([`ids::is_run_id`]) names no place.
     fn views(&self, id: &str) -> Result<PathBuf, StoreError>;

@@ -29,6 +29,11 @@ impl FileStore {
     fn open(&self, run: &str) -> Result<RunDir, StoreError> {
         RunDir::open(self.state_dir.as_deref(), run)
     }
+
+    /// Where evals are kept: `evals/` of the state directory.
+    fn evals_dir(&self) -> PathBuf {
+        crate::state_root(self.state_dir.as_deref()).join("evals")
+    }
 }
 
 /// A run directory this process holds by its lock.
@@ -161,6 +166,58 @@ impl Store for FileStore {
                 rule,
                 std::time::SystemTime::now(),
             ))
+        })
+    }
+
+    fn put_eval<'a>(
+        &'a self,
+        id: &'a str,
+        _started: &'a str,
+        record: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let dir = self.evals_dir();
+            crate::ids::checked(id)?;
+            std::fs::create_dir_all(&dir).map_err(|e| StoreError::Io(dir.clone(), e))?;
+            let bytes = serde_json::to_vec_pretty(record)
+                .map_err(|e| StoreError::Invalid(format!("eval {id}: {e}")))?;
+            fs::write_durable(&dir.join(format!("{id}.json")), &bytes)
+        })
+    }
+
+    fn eval<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<serde_json::Value, StoreError>> {
+        Box::pin(async move {
+            crate::ids::checked(id)?;
+            let path = self.evals_dir().join(format!("{id}.json"));
+            let text = fs::read_to_string(&path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => {
+                    StoreError::NoRun(format!("no eval `{id}` in {}", self.evals_dir().display()))
+                }
+                _ => StoreError::Io(path.clone(), e),
+            })?;
+            serde_json::from_str(&text).map_err(|e| StoreError::Invalid(format!("eval {id}: {e}")))
+        })
+    }
+
+    fn evals<'a>(&'a self) -> BoxFuture<'a, Result<Vec<serde_json::Value>, StoreError>> {
+        Box::pin(async move {
+            let mut ids: Vec<String> = std::fs::read_dir(self.evals_dir())
+                .map(|d| {
+                    d.flatten()
+                        .filter_map(|e| {
+                            let name = e.file_name().into_string().ok()?;
+                            let id = name.strip_suffix(".json")?;
+                            crate::ids::is_run_id(id).then(|| id.to_string())
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            ids.sort();
+            let mut out = Vec::new();
+            for id in ids {
+                out.push(self.eval(&id).await?);
+            }
+            Ok(out)
         })
     }
 

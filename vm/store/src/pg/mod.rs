@@ -99,7 +99,7 @@ pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
     m
 }
 
-fn query(e: tokio_postgres::Error) -> PgError {
+pub(crate) fn query(e: tokio_postgres::Error) -> PgError {
     PgError::Query(describe(&e))
 }
 

@@ -22,6 +22,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "runs waiting for input",
         include_str!("migrations/0003_waiting.sql"),
     ),
+    (4, "evals", include_str!("migrations/0004_evals.sql")),
 ];
 
 /// The advisory lock key migrations are applied under ("prose" in ASCII).

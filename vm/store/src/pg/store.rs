@@ -171,6 +171,65 @@ impl Store for PgStore {
         })
     }
 
+    fn put_eval<'a>(
+        &'a self,
+        id: &'a str,
+        started: &'a str,
+        record: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            crate::ids::checked(id)?;
+            let client = self.client().await?;
+            client
+                .execute(
+                    "INSERT INTO prose_evals (id, started, record) VALUES ($1, $2, $3::text::jsonb)
+                     ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+                    &[&id, &started, &record.to_string()],
+                )
+                .await
+                .map_err(super::query)?;
+            Ok(())
+        })
+    }
+
+    fn eval<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<serde_json::Value, StoreError>> {
+        Box::pin(async move {
+            crate::ids::checked(id)?;
+            let client = self.client().await?;
+            let row = client
+                .query_opt("SELECT record::text FROM prose_evals WHERE id = $1", &[&id])
+                .await
+                .map_err(super::query)?
+                .ok_or_else(|| {
+                    StoreError::NoRun(format!("no eval `{id}` in the Postgres store"))
+                })?;
+            let text: String = row.get(0);
+            serde_json::from_str(&text).map_err(|e| StoreError::Invalid(format!("eval {id}: {e}")))
+        })
+    }
+
+    fn evals<'a>(&'a self) -> BoxFuture<'a, Result<Vec<serde_json::Value>, StoreError>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query("SELECT id, record::text FROM prose_evals ORDER BY id", &[])
+                .await
+                .map_err(super::query)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, text): (String, String) = (row.get(0), row.get(1));
+                if !crate::ids::is_run_id(&id) {
+                    continue;
+                }
+                out.push(
+                    serde_json::from_str(&text)
+                        .map_err(|e| StoreError::Invalid(format!("eval {id}: {e}")))?,
+                );
+            }
+            Ok(out)
+        })
+    }
+
     fn details<'a>(
         &'a self,
         id: &'a str,

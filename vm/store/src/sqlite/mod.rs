@@ -464,6 +464,65 @@ impl Store for SqliteStore {
         })
     }
 
+    fn put_eval<'a>(
+        &'a self,
+        id: &'a str,
+        started: &'a str,
+        record: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            crate::ids::checked(id)?;
+            lock(&self.conn)
+                .execute(
+                    "INSERT INTO prose_evals (id, started, record) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+                    params![id, started, record.to_string()],
+                )
+                .map_err(sql)?;
+            Ok(())
+        })
+    }
+
+    fn eval<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<serde_json::Value, StoreError>> {
+        Box::pin(async move {
+            crate::ids::checked(id)?;
+            let text: String = lock(&self.conn)
+                .query_row(
+                    "SELECT record FROM prose_evals WHERE id = ?1",
+                    params![id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql)?
+                .ok_or_else(|| StoreError::NoRun(format!("no eval `{id}` in the SQLite store")))?;
+            serde_json::from_str(&text).map_err(|e| StoreError::Invalid(format!("eval {id}: {e}")))
+        })
+    }
+
+    fn evals<'a>(&'a self) -> BoxFuture<'a, Result<Vec<serde_json::Value>, StoreError>> {
+        Box::pin(async move {
+            let conn = lock(&self.conn);
+            let mut stmt = conn
+                .prepare("SELECT id, record FROM prose_evals ORDER BY id")
+                .map_err(sql)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .map_err(sql)?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (id, text) = row.map_err(sql)?;
+                if !crate::ids::is_run_id(&id) {
+                    continue;
+                }
+                out.push(
+                    serde_json::from_str(&text)
+                        .map_err(|e| StoreError::Invalid(format!("eval {id}: {e}")))?,
+                );
+            }
+            Ok(out)
+        })
+    }
+
     fn details<'a>(
         &'a self,
         id: &'a str,
