@@ -236,7 +236,7 @@ impl Fetcher {
         if !self.lock_changed() || self.options.locked {
             return Ok(false);
         }
-        std::fs::write(&self.lock_path, self.lock.render())?;
+        self.lock.write(&self.lock_path)?;
         Ok(true)
     }
 

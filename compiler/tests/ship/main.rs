@@ -527,6 +527,37 @@ fn a_skill_is_found_by_the_location_rule() {
     }
 }
 
+/// A `prose.lock` that is a symbolic link, even one to a file that does not exist, is not
+/// read or written through: a build that pins a source would otherwise create or overwrite
+/// the file the link names, wherever it is.
+#[cfg(unix)]
+#[test]
+fn a_lock_that_is_a_link_is_refused_and_nothing_is_written_through_it() {
+    let w = World::new("lock-link");
+    w.commit(
+        "acme",
+        "skills",
+        &[("skills/notes/SKILL.md", &skill_md("notes", "notes"))],
+        None,
+    );
+    let p = w.dir("p");
+    std::fs::write(
+        p.join("main.prose"),
+        "import \"notes\" from \"github:acme/skills\"\nsession \"go\"\n",
+    )
+    .unwrap();
+    let target = w.dir("elsewhere").join("planted");
+    std::os::unix::fs::symlink(&target, p.join("prose.lock")).unwrap();
+    let err = w.prosec(&p, &["build", "main.prose"]).fails_with("E155");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!target.exists(), "the build wrote through the link");
+    // With the link gone the build pins its source in a lock of its own.
+    std::fs::remove_file(p.join("prose.lock")).unwrap();
+    w.prosec(&p, &["build", "main.prose"]).ok();
+    let lock = std::fs::symlink_metadata(p.join("prose.lock")).unwrap();
+    assert!(lock.is_file());
+}
+
 #[test]
 fn signatures_say_who_built_it_and_whether_it_changed() {
     let w = World::new("signing");
