@@ -640,6 +640,50 @@ fn completion_offers_exactly_the_variables_in_scope() {
     c.stop();
 }
 
+/// A client claiming a message of 100 GB and sending one byte of it ends the session at
+/// once, with an error on standard error and a failing exit status, its input still open:
+/// nothing is allocated for what it claims (before, the server made room for all of it).
+#[test]
+fn a_huge_content_length_ends_the_session_cleanly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_prosec"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start prosec lsp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"Content-Length: 100000000000\r\n\r\n{")
+        .expect("write");
+    stdin.flush().expect("flush");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the server did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(stdin);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    assert!(!status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("Content-Length 100000000000")
+            && stderr.contains(&format!("{} bytes", prosec::lsp::frame::MAX_CONTENT_LENGTH)),
+        "{stderr}"
+    );
+}
+
 /// References and rename take time in proportion to the text: on one line of 100,000
 /// interpolations of a variable (after a character that is not ASCII, so columns are
 /// counted in UTF-16 units) each took 26 s or more before, positions being counted from
