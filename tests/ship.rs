@@ -641,6 +641,74 @@ fn a_skill_no_place_has_is_a_warning_under_the_mock_and_a_located_error_otherwis
     assert!(!run_dir.join(".prose").exists());
 }
 
+/// `cmd` run to its end, or `None` (and killed) when it takes longer than `limit`.
+fn within(mut cmd: std::process::Command, limit: std::time::Duration) -> Option<Run> {
+    use std::process::Stdio;
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("runs");
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some(Run(child.wait_with_output().expect("output")))
+}
+
+/// A `--trust` key that does not end (a device, a FIFO no one writes) or is far longer than
+/// any key is refused at once by `info` and by `exec`, with an error naming the file and
+/// what it is, rather than read until memory runs out or waited on for ever.
+#[cfg(unix)]
+#[test]
+fn a_trust_key_that_does_not_end_is_refused_at_once() {
+    let w = World::new("vm-trust-endless");
+    let dir = w.dir("p");
+    std::fs::write(dir.join("hello.prose"), "session \"Say hello\"\n").unwrap();
+    w.prosec(&dir, &["build", "hello.prose"]).ok();
+    let fifo = dir.join("key.fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo(3) with a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let long = dir.join("long.pub");
+    std::fs::write(&long, "a".repeat(1 << 20)).unwrap();
+    let limit = bytecode_spec::signature::MAX_KEY_FILE;
+    for (key, what) in [
+        (
+            "/dev/zero",
+            "is a character device, not a regular file".to_string(),
+        ),
+        (
+            fifo.to_str().unwrap(),
+            "is a FIFO, not a regular file".to_string(),
+        ),
+        (
+            long.to_str().unwrap(),
+            format!("is larger than {limit} bytes"),
+        ),
+    ] {
+        for command in ["info", "exec"] {
+            let mut cmd = w.command("prosevm", &dir);
+            cmd.args([command, "hello.pbc", "--trust", key])
+                .env_remove("PROSE_TRUST");
+            let out = within(cmd, std::time::Duration::from_secs(30))
+                .unwrap_or_else(|| panic!("`prosevm {command} --trust {key}` did not end"));
+            assert_ne!(out.code(), 0, "{command} {key}: {}", out.stderr());
+            assert!(
+                out.stderr().contains(&format!("{key} {what}")),
+                "{command} {key}:\n{}",
+                out.stderr()
+            );
+        }
+    }
+}
+
 /// `prosevm ARGS` in `cwd`, in world `w`, trusting nothing from the environment.
 fn prosevm(w: &World, cwd: &Path, args: &[&str]) -> Run {
     Run(w

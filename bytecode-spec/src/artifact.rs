@@ -40,6 +40,11 @@ pub const SIGNATURE_MAGIC: [u8; 4] = *b"PSIG";
 /// The longest signature text accepted (a minisign signature with its comments is a few
 /// hundred bytes).
 pub const MAX_SIGNATURE: usize = 4096;
+/// The longest artifact file accepted, and so the most a host reads of a `.pbc`
+/// ([`read_file`]): the header, the decoded size, a zstd frame of the largest payload (at
+/// worst the input and 1/256 of it more, zstd's `ZSTD_COMPRESSBOUND` for inputs of 128 KiB
+/// and more), and the largest signature block.
+pub const MAX_FILE: usize = HEADER_LEN + 4 + MAX_PAYLOAD + (MAX_PAYLOAD >> 8) + 8 + MAX_SIGNATURE;
 /// zstd level used when writing (3: fast, and on small artifacts as small as much higher levels).
 const COMPRESSION_LEVEL: i32 = 3;
 
@@ -244,6 +249,12 @@ pub fn write(artifact: &Artifact, header: &Header) -> Result<Vec<u8>, WriteError
     out[60..64].copy_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(&payload);
     Ok(out)
+}
+
+/// The bytes of the artifact file at `path`, read as [`crate::bounded::read`] reads: a
+/// regular file of at most [`MAX_FILE`] bytes, else an error saying what it is.
+pub fn read_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    crate::bounded::read(path, MAX_FILE as u64)
 }
 
 /// Reads and decodes an artifact without verifying its bytecode.

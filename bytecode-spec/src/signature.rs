@@ -36,6 +36,10 @@ impl fmt::Display for KeyId {
     }
 }
 
+/// The longest key file read, public or secret: a minisign key file is a few hundred bytes,
+/// its comment lines included.
+pub const MAX_KEY_FILE: u64 = 64 << 10;
+
 /// A public key trusted to sign artifacts.
 #[derive(Clone, Debug)]
 pub struct TrustKey {
@@ -58,9 +62,9 @@ impl TrustKey {
         Ok(TrustKey { key, id })
     }
 
-    /// Reads a public key file.
+    /// Reads a public key file: a regular file of at most [`MAX_KEY_FILE`] bytes.
     pub fn read(path: &Path) -> Result<TrustKey, String> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::bounded::read_to_string(path, MAX_KEY_FILE)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         TrustKey::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
     }

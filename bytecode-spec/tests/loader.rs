@@ -274,6 +274,25 @@ mod framing {
     }
 
     #[test]
+    fn the_largest_artifact_a_writer_makes_is_read_and_nothing_longer() {
+        use bytecode_spec::artifact::{read_file, MAX_FILE, MAX_PAYLOAD, MAX_SIGNATURE};
+        // The most the writer's zstd frame of the largest payload can take, signed.
+        let largest =
+            HEADER_LEN + 4 + zstd::zstd_safe::compress_bound(MAX_PAYLOAD) + 8 + MAX_SIGNATURE;
+        assert!(largest <= MAX_FILE, "{largest} > {MAX_FILE}");
+        let dir = std::env::temp_dir().join(format!("loader-max-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("big.pbc");
+        let file = std::fs::File::create(&path).expect("create");
+        file.set_len(MAX_FILE as u64).expect("sparse");
+        assert_eq!(read_file(&path).expect("read").len(), MAX_FILE);
+        file.set_len(MAX_FILE as u64 + 1).expect("sparse");
+        let e = read_file(&path).expect_err("longer than any artifact");
+        assert!(e.to_string().contains(&format!("{MAX_FILE} bytes")), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
     fn every_single_byte_corruption_is_rejected() {
         let good = sample_bytes();
         for mask in [0xff, 0x01, 0x80] {

@@ -146,8 +146,8 @@ pub fn of_file(
     trust: &[std::path::PathBuf],
     config: Option<&std::path::Path>,
 ) -> Result<Info, (String, u8)> {
-    let bytes =
-        std::fs::read(file).map_err(|e| (format!("cannot read {}: {e}", file.display()), 2))?;
+    let bytes = bytecode_spec::artifact::read_file(file)
+        .map_err(|e| (format!("cannot read {}: {e}", file.display()), 2))?;
     let dir = match file.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),

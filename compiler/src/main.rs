@@ -901,7 +901,7 @@ fn fmt(args: FmtArgs) -> ExitCode {
 }
 
 fn dis(args: DisArgs) -> ExitCode {
-    let bytes = match std::fs::read(&args.file) {
+    let bytes = match bytecode_spec::artifact::read_file(&args.file) {
         Ok(b) => b,
         Err(e) => {
             return fail(

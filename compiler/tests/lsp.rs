@@ -98,6 +98,22 @@ impl Client {
         }
     }
 
+    /// Sends a request and returns its result and how long the server took to start
+    /// answering (its first byte), which leaves this client's own reading out. The answer
+    /// must be the next message.
+    fn request_timed(&mut self, method: &str, params: Value) -> (Value, std::time::Duration) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let started = std::time::Instant::now();
+        self.stdout.fill_buf().expect("an answer");
+        let took = started.elapsed();
+        let msg = self.read();
+        assert_eq!(msg["id"], json!(id), "{msg}");
+        assert!(msg.get("error").is_none(), "{method}: {msg}");
+        (msg["result"].clone(), took)
+    }
+
     fn request(&mut self, method: &str, params: Value) -> Value {
         let resp = self.request_raw(method, params);
         assert!(resp.get("error").is_none(), "{method}: {resp}");
@@ -620,6 +636,93 @@ fn completion_offers_exactly_the_variables_in_scope() {
     assert!(
         names.contains(&"notes") && !names.contains(&"draft"),
         "{names:?}"
+    );
+    c.stop();
+}
+
+/// A client claiming a message of 100 GB and sending one byte of it ends the session at
+/// once, with an error on standard error and a failing exit status, its input still open:
+/// nothing is allocated for what it claims (before, the server made room for all of it).
+#[test]
+fn a_huge_content_length_ends_the_session_cleanly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_prosec"))
+        .arg("lsp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start prosec lsp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"Content-Length: 100000000000\r\n\r\n{")
+        .expect("write");
+    stdin.flush().expect("flush");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the server did not end");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(stdin);
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("stderr");
+    assert!(!status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("Content-Length 100000000000")
+            && stderr.contains(&format!("{} bytes", prosec::lsp::frame::MAX_CONTENT_LENGTH)),
+        "{stderr}"
+    );
+}
+
+/// References and rename take time in proportion to the text: on one line of 100,000
+/// interpolations of a variable (after a character that is not ASCII, so columns are
+/// counted in UTF-16 units) each took 26 s or more before, positions being counted from
+/// the start of the line for every use and duplicates found by a linear search. Timed to
+/// the server's first byte of each answer.
+#[test]
+fn references_and_rename_on_a_long_line_take_time_in_proportion() {
+    const USES: usize = 100_000;
+    let root = workspace();
+    let path = root.join("long-line.prose");
+    let text = format!("let a = \"x\"\nsession \"é{}\"\n", "{a}".repeat(USES));
+    let mut c = Client::start(&root);
+    c.open(&path, &text);
+    let at = json!({"uri": uri(&path)});
+    let (refs, references) = c.request_timed(
+        "textDocument/references",
+        json!({"textDocument": at, "position": {"line": 0, "character": 4},
+               "context": {"includeDeclaration": true}}),
+    );
+    let refs = refs.as_array().expect("locations");
+    assert_eq!(refs.len(), USES + 1);
+    // The last use: after `session "é` (10 UTF-16 units) and every `{a}` before it.
+    let last = 10 + 3 * (USES - 1) + 1;
+    assert_eq!(
+        refs[USES]["range"],
+        json!({"start": {"line": 1, "character": last}, "end": {"line": 1, "character": last + 1}})
+    );
+    let (edit, rename) = c.request_timed(
+        "textDocument/rename",
+        json!({"textDocument": at, "position": {"line": 0, "character": 4}, "newName": "b"}),
+    );
+    assert_eq!(
+        edit["changes"][uri(&path)].as_array().expect("edits").len(),
+        USES + 1
+    );
+    let bound = std::time::Duration::from_secs(20);
+    assert!(
+        references < bound && rename < bound,
+        "references took {references:?}, rename {rename:?}"
     );
     c.stop();
 }

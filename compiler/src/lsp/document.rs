@@ -9,27 +9,83 @@ use lsp_types::{Position, Range, Uri};
 use rustc_hash::FxHashMap;
 use std::path::{Path, PathBuf};
 
-/// Line starts of a text, for converting byte offsets to and from LSP positions.
+/// How many bytes of text lie between two UTF-16 [checkpoints](Lines::checkpoints).
+const CHECKPOINT: usize = 256;
+
+/// Line starts of a text, for converting byte offsets to and from LSP positions. A position
+/// costs the same wherever it is in its line: on a line of ASCII a column is a byte count,
+/// and elsewhere the UTF-16 units are counted from the nearest checkpoint, not from the
+/// line's start (which made a long line's every position cost its whole length).
 pub struct Lines {
     starts: Vec<usize>,
+    /// Whether each line is ASCII only.
+    ascii: Vec<bool>,
+    /// For the `k`th checkpoint, the first character boundary at or after byte
+    /// `k * CHECKPOINT` and the UTF-16 units of the text before it. Empty for a text of
+    /// ASCII only.
+    checkpoints: Vec<(usize, usize)>,
 }
 
 impl Lines {
     /// The line starts of `text`.
     pub fn new(text: &str) -> Lines {
+        let bytes = text.as_bytes();
         let mut starts = vec![0];
-        starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
-        Lines { starts }
+        starts.extend(memchr::memchr_iter(b'\n', bytes).map(|i| i + 1));
+        let ascii: Vec<bool> = starts
+            .iter()
+            .enumerate()
+            .map(|(line, &start)| {
+                let end = starts.get(line + 1).map_or(bytes.len(), |&e| e);
+                bytes[start..end].is_ascii()
+            })
+            .collect();
+        let mut checkpoints = Vec::new();
+        if ascii.iter().any(|a| !a) {
+            checkpoints.reserve(text.len() / CHECKPOINT + 1);
+            let mut units = 0;
+            for (i, c) in text.char_indices() {
+                while checkpoints.len() * CHECKPOINT <= i {
+                    checkpoints.push((i, units));
+                }
+                units += c.len_utf16();
+            }
+            while checkpoints.len() * CHECKPOINT <= text.len() {
+                checkpoints.push((text.len(), units));
+            }
+        }
+        Lines {
+            starts,
+            ascii,
+            checkpoints,
+        }
     }
 
-    /// The position of byte `offset` (clamped to the text).
+    /// The UTF-16 units of the text before byte `offset`, a character boundary, when the
+    /// text is not ASCII only.
+    fn units_before(&self, text: &str, offset: usize) -> usize {
+        let (from, units) = self.checkpoints[offset / CHECKPOINT];
+        units
+            + text[from..offset]
+                .chars()
+                .map(char::len_utf16)
+                .sum::<usize>()
+    }
+
+    /// The position of byte `offset` (clamped to the text, and to the start of the
+    /// character it is inside).
     pub fn position(&self, text: &str, offset: usize) -> Position {
-        let offset = offset.min(text.len());
+        let mut offset = offset.min(text.len());
+        while !text.is_char_boundary(offset) {
+            offset -= 1;
+        }
         let line = self.starts.partition_point(|&s| s <= offset) - 1;
         let start = self.starts[line];
-        let col: usize = text
-            .get(start..offset)
-            .map_or(0, |s| s.chars().map(char::len_utf16).sum());
+        let col = if self.ascii[line] {
+            offset - start
+        } else {
+            self.units_before(text, offset) - self.units_before(text, start)
+        };
         Position::new(line as u32, col as u32)
     }
 
@@ -189,6 +245,41 @@ mod tests {
         assert_eq!(lines.offset(text, pos), x);
         assert_eq!(lines.offset(text, Position::new(0, 99)), 9);
         assert_eq!(lines.offset(text, Position::new(9, 0)), text.len());
+    }
+
+    #[test]
+    fn positions_are_utf16_columns_on_every_kind_of_line() {
+        // Lines of ASCII, of wide characters, and a long mixed one crossing many
+        // checkpoints, each position compared with a count from the line's start.
+        let long: String = (0..2000)
+            .map(|i| match i % 7 {
+                0 => '😀',
+                3 => 'é',
+                _ => 'a',
+            })
+            .collect();
+        let text = format!("plain line\n\n{long}\nsession \"é😀x\"\n{long}");
+        let lines = Lines::new(&text);
+        let mut line = 0;
+        let mut col = 0;
+        for (i, c) in text.char_indices() {
+            assert_eq!(
+                lines.position(&text, i),
+                Position::new(line, col),
+                "byte {i}"
+            );
+            assert_eq!(lines.offset(&text, Position::new(line, col)), i);
+            if c == '\n' {
+                line += 1;
+                col = 0;
+            } else {
+                col += c.len_utf16() as u32;
+            }
+        }
+        assert_eq!(lines.position(&text, text.len()), Position::new(line, col));
+        // Inside a character: its start.
+        let e = text.find('é').expect("é");
+        assert_eq!(lines.position(&text, e + 1), lines.position(&text, e));
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! rename, across the workspace for the inputs and outputs of programs), [`hover`],
 //! [`complete`], [`outline`] (symbols, folding, semantic tokens), [`hints`] (session bounds
 //! of loops and fan-outs), [`actions`] (quick fixes), and formatting by [`crate::fmt`].
+//! Messages come and go through [`frame`], which reads the client's with limits.
 
 pub mod actions;
 pub mod complete;
 pub mod diagnostics;
 pub mod document;
+pub mod frame;
 pub mod hints;
 pub mod hover;
 pub mod navigate;
@@ -74,12 +76,14 @@ pub fn capabilities() -> lsp::ServerCapabilities {
     }
 }
 
-/// Serves on standard input and output until the client says `exit`.
+/// Serves on standard input and output until the client says `exit`, through the bounded
+/// transport of [`frame`]: a message the client frames wrongly, or longer than
+/// [`frame::MAX_CONTENT_LENGTH`], ends the session with an error.
 pub fn run_stdio() -> Result<(), String> {
-    let (connection, io) = Connection::stdio();
-    serve(&connection)?;
-    drop(connection);
-    io.join().map_err(|e| e.to_string())
+    let (connection, transport) =
+        frame::connect(std::io::BufReader::new(std::io::stdin()), std::io::stdout());
+    let served = serve(&connection);
+    transport.finish(connection, served)
 }
 
 /// Runs the protocol on `connection`: initialization, then requests until shutdown.

@@ -134,12 +134,8 @@ impl NameIndex {
             .filter(|o| &o.target == target)
             .collect();
         all.sort_by_key(|o| (!o.decl, o.span.start));
-        let mut seen = Vec::new();
-        all.retain(|o| {
-            let fresh = !seen.contains(&o.span);
-            seen.push(o.span);
-            fresh
-        });
+        let mut seen = rustc_hash::FxHashSet::default();
+        all.retain(|o| seen.insert(o.span));
         all
     }
 

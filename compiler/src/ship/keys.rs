@@ -7,7 +7,7 @@
 //! secret key file that other users can read is refused when it has no password, and warned
 //! about when it has one.
 
-use bytecode_spec::signature::{KeyId, TrustKey};
+use bytecode_spec::signature::{KeyId, TrustKey, MAX_KEY_FILE};
 use minisign::{KeyPair, SecretKey, SecretKeyBox};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -86,13 +86,15 @@ pub struct SigningKey {
 
 /// Reads the secret key file `path`. An encrypted key is decrypted with the password that
 /// `password` gives when asked (a prompt on the terminal, for the command line). A file that
-/// users other than its owner can read is refused if the key has no password.
+/// users other than its owner can read is refused if the key has no password, and so is
+/// anything but a regular file of at most [`MAX_KEY_FILE`] bytes.
 pub fn read_secret_key(
     path: &Path,
     password: impl FnOnce() -> Result<String, String>,
 ) -> Result<SigningKey, String> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let text = bytecode_spec::bounded::read_to_string(path, MAX_KEY_FILE)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
     let exposed = exposed_mode(path);
     let sk_box = SecretKeyBox::from_string(&text).map_err(|e| format!("{shown}: {e}"))?;
     let mut warnings = Vec::new();
@@ -278,5 +280,24 @@ mod tests {
         std::fs::set_permissions(&sk, std::fs::Permissions::from_mode(0o640)).unwrap();
         let k = read_secret_key(&sk, || Ok("pw".into())).expect("usable");
         assert_eq!(k.warnings.len(), 1);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_secret_key_that_does_not_end_is_refused() {
+        let e = read_secret_key(Path::new("/dev/zero"), || Err("no".into()))
+            .err()
+            .expect("a device is refused");
+        assert!(e.contains("a character device, not a regular file"), "{e}");
+        let dir = scratch("long");
+        let long = dir.join("long.key");
+        std::fs::write(&long, vec![b'a'; MAX_KEY_FILE as usize + 1]).unwrap();
+        let e = read_secret_key(&long, || Err("no".into()))
+            .err()
+            .expect("a long file is refused");
+        assert!(
+            e.contains(&format!("larger than {MAX_KEY_FILE} bytes")),
+            "{e}"
+        );
     }
 }

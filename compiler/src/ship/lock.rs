@@ -31,6 +31,23 @@ pub const LOCK_FILE: &str = "prose.lock";
 /// The version of the lock format this compiler writes and reads.
 pub const LOCK_VERSION: u32 = 1;
 
+/// The longest `prose.lock` read: a pin is a few hundred bytes, so this is tens of
+/// thousands of them.
+pub const MAX_LOCK_FILE: u64 = 16 << 20;
+
+/// `Ok` when `meta` (of a lock file, not following a link) is a regular file's, else why
+/// the lock is refused.
+fn must_be_a_file(meta: &std::fs::Metadata) -> Result<(), String> {
+    let kind = meta.file_type();
+    if kind.is_symlink() {
+        Err("it is a symbolic link; a lock must be a regular file".into())
+    } else if !kind.is_file() {
+        Err("it is not a regular file".into())
+    } else {
+        Ok(())
+    }
+}
+
 /// The contents of a `prose.lock`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,13 +124,60 @@ impl Lock {
         Ok(lock)
     }
 
-    /// Reads `path`: `Ok(None)` when there is no such file.
+    /// Reads `path`: `Ok(None)` when there is no such file. A lock that is a symbolic link
+    /// (even one to nothing) or not a regular file is refused, since a build that changes
+    /// the lock writes it, and so is one of more than [`MAX_LOCK_FILE`] bytes.
     pub fn read(path: &Path) -> Result<Option<Lock>, String> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Lock::parse(&text).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.to_string()),
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => must_be_a_file(&meta)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e.to_string()),
         }
+        let text = bytecode_spec::bounded::read_to_string(path, MAX_LOCK_FILE)
+            .map_err(|e| e.to_string())?;
+        Lock::parse(&text).map(Some)
+    }
+
+    /// Writes the lock, as [`Lock::render`] has it, at `path`: into a file made anew beside
+    /// it (never through a link), then renamed over it, so a reader sees the old lock or
+    /// the new one and a link at `path` is replaced, not followed. What stands at `path`
+    /// must be a regular file, or nothing.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) => must_be_a_file(&meta).map_err(std::io::Error::other)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+        }
+        // A new name each try: something already there (left by a crash, or put there) is
+        // neither opened nor followed.
+        let (tmp, file) = (0..100)
+            .map(|n| dir.join(format!(".{LOCK_FILE}.{}.{n}.tmp", std::process::id())))
+            .find_map(|tmp| match options.open(&tmp) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
+                opened => Some((tmp, opened)),
+            })
+            .ok_or_else(|| std::io::Error::other("no free name for a temporary lock file"))?;
+        let written = file.and_then(|mut file| {
+            file.write_all(self.render().as_bytes())?;
+            file.sync_all()
+        });
+        let renamed = written.and_then(|()| std::fs::rename(&tmp, path));
+        if renamed.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        renamed
     }
 
     /// The lock as written to disk: a comment, then the entries sorted by source.
@@ -207,6 +271,71 @@ mod tests {
         });
         assert_eq!(again.git.len(), 2);
         assert_eq!(again.git("github:a/r@v1").unwrap().commit, "3".repeat(40));
+    }
+
+    /// A fresh directory for one test.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("prosec-lock-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_lock_is_written_whole_and_read_back() {
+        let dir = scratch("write");
+        let path = dir.join(LOCK_FILE);
+        assert_eq!(Lock::read(&path), Ok(None));
+        let mut lock = Lock::new();
+        lock.set_program(ProgramPin {
+            source: "@a/b".into(),
+            url: "https://p.prose.md/@a/b".into(),
+            sha256: "0".repeat(64),
+        });
+        lock.write(&path).expect("written");
+        assert_eq!(Lock::read(&path), Ok(Some(lock.clone())));
+        // Written again over the old one, with nothing left beside it.
+        lock.program.clear();
+        lock.write(&path).expect("rewritten");
+        assert_eq!(Lock::read(&path), Ok(Some(lock)));
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_that_is_a_link_is_neither_read_nor_written_through() {
+        let dir = scratch("link");
+        let path = dir.join(LOCK_FILE);
+        let target = dir.join("elsewhere");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let e = Lock::read(&path).expect_err("a dangling link is refused");
+        assert!(e.contains("symbolic link"), "{e}");
+        let e = Lock::new().write(&path).expect_err("not written through");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!target.exists(), "the link's target was created");
+        // A link to a lock that exists is refused as well.
+        Lock::new().write(&target).expect("written");
+        assert!(Lock::read(&path).is_err());
+        assert!(Lock::new().write(&path).is_err());
+        assert!(std::fs::symlink_metadata(&path).unwrap().is_symlink());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_that_is_not_a_regular_file_is_refused() {
+        let dir = scratch("kinds");
+        let path = dir.join(LOCK_FILE);
+        std::fs::create_dir(&path).unwrap();
+        assert!(Lock::read(&path)
+            .unwrap_err()
+            .contains("not a regular file"));
+        assert!(Lock::new().write(&path).is_err());
+        std::fs::remove_dir(&path).unwrap();
+        let long = format!("version = 1\n#{}\n", "x".repeat(MAX_LOCK_FILE as usize));
+        std::fs::write(&path, long).unwrap();
+        let e = Lock::read(&path).unwrap_err();
+        assert!(e.contains(&format!("{MAX_LOCK_FILE} bytes")), "{e}");
     }
 
     #[test]

@@ -236,7 +236,7 @@ impl Fetcher {
         if !self.lock_changed() || self.options.locked {
             return Ok(false);
         }
-        std::fs::write(&self.lock_path, self.lock.render())?;
+        self.lock.write(&self.lock_path)?;
         Ok(true)
     }
 
@@ -298,6 +298,10 @@ impl Fetcher {
         let parsed = Source::parse(source).map_err(|e| FetchError::new(Failure::NotFound, e))?;
         match &parsed {
             Source::Local(rel) => {
+                let origin = format!("local directory {rel}");
+                if let Some(link) = tree::first_link(importer, rel) {
+                    return Err(tree::invalid(name, &origin, tree::symbolic_link(&link)));
+                }
                 let dir = tree::local_dir(importer, rel);
                 if !dir.is_dir() {
                     return Err(FetchError::new(
@@ -308,7 +312,7 @@ impl Fetcher {
                 let t = tree::LocalTree::new(dir);
                 // Named as the import wrote it, so the artifact does not depend on where
                 // it was built.
-                tree::take(&t, name, None, source, &format!("local directory {rel}"))
+                tree::take(&t, name, None, source, &origin)
             }
             Source::Github {
                 owner,

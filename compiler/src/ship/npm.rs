@@ -115,9 +115,12 @@ impl NpmConfig {
     }
 }
 
+/// The longest `.npmrc` read (one that is longer, or not a regular file, counts as absent).
+const MAX_NPMRC: u64 = 1 << 20;
+
 /// The settings of one `.npmrc`: `key=value` lines, `;` and `#` comments, `${VAR}` expanded.
 fn read_npmrc(path: &Path) -> BTreeMap<String, String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let text = bytecode_spec::bounded::read_to_string(path, MAX_NPMRC).unwrap_or_default();
     let mut out = BTreeMap::new();
     for line in text.lines() {
         let line = line.trim();

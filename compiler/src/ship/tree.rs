@@ -72,6 +72,20 @@ pub fn front_matter(text: &str) -> Option<(Option<String>, Option<String>)> {
     None
 }
 
+/// The error of skill `name` from `origin` that cannot be bundled, and `why`.
+pub fn invalid(name: &str, origin: &str, why: String) -> FetchError {
+    FetchError::new(
+        Failure::InvalidSkill,
+        format!("skill `{name}` in {origin}: {why}"),
+    )
+}
+
+/// Why a skill whose path `rel` is a symbolic link is refused: the link could point
+/// anywhere, and its files would be bundled from there.
+pub fn symbolic_link(rel: &str) -> String {
+    format!("`{rel}` is a symbolic link; a skill may only hold regular files")
+}
+
 /// Finds skill `name` in `tree` and takes its files. `origin` says where the tree came from
 /// (it is extended with the skill's directory); `source` is the import's text.
 pub fn take(
@@ -82,12 +96,16 @@ pub fn take(
     origin: &str,
 ) -> Result<BundledSkill, FetchError> {
     let dir = locate(tree, name, subpath)?;
-    let invalid = |why: String| {
-        FetchError::new(
-            Failure::InvalidSkill,
-            format!("skill `{name}` in {origin}: {why}"),
-        )
-    };
+    let invalid = |why: String| invalid(name, origin, why);
+    // A directory on the way to the skill's that is a link (which finding it went through)
+    // would take the files from wherever it points.
+    let mut above = String::new();
+    for part in dir.split('/').filter(|p| !p.is_empty()) {
+        above = join(&above, part);
+        if tree.kind(&above) == Some(Kind::Link) {
+            return Err(invalid(symbolic_link(&above)));
+        }
+    }
     let entries = tree
         .walk(&dir)
         .map_err(|e| FetchError::new(Failure::Failed, e))?;
@@ -96,11 +114,7 @@ pub fn take(
     for (rel, kind) in entries {
         let size = match kind {
             Kind::File(size) => size,
-            Kind::Link => {
-                return Err(invalid(format!(
-                    "`{rel}` is a symbolic link; a skill may only hold regular files"
-                )))
-            }
+            Kind::Link => return Err(invalid(symbolic_link(&rel))),
             Kind::Other => {
                 return Err(invalid(format!("`{rel}` is not a regular file")));
             }
@@ -282,8 +296,15 @@ impl Tree for LocalTree {
     }
 
     fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+        // Sizes were checked when the tree was walked; the bound holds if the file changed.
+        const MOST: u64 = if MAX_FILE > MAX_SKILL_FILE {
+            MAX_FILE
+        } else {
+            MAX_SKILL_FILE
+        } as u64;
         let p = self.path(path);
-        std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+        bytecode_spec::bounded::read(&p, MOST)
+            .map_err(|e| format!("cannot read {}: {e}", p.display()))
     }
 }
 
@@ -347,4 +368,21 @@ impl Tree for MemoryTree {
 /// The local directory a `./path` source names, relative to the importing program.
 pub fn local_dir(importer: &Path, rel: &str) -> PathBuf {
     importer.parent().unwrap_or(Path::new(".")).join(rel)
+}
+
+/// The first directory on the way from the importing program's directory to the one the
+/// local source `rel` names (that one included) which is a symbolic link, as written
+/// (`./skills`): a link there would bundle files from wherever it points. What lies above
+/// the program's directory is the builder's own choice, and is not looked at.
+pub fn first_link(importer: &Path, rel: &str) -> Option<String> {
+    let mut path = importer.parent().unwrap_or(Path::new(".")).to_path_buf();
+    let mut shown = PathBuf::new();
+    for part in Path::new(rel).components() {
+        path.push(part);
+        shown.push(part);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(shown.display().to_string());
+        }
+    }
+    None
 }

@@ -527,6 +527,97 @@ fn a_skill_is_found_by_the_location_rule() {
     }
 }
 
+/// A local skill reached through a symbolic link anywhere below the importing program's
+/// directory is refused as a link inside a skill is: otherwise the files of wherever the link
+/// points (someone else's home directory, say) are bundled into the artifact.
+#[cfg(unix)]
+#[test]
+fn a_link_on_the_way_to_a_local_skill_is_refused() {
+    use std::os::unix::fs::symlink;
+    let w = World::new("local-links");
+    let p = w.dir("p");
+    let outside = w.dir("outside");
+    support::put(&outside, "secret/SKILL.md", &skill_md("secret", "OUTSIDE"));
+    support::put(&outside, "secret/id_rsa", "PRIVATE KEY");
+    support::put(
+        &outside,
+        "skills/secret/SKILL.md",
+        &skill_md("secret", "OUTSIDE"),
+    );
+    let build = |source: &str| {
+        std::fs::write(
+            p.join("main.prose"),
+            format!("import \"secret\" from \"{source}\"\nsession \"go\"\n"),
+        )
+        .unwrap();
+        let _ = std::fs::remove_file(p.join("main.pbc"));
+        w.prosec(&p, &["build", "main.prose"])
+    };
+    // The directory the source names is a link.
+    symlink(outside.join("secret"), p.join("linked")).unwrap();
+    let err = build("./linked").fails_with("E154");
+    assert!(err.contains("`./linked` is a symbolic link"), "{err}");
+    // A directory on the way to it is.
+    std::fs::create_dir_all(p.join("vendor")).unwrap();
+    symlink(&outside, p.join("vendor/deps")).unwrap();
+    let err = build("./vendor/deps/secret").fails_with("E154");
+    assert!(err.contains("`./vendor/deps` is a symbolic link"), "{err}");
+    // A directory the location rule goes through inside the source's: `skills/`.
+    std::fs::create_dir_all(p.join("tree")).unwrap();
+    symlink(outside.join("skills"), p.join("tree/skills")).unwrap();
+    let err = build("./tree").fails_with("E154");
+    assert!(err.contains("`skills` is a symbolic link"), "{err}");
+    // Or the skill's own directory.
+    std::fs::create_dir_all(p.join("tree2")).unwrap();
+    symlink(outside.join("secret"), p.join("tree2/secret")).unwrap();
+    let err = build("./tree2").fails_with("E154");
+    assert!(err.contains("`secret` is a symbolic link"), "{err}");
+    assert!(!p.join("main.pbc").exists());
+    // Links above the program's directory are the builder's business: a program reached
+    // through one builds, and so does a real directory of skills beside it.
+    support::put(&p, "real/secret/SKILL.md", &skill_md("secret", "INSIDE"));
+    symlink(&p, w.dir("via").join("p")).unwrap();
+    std::fs::write(
+        p.join("main.prose"),
+        "import \"secret\" from \"./real\"\nsession \"go\"\n",
+    )
+    .unwrap();
+    w.prosec(&w.root.join("via/p"), &["build", "main.prose"])
+        .ok();
+    assert!(instructions(&load(&p.join("main.pbc")), "secret").contains("INSIDE"));
+}
+
+/// A `prose.lock` that is a symbolic link, even one to a file that does not exist, is not
+/// read or written through: a build that pins a source would otherwise create or overwrite
+/// the file the link names, wherever it is.
+#[cfg(unix)]
+#[test]
+fn a_lock_that_is_a_link_is_refused_and_nothing_is_written_through_it() {
+    let w = World::new("lock-link");
+    w.commit(
+        "acme",
+        "skills",
+        &[("skills/notes/SKILL.md", &skill_md("notes", "notes"))],
+        None,
+    );
+    let p = w.dir("p");
+    std::fs::write(
+        p.join("main.prose"),
+        "import \"notes\" from \"github:acme/skills\"\nsession \"go\"\n",
+    )
+    .unwrap();
+    let target = w.dir("elsewhere").join("planted");
+    std::os::unix::fs::symlink(&target, p.join("prose.lock")).unwrap();
+    let err = w.prosec(&p, &["build", "main.prose"]).fails_with("E155");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert!(!target.exists(), "the build wrote through the link");
+    // With the link gone the build pins its source in a lock of its own.
+    std::fs::remove_file(p.join("prose.lock")).unwrap();
+    w.prosec(&p, &["build", "main.prose"]).ok();
+    let lock = std::fs::symlink_metadata(p.join("prose.lock")).unwrap();
+    assert!(lock.is_file());
+}
+
 #[test]
 fn signatures_say_who_built_it_and_whether_it_changed() {
     let w = World::new("signing");

@@ -141,7 +141,7 @@ pub fn load(file: &Path, args: &RunArgs) -> Result<Program, ExitCode> {
             file.display()
         )));
     }
-    let bytes = std::fs::read(file).map_err(|e| {
+    let bytes = bytecode_spec::artifact::read_file(file).map_err(|e| {
         fail(
             format!("cannot read {}: {e}", file.display()),
             Exit::Unusable,
@@ -167,11 +167,12 @@ pub fn dir_of(file: &Path) -> PathBuf {
     }
 }
 
-/// Whether `file` starts like a `.pbc` artifact (whatever its name).
+/// Whether `file` is a regular file that starts like a `.pbc` artifact (whatever its name).
+/// Opened as [`bytecode_spec::bounded::open`] opens, so a FIFO does not block.
 pub fn is_artifact(file: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 4];
-    std::fs::File::open(file)
+    bytecode_spec::bounded::open(file)
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok_and(|()| magic == bytecode_spec::artifact::MAGIC)
 }

@@ -691,7 +691,7 @@ fn same_program(record: &RunRecord) -> Result<(), Changed> {
         let dry = matches!(record.driver, DriverSettings::Mock(_));
         build::compile(origin, &[], dry, build::Warnings::Quiet).ok()
     } else {
-        std::fs::read(origin)
+        bytecode_spec::artifact::read_file(origin)
             .ok()
             .and_then(|b| Program::from_bytes(b, origin.clone()).ok())
     };

@@ -15,6 +15,9 @@ use subtle::ConstantTimeEq;
 /// The cookie that carries the token for the web page.
 pub const COOKIE: &str = "prose_token";
 
+/// The longest token file read: a token is a secret of some dozens of characters.
+pub const MAX_TOKEN_FILE: u64 = 4 << 10;
+
 /// The server's token (its digest: the token itself is not kept).
 #[derive(Clone)]
 pub struct Token([u8; 32]);
@@ -24,11 +27,12 @@ pub const MIN_TOKEN_LEN: usize = 16;
 
 impl Token {
     /// The token in the file at `path`: its text without surrounding white space, at least
-    /// [`MIN_TOKEN_LEN`] characters, in a file only its owner may read.
+    /// [`MIN_TOKEN_LEN`] characters, in a regular file of at most [`MAX_TOKEN_FILE`] bytes
+    /// that only its owner may read.
     pub fn read(path: &std::path::Path) -> Result<Token, String> {
         let shown = path.display();
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("--token-file {shown}: {e}"))?;
+        let text = bytecode_spec::bounded::read_to_string(path, MAX_TOKEN_FILE)
+            .map_err(|e| format!("--token-file {shown}: {e}"))?;
         if let Some(mode) = exposed_mode(path) {
             return Err(format!(
                 "--token-file {shown}: other users can read it (mode {mode:03o}); make it private first: chmod 600 {shown}"
@@ -302,6 +306,23 @@ mod tests {
         ] {
             assert!(!is_loopback_name(host), "{host}");
         }
+    }
+
+    #[test]
+    fn a_token_file_is_a_regular_file_of_a_few_kilobytes() {
+        let e = Token::read(std::path::Path::new("/dev/zero"))
+            .err()
+            .expect("a device");
+        assert!(e.contains("a character device, not a regular file"), "{e}");
+        let dir = std::env::temp_dir().join(format!("prose-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("token");
+        std::fs::write(&file, "x".repeat(MAX_TOKEN_FILE as usize + 1)).expect("write");
+        let e = Token::read(&file).err().expect("too long");
+        assert!(e.contains(&format!("{MAX_TOKEN_FILE} bytes")), "{e}");
+        std::fs::write(&file, " s3cret\n").expect("write");
+        assert!(Token::read(&file).expect("read").admits("s3cret"));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl Library {
             return None;
         }
         let path = self.path(&sha256.to_ascii_lowercase());
-        let bytes = std::fs::read(&path).ok()?;
+        let bytes = bytecode_spec::artifact::read_file(&path).ok()?;
         Program::from_bytes(bytes, path).ok()
     }
 

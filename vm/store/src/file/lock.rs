@@ -16,7 +16,7 @@
 
 use crate::{fs, StoreError};
 use std::fs::File;
-use std::io::{Read, Seek, Write};
+use std::io::{Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ pub fn take(path: &Path, id: &str) -> Result<Lock, StoreError> {
             write!(file, "{}", std::process::id()).map_err(io)?;
             return Ok(Lock { _file: file });
         }
-        let pid = written_pid(&mut file).filter(|&pid| alive(pid));
+        let pid = written_pid(&mut file, path).filter(|&pid| alive(pid));
         // This process's own pid is waited on: a lock it has just let go of is still held
         // while a child that another thread forked keeps a copy of the descriptor, until
         // that child execs.
@@ -64,12 +64,14 @@ pub fn held(path: &Path) -> bool {
     fs::open_read(path).is_ok_and(|file| sys::locked(&file))
 }
 
-/// The pid written in a lock file, if it holds one.
-fn written_pid(file: &mut File) -> Option<u32> {
-    let mut text = String::new();
+/// The most read of a lock file: a pid is at most ten digits, so anything longer holds none.
+const MAX_PID_TEXT: u64 = 64;
+
+/// The pid written in the lock file `file` (at `path`), if it holds one.
+fn written_pid(file: &mut File, path: &Path) -> Option<u32> {
     file.rewind().ok()?;
-    file.read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
+    let bytes = bytecode_spec::bounded::read_from(file, MAX_PID_TEXT, path).ok()?;
+    std::str::from_utf8(&bytes).ok()?.trim().parse().ok()
 }
 
 /// Whether process `pid` is alive (a zombie, dead but not yet reaped, is not).
@@ -197,6 +199,18 @@ mod tests {
         );
         drop(lock);
         assert!(!held(&path));
+    }
+
+    #[test]
+    fn a_lock_file_is_read_no_further_than_a_pid_can_be() {
+        let path = scratch("long");
+        std::fs::write(&path, "7".repeat(1 << 20)).expect("write");
+        let mut file = File::open(&path).expect("open");
+        assert_eq!(written_pid(&mut file, &path), None);
+        assert_eq!(file.stream_position().expect("position"), MAX_PID_TEXT + 1);
+        std::fs::write(&path, format!(" {}\n", std::process::id())).expect("write");
+        let mut file = File::open(&path).expect("open");
+        assert_eq!(written_pid(&mut file, &path), Some(std::process::id()));
     }
 
     #[test]
