@@ -380,8 +380,11 @@ pub fn unpack(tgz: &[u8], what: &str) -> Result<MemoryTree, FetchError> {
                 .read_to_end(&mut bytes)
                 .map_err(|e| bad(format!("damaged tarball: {e}")))?;
             entries.insert(rel.to_string(), Entry::File(bytes));
-        } else {
+        } else if kind.is_symlink() || kind.is_hard_link() {
             entries.insert(rel.to_string(), Entry::Link);
+        } else {
+            // A FIFO, a device: said as what it is, never taken for a link.
+            entries.insert(rel.to_string(), Entry::Other);
         }
     }
     Ok(MemoryTree::new(entries))
@@ -472,5 +475,38 @@ mod tests {
         );
         assert_eq!(sha512_of("sha1-abc"), None);
         assert_eq!(sha512_of("sha512-short"), None);
+    }
+
+    #[test]
+    fn fifos_and_devices_are_told_from_links() {
+        use crate::ship::tree::{Kind, Tree};
+        let mut data = Vec::new();
+        {
+            let gz = flate2::write::GzEncoder::new(&mut data, flate2::Compression::fast());
+            let mut tar = tar::Builder::new(gz);
+            for (name, kind) in [
+                ("package/pipe", tar::EntryType::Fifo),
+                ("package/dev", tar::EntryType::Char),
+                ("package/link", tar::EntryType::Symlink),
+            ] {
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(kind);
+                h.set_size(0);
+                h.set_mode(0o644);
+                if kind == tar::EntryType::Symlink {
+                    h.set_link_name("SKILL.md").unwrap();
+                }
+                tar.append_data(&mut h, name, std::io::empty()).unwrap();
+            }
+            tar.into_inner().unwrap().finish().unwrap();
+        }
+        let tree = unpack(&data, "x").expect("unpacks");
+        assert_eq!(tree.kind("pipe"), Some(Kind::Other));
+        assert_eq!(tree.kind("dev"), Some(Kind::Other));
+        assert_eq!(tree.kind("link"), Some(Kind::Link));
+        assert!(tree
+            .read("pipe")
+            .unwrap_err()
+            .contains("not a regular file"));
     }
 }

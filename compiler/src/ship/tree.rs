@@ -314,6 +314,8 @@ pub enum Entry {
     File(Vec<u8>),
     /// A symbolic or hard link.
     Link,
+    /// Anything else: a FIFO, a device.
+    Other,
 }
 
 /// Files held in memory (a package's), by path.
@@ -332,6 +334,7 @@ fn entry_kind(e: &Entry) -> Kind {
     match e {
         Entry::File(b) => Kind::File(b.len() as u64),
         Entry::Link => Kind::Link,
+        Entry::Other => Kind::Other,
     }
 }
 
@@ -360,6 +363,7 @@ impl Tree for MemoryTree {
         match self.entries.get(path) {
             Some(Entry::File(b)) => Ok(b.clone()),
             Some(Entry::Link) => Err(format!("`{path}` is a link")),
+            Some(Entry::Other) => Err(format!("`{path}` is not a regular file")),
             None => Err(format!("no file `{path}`")),
         }
     }
