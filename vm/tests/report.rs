@@ -9,7 +9,6 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 const PROGRAM: &str = r#"agent researcher:
   model: sonnet
@@ -159,73 +158,17 @@ fn a_missing_run_is_a_clear_error() {
     assert!(err.contains("no run"), "{err}");
 }
 
-/// The Chromium to test with: `$CHROMIUM` or `/usr/bin/chromium`. Missing, it fails the test
-/// on CI and skips it elsewhere.
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    if path.is_file() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "Chromium is required on CI ({} is missing; .ci/run installs it)",
-        path.display()
-    );
-    eprintln!(
-        "SKIPPED: the report's browser test needs Chromium ({} is missing; `apt-get install chromium`)",
-        path.display()
-    );
-    None
-}
-
-/// Runs headless Chromium with `args` on `page`; returns its stdout and stderr. Killed after
-/// two minutes.
-fn headless(browser: &Path, profile: &Path, args: &[&str], page: &Path) -> (String, String) {
-    let mut child = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("chromium starts");
-    let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("chromium did not finish in two minutes");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().expect("output");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn the_report_loads_in_a_browser_without_errors_and_shows_every_session() {
-    let Some(browser) = chromium() else { return };
+    let Some(browser) = support::browser::chromium() else {
+        return;
+    };
     let (dir, id) = a_run("browser");
     let page = dir.join("run.html");
     let (code, _, err) = support::output(vm(&dir).args(["report", &id, "-o"]).arg(&page));
     assert_eq!(code, 0, "{err}");
-    let (dom, log) = headless(&browser, &dir.join("profile"), &["--dump-dom"], &page);
+    let (dom, log) =
+        support::browser::headless(&browser, &dir.join("profile"), &["--dump-dom"], &page);
     // The script ran to its end, and nothing went to the console.
     assert!(
         dom.contains("data-ready=\"true\""),

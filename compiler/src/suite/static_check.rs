@@ -55,6 +55,16 @@ pub const STATUSES: [&str; 5] = ["finished", "failed", "waiting", "paused", "int
 /// wrong with it to `c`'s diagnostics (the program it names is compiled into `c` too, with
 /// its own diagnostics). Fails only when the file cannot be read.
 pub fn check_file(c: &mut Compilation, path: &Path) -> Result<(), LoadError> {
+    check_file_recording(c, path, false)
+}
+
+/// [`check_file`], for a run that records tapes anew (`recording`): a tape that is not
+/// there yet is then no error.
+pub fn check_file_recording(
+    c: &mut Compilation,
+    path: &Path,
+    recording: bool,
+) -> Result<(), LoadError> {
     let bytes = std::fs::read(path).map_err(|e| LoadError::Io(path.to_path_buf(), e))?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let file = c.sources.add(path.display().to_string(), text.clone());
@@ -62,6 +72,7 @@ pub fn check_file(c: &mut Compilation, path: &Path) -> Result<(), LoadError> {
         c,
         file,
         dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),
+        recording,
     };
     let is_eval = path
         .file_name()
@@ -85,6 +96,8 @@ struct Checker<'c> {
     c: &'c mut Compilation,
     file: FileId,
     dir: PathBuf,
+    /// Tapes are being recorded anew: a missing one will be made.
+    recording: bool,
 }
 
 fn span_of(r: std::ops::Range<usize>) -> Span {
@@ -200,7 +213,8 @@ impl Checker<'_> {
             self.relative(path);
         }
         let answers = &case.answers;
-        for source in [&answers.tape, &answers.script].into_iter().flatten() {
+        let tape = answers.tape.as_ref().filter(|_| !self.recording);
+        for source in [tape, answers.script.as_ref()].into_iter().flatten() {
             if !self.dir.join(source.get_ref()).is_file() {
                 self.report(
                     Code::E160,

@@ -90,7 +90,7 @@ pub fn test(args: TestArgs) -> ExitCode {
     let color = Console::get().color && std::io::stderr().is_terminal();
     let (mut loaded, mut broken) = (Vec::new(), Vec::new());
     for f in &files {
-        match testing::load(f, color) {
+        match testing::load(f, color, record.is_some()) {
             Ok(l) => loaded.push(l),
             Err(n) => broken.push(n),
         }

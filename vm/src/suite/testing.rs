@@ -52,14 +52,16 @@ pub struct NotLoaded {
 }
 
 /// Reads and checks the test file at `path` and compiles its program (offline: tests ask
-/// no network). A file `prosec check` would refuse does not run.
-pub fn load(path: &Path, color: bool) -> Result<Loaded, NotLoaded> {
+/// no network). A file `prosec check` would refuse does not run (but a tape `recording`
+/// will make need not be there yet).
+pub fn load(path: &Path, color: bool, recording: bool) -> Result<Loaded, NotLoaded> {
     let not = |why: String| NotLoaded {
         path: path.to_path_buf(),
         why,
     };
     let mut c = prosec::compile::Compilation::new(Default::default());
-    prosec::suite::static_check::check_file(&mut c, path).map_err(|e| not(e.to_string()))?;
+    prosec::suite::static_check::check_file_recording(&mut c, path, recording)
+        .map_err(|e| not(e.to_string()))?;
     if c.error_count() > 0 {
         let mut out = termcolor::Buffer::no_color();
         if color {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod billing;
+pub mod browser;
 pub mod pg;
 pub mod provider;
 

@@ -350,7 +350,7 @@ async fn try_row(
     let mut judge_cost: Option<f64> = None;
     let mut passed = scores.iter().all(|s| s.value >= 1.0);
     for (j, program) in plan.spec.judges.iter().zip(&plan.judges) {
-        let (score, cost) = judge_score(
+        let Some((score, cost)) = judge_score(
             j,
             program,
             row,
@@ -361,7 +361,15 @@ async fn try_row(
             &workdir,
             memo.clone(),
         )
-        .await;
+        .await
+        else {
+            // The judge was interrupted: the try is scored again when the eval goes on.
+            return RowResult {
+                run: run.id.clone(),
+                status: "interrupted".into(),
+                ..previous
+            };
+        };
         if let Some(c) = cost {
             *judge_cost.get_or_insert(0.0) += c;
         }
@@ -408,7 +416,8 @@ fn check_scores(expect: &Expect, row: &Row, run: &CaseRun) -> Vec<Score> {
         .collect()
 }
 
-/// Judge `j`'s score of `run`'s output, and what asking it cost.
+/// Judge `j`'s score of `run`'s output, and what asking it cost; none when the judge's run
+/// was interrupted before it answered.
 #[allow(clippy::too_many_arguments)]
 async fn judge_score(
     j: &Judge,
@@ -420,7 +429,7 @@ async fn judge_score(
     place: &Place,
     workdir: &Path,
     memo: Option<Arc<dyn MemoStore>>,
-) -> (Score, Option<f64>) {
+) -> Option<(Score, Option<f64>)> {
     let name = j.name.get_ref().clone();
     let zero = |reason: String, judge_run: Option<String>| Score {
         name: name.clone(),
@@ -430,13 +439,8 @@ async fn judge_score(
         judge_run,
     };
     let Some(output) = run.outputs.get(j.output.get_ref()) else {
-        return (
-            zero(
-                format!("the run has no output `{}` to grade", j.output.get_ref()),
-                None,
-            ),
-            None,
-        );
+        let why = format!("the run has no output `{}` to grade", j.output.get_ref());
+        return Some((zero(why, None), None));
     };
     let inputs = BTreeMap::from([
         ("rubric".to_string(), Value::text(row.fill(&j.rubric))),
@@ -456,6 +460,9 @@ async fn judge_score(
         },
     )
     .await;
+    if graded.status == "interrupted" {
+        return None;
+    }
     let answer = graded.outputs.get("verdict").map(text_of);
     let score = match (
         &answer,
@@ -477,5 +484,5 @@ async fn judge_score(
             graded.id.clone(),
         ),
     };
-    (score, graded.cost)
+    Some((score, graded.cost))
 }
