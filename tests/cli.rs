@@ -169,6 +169,9 @@ fn every_prosevm_command_fails_in_json_when_json_is_asked_for() {
         ("memo", vec!["memo", "--store", "sqlite:"], 2),
         ("report", vec!["report", "nope"], 2),
         ("inspect", vec!["inspect", "latest"], 2),
+        ("test", vec!["test", "no-such-dir"], 2),
+        ("eval", vec!["eval", "missing.eval.toml"], 2),
+        ("evals", vec!["evals", "--store", "mysql://x"], 2),
     ];
     let mut covered: Vec<&str> = cases.iter().map(|c| c.0).collect();
     for (_, args, exit) in &cases {

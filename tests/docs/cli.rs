@@ -579,8 +579,22 @@ fn command_lines(page: &Page) -> Vec<(usize, String)> {
         if !matches!(b.info.as_str(), "" | "sh" | "console" | "bash") {
             continue;
         }
+        // A line ending in `\` goes on on the next.
+        let mut pending: Option<(usize, String)> = None;
         for (i, l) in b.code.lines().enumerate() {
-            found.push((b.line + 1 + i, l.trim_start_matches("$ ").to_string()));
+            let l = l.trim_start_matches("$ ");
+            let (at, mut text) = pending.take().unwrap_or((b.line + 1 + i, String::new()));
+            match l.trim_end().strip_suffix('\\') {
+                Some(head) => {
+                    text.push_str(head);
+                    text.push(' ');
+                    pending = Some((at, text));
+                }
+                None => {
+                    text.push_str(l);
+                    found.push((at, text));
+                }
+            }
         }
     }
     let mut out = Vec::new();
@@ -679,8 +693,8 @@ fn every_command_line_in_the_docs_parses_with_the_binaries() {
                 .split('\'')
                 .nth(1)
                 .is_some_and(|v| v.chars().all(|c| c.is_ascii_uppercase() || c == '_'));
-        let named = err.contains("a value is required")
-            && words.last().is_some_and(|w| w.starts_with("--"));
+        let named =
+            err.contains("a value is required") && words.last().is_some_and(|w| w.starts_with('-'));
         if code != 0 && !placeholder && !named {
             wrong.push(format!(
                 "{line}: `{text}`: {}",

@@ -167,6 +167,10 @@ fn the_openapi_document_describes_every_route_served() {
         ("/v1/schedules", "get"),
         ("/v1/schedules/{id}", "get"),
         ("/v1/schedules/{id}", "delete"),
+        ("/v1/evals", "post"),
+        ("/v1/evals", "get"),
+        ("/v1/evals/{id}", "get"),
+        ("/v1/evals/{id}/report", "get"),
         ("/v1/openapi.json", "get"),
     ] {
         assert!(
@@ -736,4 +740,89 @@ fn a_client_cannot_choose_the_driver_its_key_or_its_address() {
     let run = server.wait_for(&id, |r| r["status"] == "finished");
     assert_eq!(run["outputs"]["r"], "from the server");
     assert!(seen.lock().expect("seen").is_empty());
+}
+
+#[test]
+fn an_eval_started_over_http_runs_on_and_is_listed_shown_and_reported() {
+    let dir = built("serve-evals", PROGRAM);
+    let server = Server::start(&dir, &[]);
+    let sha = server.upload(&dir);
+    let rows: Vec<Value> = ["tides", "waves", "reefs"]
+        .iter()
+        .map(|t| json!({"inputs": {"topic": t}, "expected": {"topic": t}}))
+        .collect();
+    // Checks and judges that name what the program lacks are refused before anything runs.
+    let r = server
+        .request(Method::POST, "/v1/evals")
+        .json(&json!({"artifact": sha, "rows": rows, "judges": [{"name": "j", "output": "nothing", "rubric": "r"}]}))
+        .send()
+        .expect("POST");
+    assert!(json(r, 422)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("`nothing`")));
+    let r = server
+        .request(Method::POST, "/v1/evals")
+        .json(&json!({"artifact": sha, "rows": [{"inputs": {"topik": "x"}}]}))
+        .send()
+        .expect("POST");
+    assert!(json(r, 422)["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("`topik`")));
+    // A real one: a check of every row, and a judge.
+    let r = server
+        .request(Method::POST, "/v1/evals")
+        .json(&json!({
+            "artifact": sha,
+            "rows": rows,
+            "expect": {"outputs": {"r": {"contains": "Step five"}}},
+            "judges": [{"name": "brief", "output": "r", "rubric": "About {expected.topic}, short: 5; long: 1."}],
+        }))
+        .send()
+        .expect("POST");
+    let id = json(r, 201)["id"].as_str().expect("id").to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let eval = loop {
+        let e = server.get(&format!("/v1/evals/{id}"));
+        if e["finished"].is_string() {
+            break e;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the eval did not end: {e}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let results = eval["variants"][0]["results"].as_array().expect("results");
+    assert_eq!(results.len(), 3);
+    assert!(
+        results
+            .iter()
+            .all(|r| r["scored"] == true && r["run"].is_string()),
+        "{eval}"
+    );
+    assert_eq!(
+        eval["summaries"][0]["summary"]["scores"][1][0], "output r",
+        "{eval}"
+    );
+    let listed = server.get("/v1/evals");
+    assert!(
+        listed["evals"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|e| e["id"] == id.as_str())),
+        "{listed}"
+    );
+    let r = server
+        .request(Method::GET, &format!("/v1/evals/{id}/report"))
+        .send()
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.headers().get("content-security-policy").is_some());
+    let page = r.text().expect("page");
+    assert_eq!(page.matches("<tr class=\"row\">").count(), 3);
+    // Its runs are the server's like any other.
+    let runs = server.get("/v1/runs");
+    assert!(
+        runs["runs"].as_array().is_some_and(|r| r.len() >= 6),
+        "rows and judges: {runs}"
+    );
 }

@@ -75,6 +75,12 @@ pub struct EvalArgs {
 /// `prosevm eval`.
 pub fn eval(args: EvalArgs) -> ExitCode {
     let json = Console::json();
+    if !args.file.is_file() {
+        return fail(
+            format!("cannot read {}: no such file", args.file.display()),
+            Exit::Unusable,
+        );
+    }
     let plan = match eval::load(&args.file, Console::get().color) {
         Ok(p) => Arc::new(p),
         Err(n) => {

@@ -21,8 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -36,6 +35,18 @@ pub struct App {
     pub conductor: Conductor,
     /// The schedules.
     pub schedules: tokio::sync::Mutex<Schedules>,
+    /// What evals run with.
+    pub evals: EvalsHome,
+}
+
+/// What evals run with: the server's driver, place and store.
+pub struct EvalsHome {
+    /// The server's driver (a model asked for replaces its default model).
+    pub driver: prose_runtime::driver::settings::DriverSettings,
+    /// Where runs live.
+    pub place: crate::run::Place,
+    /// Where each try's working directory is made.
+    pub scratch: std::path::PathBuf,
 }
 
 /// The handlers' state.
@@ -53,7 +64,7 @@ pub struct ErrorBody {
 pub struct ApiError(StatusCode, String);
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError(status, message.into())
     }
 }
@@ -154,7 +165,7 @@ impl From<RunError> for ApiError {
 /// system (which the file store would also take) can name a run through the API.
 #[derive(Debug, Deserialize)]
 #[serde(try_from = "String")]
-pub struct RunId(String);
+pub struct RunId(pub String);
 
 impl TryFrom<String> for RunId {
     type Error = String;
@@ -374,32 +385,10 @@ pub struct Health {
     pub status: String,
 }
 
-struct Bearer;
-
-impl Modify for Bearer {
-    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
-        let components = api.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-        );
-    }
-}
-
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "prosevm serve",
-        description = "Shipped OpenProse workflows as a service: upload artifacts, start runs, follow their events, answer their questions."
-    ),
-    modifiers(&Bearer),
-    security(("bearer" = []))
-)]
-struct Doc;
-
-/// The routes under `/v1` and `/healthz`, and the OpenAPI document describing them.
+/// The routes of runs, artifacts and schedules under `/v1` (the service's document and its
+/// other routes are [`super::doc`]'s).
 pub fn routes() -> OpenApiRouter<Shared> {
-    OpenApiRouter::with_openapi(Doc::openapi())
+    OpenApiRouter::new()
         .routes(routes!(put_artifact))
         .routes(routes!(create_run, list_runs))
         .routes(routes!(get_run))
@@ -410,30 +399,11 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(run_report))
         .routes(routes!(create_schedule, list_schedules))
         .routes(routes!(get_schedule, delete_schedule))
-        .routes(routes!(openapi_json))
 }
 
-/// The OpenAPI document of the API (as `GET /v1/openapi.json` serves it).
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    let (_, mut doc) = routes().split_for_parts();
-    let (_, health) = OpenApiRouter::<Shared>::new()
-        .routes(routes!(healthz))
-        .split_for_parts();
-    // Its paths and the schemas they name (`Health`) both.
-    doc.merge(health);
-    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
-    doc
-}
-
-/// This document.
-#[utoipa::path(
-    get,
-    path = "/v1/openapi.json",
-    responses((status = 200, content_type = "application/json", description = "the OpenAPI document of this API"))
-)]
-async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    static DOC: std::sync::OnceLock<utoipa::openapi::OpenApi> = std::sync::OnceLock::new();
-    Json(DOC.get_or_init(openapi).clone())
+/// `/healthz`, described for the document.
+pub fn health_routes() -> OpenApiRouter<Shared> {
+    OpenApiRouter::new().routes(routes!(healthz))
 }
 
 /// What a request for a path the API does not have gets: 404, with the `{"error"}` body
@@ -760,24 +730,6 @@ async fn resume_run(
             StatusCode::CONFLICT,
             format!("run {id} has finished"),
         )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// `docs/openapi.json` is the document the code generates (`PROSE_BLESS=1` rewrites it).
-    #[test]
-    fn the_kept_openapi_document_is_the_generated_one() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json");
-        let generated = super::openapi().to_pretty_json().expect("JSON") + "\n";
-        if std::env::var_os("PROSE_BLESS").is_some() {
-            std::fs::write(&path, &generated).expect("docs/openapi.json");
-        }
-        let kept = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            kept == generated,
-            "docs/openapi.json is not what the code generates: run `PROSE_BLESS=1 cargo test -p prosevm --lib serve::api` and commit it"
-        );
     }
 }
 

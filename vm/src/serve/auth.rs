@@ -320,8 +320,22 @@ mod tests {
         std::fs::write(&file, "x".repeat(MAX_TOKEN_FILE as usize + 1)).expect("write");
         let e = Token::read(&file).err().expect("too long");
         assert!(e.contains(&format!("{MAX_TOKEN_FILE} bytes")), "{e}");
-        std::fs::write(&file, " s3cret\n").expect("write");
-        assert!(Token::read(&file).expect("read").admits("s3cret"));
+        std::fs::write(&file, " correct horse battery staple\n").expect("write");
+        // Only its owner may read it.
+        assert!(Token::read(&file)
+            .err()
+            .expect("shared")
+            .contains("chmod 600"));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("mode");
+        assert!(Token::read(&file)
+            .expect("read")
+            .admits("correct horse battery staple"));
+        std::fs::write(&file, "s3cret\n").expect("write");
+        assert!(Token::read(&file)
+            .err()
+            .expect("short")
+            .contains("fewer than the 16"));
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -27,6 +27,8 @@
 pub mod api;
 pub mod auth;
 pub mod conductor;
+pub mod doc;
+pub mod evals;
 pub mod events;
 pub mod guards;
 pub mod library;
@@ -121,6 +123,11 @@ pub async fn serve(
     place.config.shared = Some(Arc::new(tokio::sync::Semaphore::new(
         place.config.max_concurrency.max(1),
     )));
+    let evals = api::EvalsHome {
+        driver: driver.clone(),
+        place: place.clone(),
+        scratch: dir.join("eval-work"),
+    };
     let conductor = Conductor::start(
         Setup {
             store: store.clone(),
@@ -139,12 +146,13 @@ pub async fn serve(
         library: library::Library::new(dir.join("artifacts"), trust),
         conductor: conductor.clone(),
         schedules: tokio::sync::Mutex::new(schedules),
+        evals,
     });
     take_up_unfinished(&app, &dir).await;
     let watching = tokio::spawn(watch_runs(app.clone()));
     let firing = tokio::spawn(fire_schedules(app.clone()));
     let token = token.map(Arc::new);
-    let (v1, _) = api::routes().split_for_parts();
+    let (v1, _) = doc::routes().split_for_parts();
     let v1 = v1.route_layer(axum::middleware::from_fn_with_state(
         token.clone(),
         auth::guard,

@@ -192,6 +192,23 @@ impl DriverSettings {
         ))
     }
 
+    /// These settings asking `model` for sessions that name none (on an OpenAI-compatible
+    /// server, for every alias too, as `--model` sets it); other drivers are unchanged.
+    pub fn with_model(&self, model: &str) -> DriverSettings {
+        let mut d = self.clone();
+        match &mut d {
+            DriverSettings::Openai(c) => {
+                c.models.sonnet = model.into();
+                c.models.opus = model.into();
+                c.models.haiku = model.into();
+                c.models.default = model.into();
+            }
+            DriverSettings::Anthropic(c) => c.models.default = model.into(),
+            _ => {}
+        }
+        d
+    }
+
     /// Whether the memo keeps and looks up this driver's answers: only a provider's own, by
     /// the chat drivers over HTTP (a replayed tape's answers never enter it).
     pub fn answers_memoised(&self) -> bool {

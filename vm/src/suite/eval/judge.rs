@@ -70,7 +70,7 @@ mod tests {
         let text =
             format!(
             "dataset = \"d.jsonl\"\n[[judge]]\nname = \"j\"\noutput = \"o\"\nrubric = \"r\"\n{}",
-            model.map(|m| format!("model = \"{m}\"\n")).unwrap_or_default()
+            model.map(|m| format!("model = '{m}'\n")).unwrap_or_default()
         );
         prosec::suite::eval::parse(&text)
             .expect("eval")

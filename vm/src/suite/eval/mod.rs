@@ -113,26 +113,40 @@ pub fn load(path: &Path, color: bool) -> Result<Plan, NotLoaded> {
             ) => return Err(not(e)),
         }
     };
-    let judges = spec
-        .judges
-        .iter()
-        .map(|j| {
-            compile_text(
-                &format!("judge-{}.prose", j.name.get_ref()),
-                &judge::program(j),
-            )
-            .map(Arc::new)
-            .map_err(|e| not(format!("judge `{}`: {e}", j.name.get_ref())))
+    Plan::new(path.to_path_buf(), spec, dataset, rows, program).map_err(not)
+}
+
+impl Plan {
+    /// The plan of eval `spec` (from `path`) of `program` over `rows` (from `dataset`), its
+    /// judges compiled.
+    pub fn new(
+        path: PathBuf,
+        spec: EvalFile,
+        dataset: PathBuf,
+        rows: Vec<Row>,
+        program: Program,
+    ) -> Result<Plan, String> {
+        let judges = spec
+            .judges
+            .iter()
+            .map(|j| {
+                compile_text(
+                    &format!("judge-{}.prose", j.name.get_ref()),
+                    &judge::program(j),
+                )
+                .map(Arc::new)
+                .map_err(|e| format!("judge `{}`: {e}", j.name.get_ref()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Plan {
+            path,
+            spec,
+            dataset,
+            rows,
+            program: Arc::new(program),
+            judges,
         })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Plan {
-        path: path.to_path_buf(),
-        spec,
-        dataset,
-        rows,
-        program: Arc::new(program),
-        judges,
-    })
+    }
 }
 
 /// How an eval runs.
@@ -162,8 +176,9 @@ fn score_names(plan: &Plan) -> Vec<String> {
     n
 }
 
-/// A new eval's record for `plan`.
-fn new_record(plan: &Plan, opts: &EvalOptions) -> EvalRecord {
+/// A new eval's record for `plan`, run by `opts` (its id is known before it runs: pass it as
+/// `opts.resume` to run it).
+pub fn new_record(plan: &Plan, opts: &EvalOptions) -> EvalRecord {
     let (id, started) = prose_store::ids::new_run_id();
     EvalRecord {
         id,
