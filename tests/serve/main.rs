@@ -78,6 +78,13 @@ pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
     support::outputs(&out)
 }
 
+/// The longest a server may take to start serving: far more than it needs, even on a loaded
+/// machine; only a server that cannot start reaches it.
+pub const STARTS_WITHIN: Duration = Duration::from_secs(60);
+
+/// The longest a server may take to exit once signalled (SIGTERM stops its runs first).
+pub const EXITS_WITHIN: Duration = Duration::from_secs(120);
+
 /// A `prosevm serve` process, killed with SIGKILL when dropped.
 pub struct Server {
     child: Child,
@@ -90,7 +97,7 @@ pub struct Server {
 
 impl Server {
     /// Starts `prosevm serve` in `dir` on a free loopback port, with its state in `state/`
-    /// and `extra` flags; waits until it listens.
+    /// and `extra` flags; waits until it serves (see [`Server::start_env`]).
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
         Server::start_with(dir, extra, None)
     }
@@ -101,6 +108,10 @@ impl Server {
     }
 
     /// [`Server::start_with`], with `env` set for the server (a provider's key).
+    ///
+    /// Returns once the server answers `GET /healthz`, which it does only once it has taken
+    /// up the runs an earlier server left (what it says of them is in its log by then):
+    /// `listening on` is printed as soon as the address is bound, before that.
     pub fn start_env(
         dir: &Path,
         extra: &[&str],
@@ -141,16 +152,47 @@ impl Server {
                 break addr.trim().to_string();
             }
             assert!(
-                started.elapsed() < Duration::from_secs(60),
+                started.elapsed() < STARTS_WITHIN,
                 "the server did not start: {text}"
             );
             std::thread::sleep(Duration::from_millis(20));
         };
-        Server {
+        let server = Server {
             child,
             base,
             log,
             token: token.map(str::to_string),
+        };
+        server.wait_until_serving(started);
+        server
+    }
+
+    /// Waits (up to [`STARTS_WITHIN`] from `started`) until the server answers `/healthz`
+    /// with 200. A request to the bound address waits in its backlog until the server
+    /// accepts it; one that fails is tried again until the limit. The connection is closed
+    /// once answered.
+    fn wait_until_serving(&self, started: Instant) {
+        let health = client();
+        loop {
+            let answer = health
+                .get(format!("{}/healthz", self.base))
+                .timeout(Duration::from_secs(10))
+                .send();
+            match answer {
+                Ok(r) if r.status().as_u16() == 200 => return,
+                Ok(r) => assert!(
+                    started.elapsed() < STARTS_WITHIN,
+                    "the server answers /healthz with {}; it said:\n{}",
+                    r.status(),
+                    self.said()
+                ),
+                Err(e) => assert!(
+                    started.elapsed() < STARTS_WITHIN,
+                    "the server does not answer /healthz ({e}); it said:\n{}",
+                    self.said()
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -220,14 +262,25 @@ impl Server {
         }
     }
 
-    /// Sends `signal` to the server and waits for it to exit; returns its exit code.
+    /// Sends `signal` to the server and waits (up to [`EXITS_WITHIN`]) for it to exit;
+    /// returns its exit code (none when the signal killed it).
     pub fn signal(mut self, signal: i32) -> Option<i32> {
         // SAFETY: kill(2) with the pid of a child this test started and still owns.
         unsafe {
             libc::kill(self.child.id() as i32, signal);
         }
-        let status = self.child.wait().expect("wait");
-        status.code()
+        let sent = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(
+                sent.elapsed() < EXITS_WITHIN,
+                "the server did not exit within {EXITS_WITHIN:?} of signal {signal}; it said:\n{}",
+                self.said()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
