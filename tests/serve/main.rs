@@ -245,6 +245,14 @@ impl Server {
         json(r, 201)["id"].as_str().expect("id").to_string()
     }
 
+    /// Run `id` as listed by `GET /v1/runs` (with the answers its journal holds).
+    pub fn listed(&self, id: &str) -> Value {
+        self.get("/v1/runs?limit=500")["runs"]
+            .as_array()
+            .and_then(|runs| runs.iter().find(|r| r["id"] == id).cloned())
+            .unwrap_or_else(|| panic!("run {id} is not listed"))
+    }
+
     /// Waits (up to two minutes) until run `id` is as `done` says; returns its record.
     pub fn wait_for(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
