@@ -17,6 +17,7 @@ mod api;
 mod browser;
 mod durable;
 mod events;
+mod gate;
 mod limits;
 mod page;
 mod queue;
@@ -43,6 +44,11 @@ output r = session \"Step five\"
   context: d
 ";
 
+/// `flags` as the `&str`s [`Server::start`] takes.
+pub fn strs(flags: &[String]) -> Vec<&str> {
+    flags.iter().map(String::as_str).collect()
+}
+
 /// A scratch directory holding `prog.prose` built into `prog.pbc`.
 pub fn built(name: &str, source: &str) -> PathBuf {
     let dir = support::scratch(name);
@@ -59,6 +65,11 @@ pub fn built(name: &str, source: &str) -> PathBuf {
 
 /// What `prosevm exec` of `dir`'s `prog.pbc` outputs with `inputs` (as JSON), uninterrupted.
 pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
+    reference_with(dir, inputs, &[])
+}
+
+/// [`reference`], with the driver `driver` flags choose (the mock without any).
+pub fn reference_with(dir: &Path, inputs: &[&str], driver: &[String]) -> Value {
     let mut cmd = support::command("prosevm");
     cmd.current_dir(dir).args([
         "exec",
@@ -73,6 +84,7 @@ pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
     for i in inputs {
         cmd.args(["--input", i]);
     }
+    cmd.args(driver);
     let (code, out, err) = support::output(&mut cmd);
     assert_eq!(code, 0, "{err}");
     support::outputs(&out)
@@ -251,6 +263,23 @@ impl Server {
             .as_array()
             .and_then(|runs| runs.iter().find(|r| r["id"] == id).cloned())
             .unwrap_or_else(|| panic!("run {id} is not listed"))
+    }
+
+    /// Waits (up to two minutes) until run `id`, as listed, is as `done` says; returns it.
+    pub fn wait_listed(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let run = self.listed(id);
+            if done(&run) {
+                return run;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "run {id} is still listed as {run}; the server said:\n{}",
+                self.said()
+            );
+            std::thread::sleep(Duration::from_millis(30));
+        }
     }
 
     /// Waits (up to two minutes) until run `id` is as `done` says; returns its record.
