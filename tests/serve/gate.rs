@@ -58,6 +58,18 @@ impl Gate {
         std::fs::write(self.dir.join("open"), "").expect("open the gate");
     }
 
+    /// Holds every request asked from now on again: the gate is closed, and the requests
+    /// let through one by one are no longer (request ids repeat from one run to the next).
+    pub fn close(&self) {
+        for entry in std::fs::read_dir(&self.dir).expect("gate dir").flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name == "open" || name.starts_with("pass-") {
+                std::fs::remove_file(entry.path()).expect("close the gate");
+            }
+        }
+    }
+
     /// Lets request `id` through (of every run: ids repeat from one run to the next).
     pub fn let_through(&self, id: &str) {
         std::fs::write(self.dir.join(format!("pass-{id}")), "").expect("let through");
