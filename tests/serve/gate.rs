@@ -76,10 +76,10 @@ impl Gate {
     }
 
     /// The ids of the requests asked so far, in order (a request asked again is there
-    /// twice).
+    /// twice). Whole lines only: one being written is not yet an id.
     pub fn asked(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("asked"))
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(self.dir.join("asked")).unwrap_or_default();
+        text[..text.rfind('\n').map_or(0, |end| end + 1)]
             .lines()
             .map(str::to_string)
             .collect()

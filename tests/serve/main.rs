@@ -157,7 +157,10 @@ impl Server {
         let started = Instant::now();
         let base = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(addr) = text
+            // Whole lines only: the server writes a line in pieces (`…listening on
+            // http://127.0.0.1`, then `:PORT`), and a line read half written names port 80.
+            let written = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+            if let Some(addr) = written
                 .lines()
                 .find_map(|l| l.strip_prefix("prosevm serve: listening on "))
             {
@@ -169,7 +172,7 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(20));
         };
-        let server = Server {
+        let mut server = Server {
             child,
             base,
             log,
@@ -181,29 +184,38 @@ impl Server {
 
     /// Waits (up to [`STARTS_WITHIN`] from `started`) until the server answers `/healthz`
     /// with 200. A request to the bound address waits in its backlog until the server
-    /// accepts it; one that fails is tried again until the limit. The connection is closed
-    /// once answered.
-    fn wait_until_serving(&self, started: Instant) {
+    /// accepts it; one that fails is tried again until the limit, unless the server has
+    /// exited. The connection is closed once answered.
+    fn wait_until_serving(&mut self, started: Instant) {
         let health = client();
+        // What each try got, for the message: the first few and the last few.
+        let mut tried: Vec<String> = Vec::new();
         loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                panic!(
+                    "the server exited ({status}) before it served; it said:\n{}",
+                    self.said()
+                );
+            }
+            let at = started.elapsed();
             let answer = health
                 .get(format!("{}/healthz", self.base))
                 .timeout(Duration::from_secs(10))
                 .send();
-            match answer {
+            let got = match answer {
                 Ok(r) if r.status().as_u16() == 200 => return,
-                Ok(r) => assert!(
-                    started.elapsed() < STARTS_WITHIN,
-                    "the server answers /healthz with {}; it said:\n{}",
-                    r.status(),
-                    self.said()
-                ),
-                Err(e) => assert!(
-                    started.elapsed() < STARTS_WITHIN,
-                    "the server does not answer /healthz ({e}); it said:\n{}",
-                    self.said()
-                ),
+                Ok(r) => format!("{}: {}", r.status(), r.text().unwrap_or_default()),
+                Err(e) => e.to_string(),
+            };
+            tried.push(format!("at {at:.1?}: {got}"));
+            if tried.len() > 8 {
+                tried.remove(3);
             }
+            assert!(
+                started.elapsed() < STARTS_WITHIN,
+                "the server did not answer /healthz with 200 within {STARTS_WITHIN:?}: {tried:#?}\nit said:\n{}",
+                self.said()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
