@@ -2,20 +2,24 @@
 //! SIGTERM, a run is taken up by the next server from its journal and ends with the outputs an uninterrupted
 //! run gives, nothing its journal held asked again; its event stream goes on where the
 //! client left it. A run cancelled through the API stays stopped until resumed.
+//!
+//! The runs are answered by a driver the test holds back ([`Gate`]): each is stopped or
+//! killed part way because it cannot get further until the test lets it.
 
-use super::{built, events, reference, support, Server, PROGRAM};
+use super::gate::Gate;
+use super::{built, events, reference_with, strs, support, Server, PROGRAM};
 use reqwest::Method;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// The request ids the mock served, from its log: how many in all, and how many distinct.
-fn served(log: &Path) -> (usize, usize) {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let mut ids: Vec<&str> = text.lines().collect();
-    let all = ids.len();
-    ids.sort_unstable();
-    ids.dedup();
-    (all, ids.len())
+/// What an uninterrupted run of `dir`'s program with the topic `tides` outputs, answered by
+/// an open gate's driver.
+fn want(dir: &Path) -> Value {
+    reference_with(
+        dir,
+        &["topic=tides"],
+        &Gate::opened(dir, "reference-gate").flags(),
+    )
 }
 
 /// The status `prosevm runs` gives run `id` in `store` (no server running).
@@ -39,34 +43,19 @@ fn listed_status(dir: &Path, store: &str, id: &str) -> Value {
 #[test]
 fn a_server_killed_mid_run_finishes_it_at_its_next_start_with_the_same_outputs_in_every_store() {
     let dir = built("serve-kill", PROGRAM);
-    let want = reference(&dir, &["topic=tides"]);
+    let want = want(&dir);
     for kind in support::kinds("serve_kill", &dir) {
         let name = kind.name;
-        let log = dir.join(format!("served-{name}.log"));
-        let log_arg = log.display().to_string();
-        let server = Server::start(
-            &dir,
-            &[
-                "--store",
-                &kind.store,
-                "--mock-latency",
-                "300",
-                "--mock-log",
-                &log_arg,
-            ],
-        );
+        let gate = Gate::new(&dir, &format!("gate-{name}"));
+        let mut flags = vec!["--store".to_string(), kind.store.clone()];
+        flags.extend(gate.flags());
+        let server = Server::start(&dir, &strs(&flags));
         let sha = server.upload(&dir);
         let id = server.start_run(&sha, json!({"topic": "tides"}));
-        // Killed once its journal holds two answers.
-        let started = std::time::Instant::now();
-        loop {
-            let page = server.get("/v1/runs");
-            if page["runs"][0]["answered"].as_u64().is_some_and(|n| n >= 2) {
-                break;
-            }
-            assert!(started.elapsed().as_secs() < 60, "{name}: {page}");
-            std::thread::sleep(std::time::Duration::from_millis(30));
-        }
+        // Killed once its journal holds two answers, the third request in flight.
+        gate.let_through_next(0, 2);
+        gate.wait_asked(3);
+        server.wait_listed(&id, |r| r["answered"].as_u64().is_some_and(|n| n >= 2));
         let seen = {
             let r = server
                 .request(Method::GET, &format!("/v1/runs/{id}/events"))
@@ -80,6 +69,7 @@ fn a_server_killed_mid_run_finishes_it_at_its_next_start_with_the_same_outputs_i
         let server = Server::start(&dir, &["--store", &kind.store]);
         // A lease outlives its holder for a while; here it runs out now.
         support::expire_leases(&kind);
+        gate.open();
         let run = server.wait_for(&id, |r| r["status"] == "finished");
         assert_eq!(run["outputs"], want, "{name}");
         assert!(
@@ -87,17 +77,15 @@ fn a_server_killed_mid_run_finishes_it_at_its_next_start_with_the_same_outputs_i
             "{name}: {}",
             server.said()
         );
-        // Only the request in flight at the kill was asked twice.
-        let (all, distinct) = served(&log);
-        assert_eq!(
-            distinct,
-            5,
-            "{name}: {}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
+        // Only the request in flight at the kill was asked twice: the third, asked again
+        // first.
+        let asked = gate.asked();
+        let mut distinct = asked.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
         assert!(
-            all - distinct <= 1,
-            "{name}: {all} served for {distinct} requests"
+            asked.len() == 6 && distinct.len() == 5 && asked[2] == asked[3],
+            "{name}: asked {asked:?}"
         );
         // The stream goes on after the last event the client had, through the restart.
         let last = seen.last().and_then(|e| e.id.clone()).expect("an id");
@@ -129,8 +117,9 @@ fn a_server_killed_mid_run_finishes_it_at_its_next_start_with_the_same_outputs_i
 #[test]
 fn sigterm_stops_runs_for_the_next_start_and_a_cancelled_run_stays_stopped() {
     let dir = built("serve-term", PROGRAM);
-    let want = reference(&dir, &["topic=tides"]);
-    let server = Server::start(&dir, &["--mock-latency", "300"]);
+    let want = want(&dir);
+    let gate = Gate::new(&dir, "gate");
+    let server = Server::start(&dir, &strs(&gate.flags()));
     let sha = server.upload(&dir);
     let cancelled = server.start_run(&sha, json!({"topic": "tides"}));
     let r = server
@@ -141,12 +130,19 @@ fn sigterm_stops_runs_for_the_next_start_and_a_cancelled_run_stays_stopped() {
     server.wait_for(&cancelled, |r| {
         r["status"] == "interrupted" && r["live"] == false
     });
+    // Stopped with one answer journaled and its second request in flight. (The cancelled
+    // run asks nothing more: an interrupted run's commands are killed.)
+    let before = gate.asked().len();
     let id = server.start_run(&sha, json!({"topic": "tides"}));
-    server.wait_for(&id, |r| r["live"] == true);
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    gate.let_through_next(before, 1);
+    gate.wait_asked(before + 2);
+    server.wait_listed(&id, |r| {
+        r["answered"].as_u64().is_some_and(|n| n >= 1) && r["live"] == true
+    });
     assert_eq!(server.signal(libc::SIGTERM), Some(0));
     assert_eq!(listed_status(&dir, "file:state", &id), "interrupted");
 
+    gate.open();
     let server = Server::start(&dir, &[]);
     let run = server.wait_for(&id, |r| r["status"] == "finished");
     assert_eq!(run["outputs"], want);
@@ -167,14 +163,18 @@ fn sigterm_stops_runs_for_the_next_start_and_a_cancelled_run_stays_stopped() {
 #[test]
 fn a_run_another_process_holds_at_start_is_taken_up_once_let_go() {
     let dir = built("serve-held", PROGRAM);
-    let want = reference(&dir, &["topic=tides"]);
-    // Slow enough that the CLI is still at it when it is killed.
-    let server = Server::start(&dir, &["--mock-latency", "1000"]);
+    let want = want(&dir);
+    // The gate holds the run's second request, and then the CLI's: the CLI is still at it
+    // when it is killed.
+    let gate = Gate::new(&dir, "gate");
+    let server = Server::start(&dir, &strs(&gate.flags()));
     let sha = server.upload(&dir);
     let id = server.start_run(&sha, json!({"topic": "tides"}));
+    gate.let_through_next(0, 1);
+    gate.wait_asked(2);
     server.wait_for(&id, |r| r["status"] == "running");
     assert_eq!(server.signal(libc::SIGKILL), None);
-    // Taken up by hand on the CLI, which is killed in turn while the next server starts.
+    // Taken up by hand on the CLI, which is killed in turn once the next server has started.
     let mut cli = support::command("prosevm")
         .current_dir(&dir)
         .args(["resume", &id, "--state-dir", "state", "--trace", "quiet"])
@@ -199,10 +199,12 @@ fn a_run_another_process_holds_at_start_is_taken_up_once_let_go() {
         );
         std::thread::sleep(std::time::Duration::from_millis(30));
     }
+    // Serving, it has looked at the runs left unfinished: this one it could not take.
     let server = Server::start(&dir, &[]);
     assert!(!server.said().contains("taking up"), "{}", server.said());
     let _ = cli.kill();
     let _ = cli.wait();
+    gate.open();
     let run = server.wait_for(&id, |r| r["status"] == "finished");
     assert_eq!(run["outputs"], want);
     assert!(

@@ -17,6 +17,7 @@ mod api;
 mod browser;
 mod durable;
 mod events;
+mod gate;
 mod limits;
 mod page;
 mod queue;
@@ -43,6 +44,11 @@ output r = session \"Step five\"
   context: d
 ";
 
+/// `flags` as the `&str`s [`Server::start`] takes.
+pub fn strs(flags: &[String]) -> Vec<&str> {
+    flags.iter().map(String::as_str).collect()
+}
+
 /// A scratch directory holding `prog.prose` built into `prog.pbc`.
 pub fn built(name: &str, source: &str) -> PathBuf {
     let dir = support::scratch(name);
@@ -59,6 +65,11 @@ pub fn built(name: &str, source: &str) -> PathBuf {
 
 /// What `prosevm exec` of `dir`'s `prog.pbc` outputs with `inputs` (as JSON), uninterrupted.
 pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
+    reference_with(dir, inputs, &[])
+}
+
+/// [`reference`], with the driver `driver` flags choose (the mock without any).
+pub fn reference_with(dir: &Path, inputs: &[&str], driver: &[String]) -> Value {
     let mut cmd = support::command("prosevm");
     cmd.current_dir(dir).args([
         "exec",
@@ -73,10 +84,18 @@ pub fn reference(dir: &Path, inputs: &[&str]) -> Value {
     for i in inputs {
         cmd.args(["--input", i]);
     }
+    cmd.args(driver);
     let (code, out, err) = support::output(&mut cmd);
     assert_eq!(code, 0, "{err}");
     support::outputs(&out)
 }
+
+/// The longest a server may take to start serving: far more than it needs, even on a loaded
+/// machine; only a server that cannot start reaches it.
+pub const STARTS_WITHIN: Duration = Duration::from_secs(60);
+
+/// The longest a server may take to exit once signalled (SIGTERM stops its runs first).
+pub const EXITS_WITHIN: Duration = Duration::from_secs(120);
 
 /// A `prosevm serve` process, killed with SIGKILL when dropped.
 pub struct Server {
@@ -90,7 +109,7 @@ pub struct Server {
 
 impl Server {
     /// Starts `prosevm serve` in `dir` on a free loopback port, with its state in `state/`
-    /// and `extra` flags; waits until it listens.
+    /// and `extra` flags; waits until it serves (see [`Server::start_env`]).
     pub fn start(dir: &Path, extra: &[&str]) -> Server {
         Server::start_with(dir, extra, None)
     }
@@ -101,6 +120,10 @@ impl Server {
     }
 
     /// [`Server::start_with`], with `env` set for the server (a provider's key).
+    ///
+    /// Returns once the server answers `GET /healthz`, which it does only once it has taken
+    /// up the runs an earlier server left (what it says of them is in its log by then):
+    /// `listening on` is printed as soon as the address is bound, before that.
     pub fn start_env(
         dir: &Path,
         extra: &[&str],
@@ -134,23 +157,66 @@ impl Server {
         let started = Instant::now();
         let base = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(addr) = text
+            // Whole lines only: the server writes a line in pieces (`…listening on
+            // http://127.0.0.1`, then `:PORT`), and a line read half written names port 80.
+            let written = &text[..text.rfind('\n').map_or(0, |end| end + 1)];
+            if let Some(addr) = written
                 .lines()
                 .find_map(|l| l.strip_prefix("prosevm serve: listening on "))
             {
                 break addr.trim().to_string();
             }
             assert!(
-                started.elapsed() < Duration::from_secs(60),
+                started.elapsed() < STARTS_WITHIN,
                 "the server did not start: {text}"
             );
             std::thread::sleep(Duration::from_millis(20));
         };
-        Server {
+        let mut server = Server {
             child,
             base,
             log,
             token: token.map(str::to_string),
+        };
+        server.wait_until_serving(started);
+        server
+    }
+
+    /// Waits (up to [`STARTS_WITHIN`] from `started`) until the server answers `/healthz`
+    /// with 200. A request to the bound address waits in its backlog until the server
+    /// accepts it; one that fails is tried again until the limit, unless the server has
+    /// exited. The connection is closed once answered.
+    fn wait_until_serving(&mut self, started: Instant) {
+        let health = client();
+        // What each try got, for the message: the first few and the last few.
+        let mut tried: Vec<String> = Vec::new();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                panic!(
+                    "the server exited ({status}) before it served; it said:\n{}",
+                    self.said()
+                );
+            }
+            let at = started.elapsed();
+            let answer = health
+                .get(format!("{}/healthz", self.base))
+                .timeout(Duration::from_secs(10))
+                .send();
+            let got = match answer {
+                Ok(r) if r.status().as_u16() == 200 => return,
+                Ok(r) => format!("{}: {}", r.status(), r.text().unwrap_or_default()),
+                Err(e) => e.to_string(),
+            };
+            tried.push(format!("at {at:.1?}: {got}"));
+            if tried.len() > 8 {
+                tried.remove(3);
+            }
+            assert!(
+                started.elapsed() < STARTS_WITHIN,
+                "the server did not answer /healthz with 200 within {STARTS_WITHIN:?}: {tried:#?}\nit said:\n{}",
+                self.said()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -203,6 +269,31 @@ impl Server {
         json(r, 201)["id"].as_str().expect("id").to_string()
     }
 
+    /// Run `id` as listed by `GET /v1/runs` (with the answers its journal holds).
+    pub fn listed(&self, id: &str) -> Value {
+        self.get("/v1/runs?limit=500")["runs"]
+            .as_array()
+            .and_then(|runs| runs.iter().find(|r| r["id"] == id).cloned())
+            .unwrap_or_else(|| panic!("run {id} is not listed"))
+    }
+
+    /// Waits (up to two minutes) until run `id`, as listed, is as `done` says; returns it.
+    pub fn wait_listed(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let run = self.listed(id);
+            if done(&run) {
+                return run;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "run {id} is still listed as {run}; the server said:\n{}",
+                self.said()
+            );
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
     /// Waits (up to two minutes) until run `id` is as `done` says; returns its record.
     pub fn wait_for(&self, id: &str, done: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
@@ -220,14 +311,25 @@ impl Server {
         }
     }
 
-    /// Sends `signal` to the server and waits for it to exit; returns its exit code.
+    /// Sends `signal` to the server and waits (up to [`EXITS_WITHIN`]) for it to exit;
+    /// returns its exit code (none when the signal killed it).
     pub fn signal(mut self, signal: i32) -> Option<i32> {
         // SAFETY: kill(2) with the pid of a child this test started and still owns.
         unsafe {
             libc::kill(self.child.id() as i32, signal);
         }
-        let status = self.child.wait().expect("wait");
-        status.code()
+        let sent = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(
+                sent.elapsed() < EXITS_WITHIN,
+                "the server did not exit within {EXITS_WITHIN:?} of signal {signal}; it said:\n{}",
+                self.said()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 

@@ -3,23 +3,28 @@
 //! come back), and on SIGTERM queues them again for the next worker. Under `CI=true` the
 //! Postgres server is required; elsewhere the test is skipped where none can be started.
 
-use super::{built, events, reference, support, Server, PROGRAM};
+use super::gate::Gate;
+use super::{built, events, reference, reference_with, support, Server, PROGRAM};
 use reqwest::Method;
 use serde_json::Value;
 use std::path::Path;
 
-/// Submits a run of `dir`'s artifact to the queue at `url`; returns its id.
-fn submit(dir: &Path, url: &str, latency: &str) -> String {
-    let (code, out, err) = support::output(support::command("prosevm").current_dir(dir).args([
-        "submit",
-        "prog.pbc",
-        "--store",
-        url,
-        "--input",
-        "topic=tides",
-        "--mock-latency",
-        latency,
-    ]));
+/// Submits a run of `dir`'s artifact to the queue at `url`, answered by the driver `driver`
+/// flags choose; returns its id.
+fn submit(dir: &Path, url: &str, driver: &[String]) -> String {
+    let (code, out, err) = support::output(
+        support::command("prosevm")
+            .current_dir(dir)
+            .args([
+                "submit",
+                "prog.pbc",
+                "--store",
+                url,
+                "--input",
+                "topic=tides",
+            ])
+            .args(driver),
+    );
     assert_eq!(code, 0, "{err}");
     out.trim().to_string()
 }
@@ -47,7 +52,7 @@ fn a_server_working_the_queue_follows_what_it_claims_and_queues_it_again_when_st
     };
     let want = reference(&dir, &["topic=tides"]);
     let server = Server::start(&dir, &["--store", &url, "--worker"]);
-    let id = submit(&dir, &url, "100");
+    let id = submit(&dir, &url, &["--mock-latency".into(), "100".into()]);
     // Claimed and followed: its events stream from the first to the end.
     server.wait_for(&id, |r| r["live"] == true || r["status"] == "finished");
     let r = server
@@ -71,7 +76,10 @@ fn a_server_working_the_queue_follows_what_it_claims_and_queues_it_again_when_st
     );
 
     // A run of the queue is not cancelled here (stopped, it would be queued again)...
-    let slow = submit(&dir, &url, "1000");
+    // Held back by the gate, it is still going when the server stops.
+    let gate = Gate::new(&dir, "gate");
+    let slow = submit(&dir, &url, &gate.flags());
+    gate.wait_asked(1);
     server.wait_for(&slow, |r| r["live"] == true);
     let r = server
         .request(Method::POST, &format!("/v1/runs/{slow}/cancel"))
@@ -81,8 +89,14 @@ fn a_server_working_the_queue_follows_what_it_claims_and_queues_it_again_when_st
     // ...but a stopped server queues it again, and the next one finishes it.
     assert_eq!(server.signal(libc::SIGTERM), Some(0));
     assert_eq!(listed(&dir, &url, &slow), "queued");
+    gate.open();
     let server = Server::start(&dir, &["--store", &url, "--worker"]);
     let run = server.wait_for(&slow, |r| r["status"] == "finished");
+    let want = reference_with(
+        &dir,
+        &["topic=tides"],
+        &Gate::opened(&dir, "reference-gate").flags(),
+    );
     assert_eq!(run["outputs"], want);
     // Without a Postgres store there is no queue to work.
     drop(server);

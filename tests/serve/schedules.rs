@@ -1,10 +1,30 @@
 //! Schedules: `POST /v1/schedules` starts runs on time, the schedules outlive a restart of
 //! the server, and a schedule removed starts no more; bad ones are refused with the reason.
 
-use super::{built, json, Server, PROGRAM};
+use super::{built, json, support, Server, PROGRAM};
 use reqwest::Method;
 use serde_json::{json, Value};
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// How long a test watches for runs a removed schedule must not start. Absence can only be
+/// watched for a while; a schedule firing every second would start about three meanwhile.
+const WATCHED: Duration = Duration::from_secs(3);
+
+/// How many runs the store in `dir`'s `state/` holds, counted by `prosevm runs` while no
+/// server runs (so none can be started meanwhile).
+fn stored_runs(dir: &Path) -> usize {
+    let (code, out, err) = support::output(support::command("prosevm").current_dir(dir).args([
+        "runs",
+        "--json",
+        "--state-dir",
+        "state",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str::<Vec<Value>>(&out)
+        .expect("runs")
+        .len()
+}
 
 /// The runs of the server, oldest first.
 fn runs(server: &Server) -> Vec<Value> {
@@ -64,35 +84,44 @@ fn a_schedule_starts_runs_on_time_outlives_a_restart_and_stops_when_removed() {
 
     // Kept through a restart: the next server goes on starting runs.
     assert_eq!(server.signal(libc::SIGTERM), Some(0));
-    let before = {
-        let server = Server::start(&dir, &[]);
-        let before = runs(&server).len();
-        assert_eq!(
-            server.get("/v1/schedules")["schedules"][0]["id"],
-            id.as_str()
-        );
-        wait_for_runs(&server, before + 2);
-        // Removed, it starts no more (one already due may still start).
-        let r = server
-            .request(Method::DELETE, &format!("/v1/schedules/{id}"))
-            .send()
-            .expect("DELETE");
-        assert_eq!(r.status().as_u16(), 204);
-        let after_delete = runs(&server).len();
-        std::thread::sleep(Duration::from_millis(2500));
-        let later = runs(&server).len();
-        assert!(later <= after_delete + 1, "{after_delete} then {later}");
-        assert_eq!(server.get("/v1/schedules")["schedules"], json!([]));
-        let r = server
-            .request(Method::GET, &format!("/v1/schedules/{id}"))
-            .send()
-            .expect("GET");
-        json(r, 404);
-        later
-    };
+    let stopped = stored_runs(&dir);
     let server = Server::start(&dir, &[]);
-    std::thread::sleep(Duration::from_millis(2500));
-    assert_eq!(runs(&server).len(), before, "a removed schedule came back");
+    assert_eq!(
+        server.get("/v1/schedules")["schedules"][0]["id"],
+        id.as_str()
+    );
+    wait_for_runs(&server, stopped + 2);
+    // Removed, it starts no more: at most the one it may have been starting as it was
+    // removed (already due) comes after.
+    let r = server
+        .request(Method::DELETE, &format!("/v1/schedules/{id}"))
+        .send()
+        .expect("DELETE");
+    assert_eq!(r.status().as_u16(), 204);
+    let after_delete = runs(&server).len();
+    assert_eq!(server.get("/v1/schedules")["schedules"], json!([]));
+    let r = server
+        .request(Method::GET, &format!("/v1/schedules/{id}"))
+        .send()
+        .expect("GET");
+    json(r, 404);
+    std::thread::sleep(WATCHED);
+    let later = runs(&server).len();
+    assert!(
+        later <= after_delete + 1,
+        "the removed schedule went on starting runs: {after_delete} when removed, {later} {WATCHED:?} on"
+    );
+    // Nor after a restart: counted while no server runs, then watched with the next one.
+    assert_eq!(server.signal(libc::SIGTERM), Some(0));
+    let removed = stored_runs(&dir);
+    let server = Server::start(&dir, &[]);
+    assert_eq!(server.get("/v1/schedules")["schedules"], json!([]));
+    std::thread::sleep(WATCHED);
+    assert_eq!(
+        runs(&server).len(),
+        removed,
+        "a removed schedule came back after a restart"
+    );
 }
 
 #[test]

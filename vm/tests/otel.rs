@@ -27,6 +27,46 @@ output summary = session "Summarise"
   context: notes
 "#;
 
+/// A loopback port bound for as long as this lives and never listened on: connections to it
+/// are refused, and nothing else can take it meanwhile (as another test could take a free
+/// port found by binding port 0 and let go).
+struct RefusingPort {
+    /// The socket bound to the port.
+    _socket: std::os::fd::OwnedFd,
+    /// The port.
+    port: u16,
+}
+
+impl RefusingPort {
+    /// Binds a TCP socket to a free loopback port, without listening.
+    fn bind() -> RefusingPort {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        // SAFETY: socket(2) has no preconditions; the descriptor it returns is owned here
+        // alone.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        // SAFETY: `fd` was just created and nothing else owns it.
+        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: an all-zero sockaddr_in is a valid value of it.
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: `addr` is a sockaddr_in of `len` bytes, alive for both calls, and `socket`
+        // is an open socket.
+        let bound = unsafe {
+            let at = (&raw mut addr).cast::<libc::sockaddr>();
+            libc::bind(socket.as_raw_fd(), at, len) == 0
+                && libc::getsockname(socket.as_raw_fd(), at, &mut len) == 0
+        };
+        assert!(bound, "bind: {}", std::io::Error::last_os_error());
+        RefusingPort {
+            _socket: socket,
+            port: u16::from_be(addr.sin_port),
+        }
+    }
+}
+
 /// A span as received: ids in hex, attributes as text.
 #[derive(Clone, Debug)]
 struct Got {
@@ -376,11 +416,9 @@ fn an_unsupported_protocol_is_a_clear_error() {
 fn spans_that_cannot_be_sent_are_a_warning_not_a_failure() {
     let dir = support::scratch("otel-down");
     std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
-    // A port nobody listens on.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    // A port nobody listens on, held so for the whole test.
+    let refusing = RefusingPort::bind();
+    let port = refusing.port;
     let run = |trace: &str| {
         support::output(
             Command::new(env!("CARGO_BIN_EXE_prosevm"))

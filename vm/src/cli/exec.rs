@@ -200,20 +200,29 @@ fn opened(args: &RunArgs) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
 /// On Ctrl-C or SIGTERM, asks `stop` to stop cleanly, saying `first` after `who`; on a
 /// second one, kills the process groups of the commands still running and exits at once
 /// with status 130.
+///
+/// The handlers are in place when this returns (not once a task gets round to it): a signal
+/// sent as soon as the process says it is ready (`prosevm serve: listening on …`) stops it
+/// cleanly rather than killing it.
 pub fn stop_on_signals(
     runtime: &tokio::runtime::Runtime,
     stop: prose_runtime::runner::Stop,
     who: &'static str,
     first: &'static str,
 ) {
-    runtime.spawn(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut int), Ok(mut term)) = (
+    use tokio::signal::unix::{signal, SignalKind};
+    let handlers = {
+        // Registering a handler needs the runtime's signal driver.
+        let _inside = runtime.enter();
+        (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),
-        ) else {
-            return;
-        };
+        )
+    };
+    let (Ok(mut int), Ok(mut term)) = handlers else {
+        return;
+    };
+    runtime.spawn(async move {
         loop {
             tokio::select! {
                 _ = int.recv() => {}

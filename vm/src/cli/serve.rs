@@ -136,7 +136,14 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
         "prosevm serve",
         "stopping: interrupting the runs, to be taken up at the next start",
     );
-    eprintln!("prosevm serve: listening on http://{bound}");
+    // One write for the whole line: `eprintln!` writes it in pieces (the address a few
+    // bytes at a time), and whoever waits for this line (a supervisor, a test) could read
+    // an address without its port.
+    {
+        use std::io::Write as _;
+        let line = format!("prosevm serve: listening on http://{bound}\n");
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
     let dir = prose_store::state_root(opts.state_dir.as_deref()).join("serve");
     let served = rt.block_on(serve::serve(
         listener,

@@ -539,7 +539,10 @@ async fn list_runs(
         .filter(|r| filter.program.as_ref().is_none_or(|p| r.program == *p))
         .take(limit + 1)
         .map(|r| RunSummary {
-            live: app.conductor.live(&r.id).is_some(),
+            live: r
+                .run_status()
+                .and_then(|status| app.conductor.driving(&r.id, status))
+                .is_some(),
             status: r.status_text().to_string(),
             id: r.id,
             program: r.program,
@@ -567,7 +570,7 @@ async fn get_run(
     Named(RunId(id)): Named<RunId>,
 ) -> Result<Json<RunBody>, ApiError> {
     let (id, record) = app.store.record(&id).await?;
-    let live = app.conductor.live(&id).is_some();
+    let live = app.conductor.driving(&id, record.status).is_some();
     Ok(Json(RunBody::of(record, live)))
 }
 
@@ -669,8 +672,8 @@ async fn cancel_run(
     State(app): State<Shared>,
     Named(RunId(id)): Named<RunId>,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
-    let Some(live) = app.conductor.live(&id) else {
-        let (id, record) = app.store.record(&id).await?;
+    let (id, record) = app.store.record(&id).await?;
+    let Some(live) = app.conductor.driving(&id, record.status) else {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!(
@@ -695,6 +698,17 @@ async fn cancel_run(
     ))
 }
 
+/// How long a request waits for a drive that recorded how its run ended (waiting, or
+/// interrupted) to leave the conductor's table: it does so at once, its event log closed.
+const DRIVE_ENDING: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether no drive of run `id`, whose record says it is not running, is left in the
+/// conductor's table, once one that was ending has left: until then the run cannot be taken
+/// up again, and an answer given to it would not be.
+async fn drive_ended(app: &App, id: &str) -> bool {
+    app.conductor.let_go(id, DRIVE_ENDING).await
+}
+
 /// Takes a stopped run up again from its journal: nothing it was answered is asked again.
 #[utoipa::path(
     post,
@@ -711,13 +725,13 @@ async fn resume_run(
     State(app): State<Shared>,
     Named(RunId(id)): Named<RunId>,
 ) -> Result<(StatusCode, Json<Accepted>), ApiError> {
-    if app.conductor.live(&id).is_some() {
+    let (id, record) = app.store.record(&id).await?;
+    if app.conductor.driving(&id, record.status).is_some() || !drive_ended(&app, &id).await {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!("run {id} is running"),
         ));
     }
-    let (id, _) = app.store.record(&id).await?;
     match app.conductor.resume(&id, Resuming::default()).await? {
         Resumption::Going => Ok((
             StatusCode::ACCEPTED,
@@ -754,13 +768,19 @@ async fn answer_input(
     Body(given): Body<InputAnswer>,
 ) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
     let (id, record) = app.store.record(&id).await?;
-    if app.conductor.live(&id).is_some() || record.status != RunStatus::Waiting {
+    if record.status != RunStatus::Waiting {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
             format!(
                 "run {id} waits for no input now (it is {}; a running run waits once nothing else can go on)",
                 record.status.as_str()
             ),
+        ));
+    }
+    if !drive_ended(&app, &id).await {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run {id} is being driven here again"),
         ));
     }
     let answered = crate::run::answer::answer(

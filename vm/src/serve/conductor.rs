@@ -52,8 +52,48 @@ pub struct Live {
     pub queued: bool,
 }
 
-/// The runs driven now, by id.
-pub type LiveRuns = Arc<Mutex<HashMap<String, Live>>>;
+/// The runs driven now, by id, and word of each that leaves.
+///
+/// A drive records how its run ended (finished, waiting, interrupted…) and only then closes
+/// its event log and leaves this table: for that moment the table still holds a run whose
+/// record says it ended. [`Conductor::driving`] and [`Conductor::let_go`] tell such a run
+/// apart from one being driven.
+#[derive(Clone, Default)]
+pub struct LiveRuns {
+    runs: Arc<Mutex<HashMap<String, Live>>>,
+    left: Arc<tokio::sync::Notify>,
+}
+
+impl LiveRuns {
+    /// Run `id`, if it is in the table.
+    fn get(&self, id: &str) -> Option<Live> {
+        lock(&self.runs).get(id).cloned()
+    }
+
+    /// Whether run `id` is in the table.
+    fn holds(&self, id: &str) -> bool {
+        lock(&self.runs).contains_key(id)
+    }
+
+    /// Puts run `id` in the table.
+    fn insert(&self, id: String, live: Live) {
+        lock(&self.runs).insert(id, live);
+    }
+
+    /// Takes run `id` out of the table, and says so to those waiting for it to leave.
+    fn remove(&self, id: &str) {
+        lock(&self.runs).remove(id);
+        self.left.notify_waiters();
+    }
+
+    /// Every run in the table.
+    fn all(&self) -> Vec<(String, Live)> {
+        lock(&self.runs)
+            .iter()
+            .map(|(id, l)| (id.clone(), l.clone()))
+            .collect()
+    }
+}
 
 /// Why the server keeps an eye on one of its runs it does not drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,9 +227,35 @@ impl Conductor {
         })
     }
 
-    /// The run `id` if it is driven now.
+    /// The run `id` if it is driven now, or its drive is ending (see [`LiveRuns`]).
     pub fn live(&self, id: &str) -> Option<Live> {
-        lock(&self.live).get(id).cloned()
+        self.live.get(id)
+    }
+
+    /// The run `id` if it is driven now, as its record's `status` (read before) says: a run
+    /// whose record says it ended is not driven, though its drive may not have left the
+    /// table yet. A run waiting for its turn among the runs driven at once is driven.
+    pub fn driving(&self, id: &str, status: RunStatus) -> Option<Live> {
+        if status != RunStatus::Running {
+            return None;
+        }
+        self.live(id)
+    }
+
+    /// Waits, up to `within`, until no drive of run `id` is in the table: a drive that has
+    /// recorded how its run ended leaves it at once. Whether none is.
+    pub async fn let_go(&self, id: &str, within: std::time::Duration) -> bool {
+        let gone = async {
+            loop {
+                // Made before looking, so that a departure in between is not missed.
+                let left = self.live.left.notified();
+                if !self.live.holds(id) {
+                    return;
+                }
+                left.await;
+            }
+        };
+        tokio::time::timeout(within, gone).await.is_ok()
     }
 
     /// Stops every run (each ends interrupted), noting them to be resumed at the next start;
@@ -220,7 +286,7 @@ async fn conduct(
                     let _ = done.send(started);
                 }
                 Some(Order::Resume { id, how, done }) => {
-                    if lock(&live).contains_key(&id) {
+                    if live.holds(&id) {
                         let held = prose_store::StoreError::Held(format!("run {id} is running"));
                         let _ = done.send(Err(RunError::Store(held)));
                         continue;
@@ -235,7 +301,8 @@ async fn conduct(
                     let _ = done.send(resumed);
                 }
                 Some(Order::Shutdown { done }) => {
-                    let ids: Vec<String> = lock(&live).keys().cloned().collect();
+                    let runs = live.all();
+                    let ids: Vec<&str> = runs.iter().map(|(id, _)| id.as_str()).collect();
                     if !ids.is_empty() {
                         let mut text = ids.join("\n");
                         text.push('\n');
@@ -246,7 +313,7 @@ async fn conduct(
                             );
                         }
                     }
-                    for l in lock(&live).values() {
+                    for (_, l) in &runs {
                         l.stop.ask();
                     }
                     while drives.join_next().await.is_some() {}
@@ -339,7 +406,7 @@ async fn launch(
         log,
         queued: false,
     };
-    lock(live).insert(id.clone(), entry.clone());
+    live.insert(id.clone(), entry.clone());
     lock(watched).remove(&id);
     let (setup, live, watched) = (setup.clone(), live.clone(), watched.clone());
     let key = id.clone();
@@ -348,7 +415,7 @@ async fn launch(
         if status == RunStatus::Waiting {
             lock(&watched).insert(key.clone(), Watch::Waiting);
         }
-        lock(&live).remove(&key);
+        live.remove(&key);
     });
     Ok(id)
 }
@@ -404,7 +471,7 @@ impl crate::worker::Follower for QueueFollower {
                 return Box::new(Unfollowed);
             }
         };
-        lock(&self.live).insert(
+        self.live.insert(
             id.clone(),
             Live {
                 stop: run.stop_handle(),
@@ -437,7 +504,7 @@ impl crate::worker::Following for Followed {
     fn ended(self: Box<Self>, status: RunStatus, error: Option<&str>, code: Option<&str>) {
         let Followed { writer, live, id } = *self;
         writer.ended(status, error, code);
-        lock(&live).remove(&id);
+        live.remove(&id);
     }
 }
 
@@ -450,4 +517,66 @@ impl prose_runtime::observe::Observer for Unfollowed {
 
 impl crate::worker::Following for Unfollowed {
     fn ended(self: Box<Self>, _: RunStatus, _: Option<&str>, _: Option<&str>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A conductor with no thread behind it, its table filled by the test.
+    fn conductor() -> Conductor {
+        let (orders, _) = mpsc::unbounded_channel();
+        Conductor {
+            orders,
+            live: LiveRuns::default(),
+            watched: WatchedRuns::default(),
+        }
+    }
+
+    #[test]
+    fn a_run_whose_record_says_it_ended_is_not_driven_and_is_let_go_once_its_drive_leaves() {
+        let dir = std::env::temp_dir().join(format!("prose-conductor-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        let c = conductor();
+        let log = Arc::new(EventLog::open(&dir).expect("event log"));
+        c.live.insert(
+            "r1".into(),
+            Live {
+                stop: Stop::default(),
+                log,
+                queued: false,
+            },
+        );
+        // Its drive has recorded that it waits, and has not left the table yet: in the table
+        // (its stream is followed from its log), but not driven.
+        assert!(c.live("r1").is_some());
+        assert!(c.driving("r1", RunStatus::Running).is_some());
+        for ended in [
+            RunStatus::Waiting,
+            RunStatus::Interrupted,
+            RunStatus::Finished,
+        ] {
+            assert!(c.driving("r1", ended).is_none(), "{ended:?}");
+        }
+        runtime.block_on(async {
+            // Not let go while the drive is there...
+            assert!(!c.let_go("r1", Duration::from_millis(50)).await);
+            // ...and let go as soon as it leaves, while a request waits for it.
+            let waiting = {
+                let c = c.clone();
+                tokio::spawn(async move { c.let_go("r1", Duration::from_secs(60)).await })
+            };
+            tokio::task::yield_now().await;
+            c.live.remove("r1");
+            assert!(waiting.await.expect("joined"));
+            // A run no drive holds is let go at once.
+            assert!(c.let_go("r2", Duration::from_secs(1)).await);
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

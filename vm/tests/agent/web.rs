@@ -14,6 +14,9 @@ use crate::support::scratch;
 use crate::{call, call_with, err, ok, rules, sandbox, Scripted};
 
 /// Serves a few fixed routes on 127.0.0.1 until the test ends; returns the port.
+/// How long `/slow` takes to answer.
+const SLOW: Duration = Duration::from_secs(60);
+
 async fn serve() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -90,7 +93,9 @@ async fn serve() -> u16 {
                             Vec::new(),
                         ),
                         "/slow" => {
-                            tokio::time::sleep(Duration::from_secs(5)).await;
+                            // Far longer than any fetch waits: a call that ends before it
+                            // did not wait for the answer.
+                            tokio::time::sleep(SLOW).await;
                             ("200 OK", "text/plain", String::new(), b"late".to_vec())
                         }
                         _ => ("404 Not Found", "text/plain", String::new(), Vec::new()),
@@ -229,7 +234,13 @@ async fn size_and_time_caps() {
     )
     .await;
     assert!(err(&r).contains("took longer than 1 s"));
-    assert!(started.elapsed() < Duration::from_secs(4));
+    // Ended by its own timeout, not by the answer: well before the server's 60 s (however
+    // loaded the machine).
+    assert!(
+        started.elapsed() < SLOW / 2,
+        "the fetch with a 1 s timeout took {:?}: it waited for the server",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]

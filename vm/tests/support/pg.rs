@@ -276,8 +276,8 @@ fn make_cert(dir: &Path, name: &str, subject: &str, ext: &str, serial: &str) -> 
 
 /// The TLS files of a cluster in `dir/tls`: a CA, another, a server certificate for
 /// 127.0.0.1 and a client certificate for `prose_cert`, each key readable by its owner only
-/// (the server's by `postgres`).
-fn make_tls(dir: &Path, port: u16) -> Result<TlsFiles, String> {
+/// (the server's by `postgres`). Its port is 0 until the server has one.
+fn make_tls(dir: &Path) -> Result<TlsFiles, String> {
     use std::os::unix::fs::PermissionsExt;
     let tls = dir.join("tls");
     std::fs::create_dir_all(&tls).map_err(|e| format!("{}: {e}", tls.display()))?;
@@ -315,7 +315,7 @@ fn make_tls(dir: &Path, port: u16) -> Result<TlsFiles, String> {
         other_ca: tls.join("other-ca.crt"),
         client_cert: tls.join("client.crt"),
         client_key: tls.join("client.key"),
-        port,
+        port: 0,
     })
 }
 
@@ -399,11 +399,7 @@ fn start_cluster(durable: bool) -> Result<Server, String> {
         ),
         "initdb",
     )?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))?
-        .port();
-    let tls = make_tls(&dir, port)?;
+    let mut tls = make_tls(&dir)?;
     // `prose_cert` logs in over TCP only with a client certificate; the rest as initdb set.
     let hba = data.join("pg_hba.conf");
     let rules = std::fs::read_to_string(&hba).map_err(|e| format!("{}: {e}", hba.display()))?;
@@ -418,25 +414,41 @@ fn start_cluster(durable: bool) -> Result<Server, String> {
     } else {
         " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
     };
-    let opts = format!(
-        "-p {port} -k {dir_s} -c listen_addresses=127.0.0.1 -c max_connections=300{sync} \
-         -c ssl=on -c ssl_cert_file={tls_dir}/server.crt -c ssl_key_file={tls_dir}/server.key \
-         -c ssl_ca_file={tls_dir}/ca.crt"
-    );
     let log = dir.join("server.log").to_string_lossy().into_owned();
-    run(
-        as_postgres(
-            &bin.join("pg_ctl"),
-            &[
-                "-D", &data_s, "-l", &log, "-o", &opts, "-w", "-t", "30", "start",
-            ],
-        ),
-        "pg_ctl start",
-    )
-    .map_err(|e| {
+    // A free port is found by binding port 0 and letting it go for the server to take:
+    // something else may take it first. The server then fails to bind it, and another is
+    // tried.
+    let mut attempts = 0;
+    let port = loop {
+        attempts += 1;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let opts = format!(
+            "-p {port} -k {dir_s} -c listen_addresses=127.0.0.1 -c max_connections=300{sync} \
+             -c ssl=on -c ssl_cert_file={tls_dir}/server.crt -c ssl_key_file={tls_dir}/server.key \
+             -c ssl_ca_file={tls_dir}/ca.crt"
+        );
+        // The log of this attempt alone, to tell a port taken from other failures.
+        let _ = std::fs::remove_file(&log);
+        let started = run(
+            as_postgres(
+                &bin.join("pg_ctl"),
+                &[
+                    "-D", &data_s, "-l", &log, "-o", &opts, "-w", "-t", "120", "start",
+                ],
+            ),
+            "pg_ctl start",
+        );
         let server_log = std::fs::read_to_string(&log).unwrap_or_default();
-        format!("{e}\n{server_log}")
-    })?;
+        match started {
+            Ok(()) => break port,
+            Err(_) if attempts < 5 && server_log.contains("could not bind") => continue,
+            Err(e) => return Err(format!("{e}\n{server_log}")),
+        }
+    };
+    tls.port = port;
     // Once this process is gone, the cluster is stopped and its directory removed.
     let pg_ctl = bin.join("pg_ctl");
     let pg_ctl = pg_ctl.display();

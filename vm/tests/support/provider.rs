@@ -4,9 +4,12 @@
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long a stream held after some events waits for the client to hang up.
+const HANG_UP_WITHIN: Duration = Duration::from_secs(60);
 
 /// A canned response: status, extra header lines, body, delay before answering.
 #[derive(Clone)]
@@ -36,6 +39,47 @@ pub struct Stream {
     pub gap: Duration,
     /// Keep the connection open after the last event.
     pub hang: bool,
+    /// After this many events, write no more until the client hangs up (or a minute has
+    /// passed): how many events a client needed before hanging up is then known however
+    /// slowly it reads (it is written at most that many), not raced against `gap`.
+    pub until_hung_up: Option<usize>,
+}
+
+impl Canned {
+    /// This streamed answer, written no further than `n` events until the client hangs up
+    /// (see [`Stream::until_hung_up`]).
+    pub fn held_after(mut self, n: usize) -> Canned {
+        if let Some(s) = &mut self.stream {
+            s.until_hung_up = Some(n);
+        }
+        self
+    }
+}
+
+/// Whether the client of `stream` hangs up within `within` (reading, and dropping, anything
+/// it sends meanwhile).
+fn hangs_up(stream: &mut TcpStream, within: Duration) -> bool {
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    loop {
+        let left = within.saturating_sub(started.elapsed());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return false;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return false
+            }
+            Err(_) => return true,
+        }
+    }
 }
 
 pub fn ok(content: &str) -> Canned {
@@ -156,6 +200,7 @@ pub fn stream(openai: Vec<String>, anthropic: Vec<String>, gap: Duration, hang: 
             anthropic,
             gap,
             hang,
+            until_hung_up: None,
         }),
     }
 }
@@ -305,6 +350,9 @@ fn serve(
                     }
                     let mut n = 0;
                     for e in events {
+                        if st.until_hung_up == Some(n) && hangs_up(&mut stream, HANG_UP_WITHIN) {
+                            break;
+                        }
                         std::thread::sleep(st.gap);
                         if stream
                             .write_all(e.as_bytes())
