@@ -539,3 +539,34 @@ fn evals_are_kept_in_every_store() {
         assert_eq!(shown["summaries"][0]["pass_rate"], 1.0, "{store}");
     }
 }
+
+#[test]
+fn an_eval_recorded_on_tapes_runs_again_offline_with_the_same_scores() {
+    let dir = support::scratch("suite-eval-tapes");
+    eval_files(&dir, 4);
+    let fake = judging_provider();
+    let (code, recorded, err) = eval(&dir, &fake, &["--record-tapes", "tapes"]);
+    assert_eq!(code, 0, "{err}");
+    let tapes: Vec<String> = std::fs::read_dir(dir.join("tapes"))
+        .expect("tapes")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(tapes.len(), 8, "a tape per try and per judgment: {tapes:?}");
+    let asked = fake.billed().len();
+    // Replayed: nothing asked, the same scores.
+    let (code, replayed, err) = eval(&dir, &fake, &["--replay-tapes", "tapes"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(fake.billed().len(), asked, "nothing asked of the provider");
+    assert_eq!(
+        replayed["summaries"][0]["summary"]["scores"],
+        recorded["summaries"][0]["summary"]["scores"]
+    );
+    // A tape that no longer fits (the prompt edited) fails its row, naming the request.
+    put(&dir, &[("summary.prose", "input city: \"A city\"\noutput summary = session \"Write two sentences about {city}\"\n")]);
+    let (_, edited, _) = eval(&dir, &fake, &["--replay-tapes", "tapes"]);
+    let error = edited["variants"][0]["results"][0]["error"]
+        .as_str()
+        .unwrap_or("");
+    assert!(error.contains("holds no reply to this request"), "{edited}");
+}

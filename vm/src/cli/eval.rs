@@ -58,6 +58,15 @@ pub struct EvalArgs {
     /// Also write the eval's page (HTML) to this file.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Keep every try's exchanges with the model (and its judges') on a tape in this
+    /// directory (`ROW-TRY.tape`), to run the eval again offline with --replay-tapes.
+    #[arg(long, value_name = "DIR", conflicts_with = "replay_tapes")]
+    record_tapes: Option<PathBuf>,
+    /// Answer every try from its tape in this directory (recorded with --record-tapes), with
+    /// no provider: the same eval again, at no cost. Give the --driver and --model the tapes
+    /// were recorded with.
+    #[arg(long, value_name = "DIR")]
+    replay_tapes: Option<PathBuf>,
     /// Where runs and evals are kept: a directory (or file:DIR), sqlite:PATH, or a
     /// postgres:// URL (default: the file store under --state-dir).
     #[arg(
@@ -183,6 +192,25 @@ pub fn eval(args: EvalArgs) -> ExitCode {
         jobs: args.jobs,
         memo: args.memo,
         resume,
+        tapes: match (&args.record_tapes, &args.replay_tapes) {
+            (Some(dir), _) => {
+                if let Err(e) = std::fs::create_dir_all(dir) {
+                    return fail(
+                        format!("cannot make {}: {e}", dir.display()),
+                        Exit::Unusable,
+                    );
+                }
+                Some(eval::Tapes {
+                    dir: dir.clone(),
+                    record: true,
+                })
+            }
+            (None, Some(dir)) => Some(eval::Tapes {
+                dir: dir.clone(),
+                record: false,
+            }),
+            (None, None) => None,
+        },
     };
     if !json {
         eprintln!(

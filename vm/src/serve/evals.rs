@@ -188,6 +188,7 @@ pub async fn create_eval(
         jobs: 4,
         memo: false,
         resume: None,
+        tapes: None,
     };
     let record = eval::new_record(&plan, &opts);
     let id = record.id.clone();

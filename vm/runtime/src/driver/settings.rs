@@ -209,6 +209,22 @@ impl DriverSettings {
         d
     }
 
+    /// These settings keeping their exchanges on, or answering them from, `tape`: the chat
+    /// drivers'; another driver keeps no tape, and is refused.
+    pub fn with_tape(&self, tape: Tape) -> Result<DriverSettings, String> {
+        let mut d = self.clone();
+        match &mut d {
+            DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => c.tape = Some(tape),
+            other => {
+                return Err(format!(
+                    "tapes keep the exchanges of the openai and anthropic drivers, not {}'s",
+                    other.name()
+                ))
+            }
+        }
+        Ok(d)
+    }
+
     /// Whether the memo keeps and looks up this driver's answers: only a provider's own, by
     /// the chat drivers over HTTP (a replayed tape's answers never enter it).
     pub fn answers_memoised(&self) -> bool {

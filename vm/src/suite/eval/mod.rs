@@ -13,7 +13,7 @@ use super::case::{resume_case, run_case, CaseRun, CaseSpec};
 use super::testing::NotLoaded;
 use crate::run::Place;
 use prose_machine::value::Value;
-use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::driver::settings::{DriverSettings, Tape};
 use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
 use prose_runtime::record::ExecOptions;
@@ -166,6 +166,42 @@ pub struct EvalOptions {
     pub memo: bool,
     /// The record of an eval stopped before it ended, to go on with.
     pub resume: Option<EvalRecord>,
+    /// Tapes of every try's exchanges (and its judges'): recorded, or replayed in their
+    /// stead, so an eval recorded once on a real model runs again offline at no cost.
+    pub tapes: Option<Tapes>,
+}
+
+/// Where an eval's tapes are, one per try (`ROW-TRY.tape`, and `ROW-TRY-judge-NAME.tape`
+/// for its judges; a model's name comes first when several are run).
+#[derive(Clone, Debug)]
+pub struct Tapes {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Recorded anew (true), or replayed.
+    pub record: bool,
+}
+
+impl Tapes {
+    /// The tape named `stem` (made a file name), and what the driver does with it.
+    fn tape(&self, stem: &str) -> Tape {
+        let name: String = stem
+            .chars()
+            .map(|c| {
+                if c.is_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = self.dir.join(format!("{name}.tape"));
+        if self.record {
+            let _ = std::fs::remove_file(&path);
+            Tape::Record(path)
+        } else {
+            Tape::Replay(path)
+        }
+    }
 }
 
 /// The score names `plan` gives: the eval's checks, then its judges (rows' own checks are
@@ -262,6 +298,14 @@ pub async fn run(
     for (slot, (v, i)) in todo.into_iter().enumerate() {
         let (limit, memo, record) = (limit.clone(), memo.clone(), record.clone());
         let driver = opts.variants[v].1.clone();
+        let tapes = opts.tapes.clone().map(|t| {
+            let r = &record.borrow().variants[v].results[i];
+            let model = match (&opts.variants[v].0, opts.variants.len()) {
+                (Some(m), n) if n > 1 => format!("{m}-"),
+                _ => String::new(),
+            };
+            (t, format!("{model}{}-{}", r.name, r.try_index + 1))
+        });
         let store = opts.store.clone();
         // One stop for every try: Ctrl-C interrupts them all, to be taken up again.
         let place = opts.place.clone();
@@ -271,7 +315,10 @@ pub async fn run(
             async move {
                 let _turn = limit.acquire_owned().await;
                 let previous = record.borrow().variants[v].results[i].clone();
-                let result = try_row(&plan, &*store, previous, driver, place, workdir, memo).await;
+                let result = try_row(
+                    &plan, &*store, previous, driver, place, workdir, memo, tapes,
+                )
+                .await;
                 (v, i, result)
             },
             &local,
@@ -310,7 +357,9 @@ pub async fn run(
     Ok(done)
 }
 
-/// Runs (or goes on with) one try of a row and scores it.
+/// Runs (or goes on with) one try of a row and scores it; with `tapes`, its exchanges (and
+/// its judges') are kept on, or answered from, the tapes named after `.1`.
+#[allow(clippy::too_many_arguments)]
 async fn try_row(
     plan: &Plan,
     store: &dyn Store,
@@ -319,8 +368,31 @@ async fn try_row(
     place: Place,
     workdir: PathBuf,
     memo: Option<Arc<dyn MemoStore>>,
+    tapes: Option<(Tapes, String)>,
 ) -> RowResult {
     let row = &plan.rows[previous.row];
+    let taped = |stem: &str| match &tapes {
+        None => Ok(driver.clone()),
+        Some((t, base)) => driver.with_tape(t.tape(&format!("{base}{stem}"))),
+    };
+    let (driver, judges_driver) = match (
+        taped(""),
+        plan.spec
+            .judges
+            .iter()
+            .map(|j| taped(&format!("-judge-{}", j.name.get_ref())))
+            .collect::<Result<Vec<_>, _>>(),
+    ) {
+        (Ok(d), Ok(j)) => (d, j),
+        (Err(e), _) | (_, Err(e)) => {
+            return RowResult {
+                status: "unstarted".into(),
+                error: Some(e),
+                scored: true,
+                ..previous
+            }
+        }
+    };
     let run = match &previous.run {
         // Started before the eval was stopped: taken up from its journal.
         Some(id) => resume_case(store, id, driver.clone(), place.clone(), memo.clone()).await,
@@ -364,14 +436,20 @@ async fn try_row(
     }
     let mut judge_cost: Option<f64> = None;
     let mut passed = scores.iter().all(|s| s.value >= 1.0);
-    for (j, program) in plan.spec.judges.iter().zip(&plan.judges) {
+    for ((j, program), judge_driver) in plan
+        .spec
+        .judges
+        .iter()
+        .zip(&plan.judges)
+        .zip(&judges_driver)
+    {
         let Some((score, cost)) = judge_score(
             j,
             program,
             row,
             &run,
             store,
-            &driver,
+            judge_driver,
             &place,
             &workdir,
             memo.clone(),
