@@ -234,8 +234,7 @@ mod tests {
     fn malformed_ids_are_refused() {
         for bad in [
             "", "0", "1:0", "0:x", "0/1:0", "0/a.b:1", "0:1#", "0:1#t", "0:1#x2", "0:1#t2q1",
-            "0:1#t2c",
-            "0:1#t2a", "0:1#ta1",
+            "0:1#t2c", "0:1#t2a", "0:1#ta1",
         ] {
             assert!(bad.parse::<RequestId>().is_err(), "{bad:?} accepted");
         }

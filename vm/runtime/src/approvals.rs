@@ -16,7 +16,7 @@ use prose_machine::protocol::{Capability, RequestId, Step};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How a waiting approval is named when it is answered: twelve hex digits of the SHA-256 of
 /// its tool call's id, the same every time the run waits for that call (an id such as
@@ -72,6 +72,15 @@ pub fn approval_step(call: &RequestId) -> Option<RequestId> {
     }
 }
 
+/// Why a call is refused once no one answered within `limit`, for the model and the
+/// journal.
+pub fn lapse(limit: Duration) -> String {
+    format!(
+        "no one answered within {}",
+        crate::observe::human_duration(limit)
+    )
+}
+
 /// A tool call a run waits for a person's approval of.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitingApproval {
@@ -118,12 +127,14 @@ pub struct Asking {
 }
 
 impl WaitingApproval {
-    /// Tool call `call`, as `asking` describes it, waiting from `now` (seconds since the
-    /// epoch) for at most `limit`.
-    pub fn new(call: RequestId, asking: Asking, now: u64, limit: Option<Duration>) -> Self {
+    /// Tool call `call`, as `asking` describes it, waiting from `now` for at most `limit`
+    /// (its deadline rounded up to the second: never before the limit).
+    pub fn new(call: RequestId, asking: Asking, now: SystemTime, limit: Option<Duration>) -> Self {
+        let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
         let expires = limit.map(|l| {
-            let secs = l.as_secs() + u64::from(l.subsec_nanos() > 0);
-            crate::clock::timestamp(now.saturating_add(secs)).2
+            let end = since.saturating_add(l);
+            let secs = end.as_secs() + u64::from(end.subsec_nanos() > 0);
+            crate::clock::timestamp(secs).2
         });
         WaitingApproval {
             id: ApprovalId::of(&call),
@@ -134,7 +145,7 @@ impl WaitingApproval {
             detail: asking.detail,
             arguments: asking.arguments,
             prompt: asking.prompt,
-            asked: crate::clock::timestamp(now).2,
+            asked: crate::clock::timestamp(since.as_secs()).2,
             expires,
         }
     }
@@ -145,21 +156,6 @@ impl WaitingApproval {
             .as_deref()
             .and_then(crate::clock::parse_timestamp)
             .is_some_and(|at| at <= now)
-    }
-
-    /// Why it is refused once lapsed: how long it waited, for the model and the journal.
-    pub fn lapse(&self) -> String {
-        let waited = match (
-            crate::clock::parse_timestamp(&self.asked),
-            self.expires.as_deref().and_then(crate::clock::parse_timestamp),
-        ) {
-            (Some(from), Some(to)) => format!(
-                "within {}",
-                crate::observe::human_duration(Duration::from_secs(to.saturating_sub(from)))
-            ),
-            _ => "in time".to_string(),
-        };
-        format!("no one answered {waited}")
     }
 
     /// One line for people: who wants what, and how to answer.
@@ -193,18 +189,22 @@ mod tests {
         RequestId::new(Lineage::root(), 3).step(Step::Call { turn: 2, call: 0 })
     }
 
+    fn asking() -> Asking {
+        Asking {
+            agent: Some("builder".into()),
+            tool: "bash".into(),
+            capability: Capability::Bash,
+            detail: "make test".into(),
+            arguments: serde_json::json!({"command": "make test"}),
+            prompt: "Run the tests".into(),
+        }
+    }
+
     fn waiting(limit: Option<Duration>) -> WaitingApproval {
         WaitingApproval::new(
             call(),
-            Asking {
-                agent: Some("builder".into()),
-                tool: "bash".into(),
-                capability: Capability::Bash,
-                detail: "make test".into(),
-                arguments: serde_json::json!({"command": "make test"}),
-                prompt: "Run the tests".into(),
-            },
-            1_763_799_296,
+            asking(),
+            UNIX_EPOCH + Duration::from_secs(1_763_799_296),
             limit,
         )
     }
@@ -216,7 +216,14 @@ mod tests {
         assert_eq!(ApprovalId::parse(a.as_str()), Ok(a.clone()));
         let other = ApprovalId::of(&call().step(Step::Call { turn: 2, call: 1 }));
         assert_ne!(a, other);
-        for bad in ["", "0:3#t2c0", "ABCDEF012345", "abcdef01234", "abcdef0123456", "abcdefg12345"] {
+        for bad in [
+            "",
+            "0:3#t2c0",
+            "ABCDEF012345",
+            "abcdef01234",
+            "abcdef0123456",
+            "abcdefg12345",
+        ] {
             assert!(ApprovalId::parse(bad).is_err(), "{bad:?} accepted");
         }
     }
@@ -237,12 +244,25 @@ mod tests {
         assert_eq!(w.expires.as_deref(), Some("2025-11-22T08:16:26Z"));
         assert!(!w.lapsed(1_763_799_296 + 89));
         assert!(w.lapsed(1_763_799_296 + 90));
-        assert_eq!(w.lapse(), "no one answered within 1m30s");
+        assert_eq!(
+            lapse(Duration::from_secs(90)),
+            "no one answered within 1m30s"
+        );
         let forever = waiting(None);
         assert!(!forever.lapsed(u64::MAX));
-        assert!(forever.describe().contains("agent `builder` wants to run `make test`"));
-        // A fraction of a second waits the whole second.
+        assert!(forever
+            .describe()
+            .contains("agent `builder` wants to run `make test`"));
+        // A deadline falling within a second is the end of that second: never early.
         let short = waiting(Some(Duration::from_millis(1500)));
         assert_eq!(short.expires.as_deref(), Some("2025-11-22T08:14:58Z"));
+        let late = WaitingApproval::new(
+            call(),
+            asking(),
+            UNIX_EPOCH + Duration::from_millis(1_763_799_296_900),
+            Some(Duration::from_secs(1)),
+        );
+        assert_eq!(late.asked, "2025-11-22T08:14:56Z");
+        assert_eq!(late.expires.as_deref(), Some("2025-11-22T08:14:58Z"));
     }
 }

@@ -3,9 +3,9 @@
 //! write one shape, and built in one place ([`RunRecord::new`]).
 
 use crate::agent::permissions::UserAllow;
-use crate::approvals::{ApprovalId, WaitingApproval};
 use crate::agent::skills::UsedSkill;
 use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
+use crate::approvals::{ApprovalId, WaitingApproval};
 use crate::driver::settings::DriverSettings;
 use crate::program::Program;
 use bytecode_spec::verify::Verified;

@@ -83,14 +83,14 @@ pub fn answer(at: &At, run: &str, answers: &[String], approvals: &Approvals) -> 
         PromptAnswer::Yes
     };
     let mut decided = Vec::new();
-    for (ids, answer) in [(&approvals.approve, yes), (&approvals.deny, PromptAnswer::No)] {
+    for (ids, answer) in [
+        (&approvals.approve, yes),
+        (&approvals.deny, PromptAnswer::No),
+    ] {
         for text in ids {
             match ApprovalId::parse(text) {
                 Ok(id) if decided.iter().any(|(d, _)| *d == id) => {
-                    return fail(
-                        format!("approval {id} is answered twice"),
-                        Exit::Unusable,
-                    )
+                    return fail(format!("approval {id} is answered twice"), Exit::Unusable)
                 }
                 Ok(id) => decided.push((id, answer)),
                 Err(e) => return fail(e, Exit::Unusable),
@@ -144,8 +144,7 @@ pub fn answer(at: &At, run: &str, answers: &[String], approvals: &Approvals) -> 
                 a.id
             );
         } else {
-            let mut what: Vec<String> =
-                a.still_waiting.iter().map(|n| format!("`{n}`")).collect();
+            let mut what: Vec<String> = a.still_waiting.iter().map(|n| format!("`{n}`")).collect();
             what.extend(approvals.iter().map(|id| format!("approval {id}")));
             eprintln!("run {} still waits for {}", a.id, what.join(", "));
         }

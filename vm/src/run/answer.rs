@@ -185,9 +185,8 @@ fn awaits<'a>(
     };
     if waiting.lapsed(prose_runtime::clock::now()) {
         return Err(RunError::Setup(format!(
-            "approval {approval} of run {id} lapsed at {}: {}, so the call is refused as the run goes on",
+            "approval {approval} of run {id} lapsed at {}: no one answered in time, so the call is refused as the run goes on",
             waiting.expires.as_deref().unwrap_or("?"),
-            waiting.lapse()
         )));
     }
     Ok(waiting)

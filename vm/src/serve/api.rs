@@ -258,8 +258,8 @@ impl From<prose_runtime::record::WaitingInput> for WaitingBody {
 /// A tool call a run waits for a person's approval of: nothing of it has run.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ApprovalBody {
-    /// How it is answered: `POST /v1/runs/{id}/approvals/{approval}`.
-    pub approval: String,
+    /// The approval's id: answer it with `POST /v1/runs/{id}/approvals/{approval}`.
+    pub id: String,
     /// The tool call's id in the run (`0:3#t2c0`: session, turn, call).
     pub call: String,
     /// The agent asking, when the session runs one.
@@ -284,7 +284,7 @@ pub struct ApprovalBody {
 impl From<WaitingApproval> for ApprovalBody {
     fn from(a: WaitingApproval) -> ApprovalBody {
         ApprovalBody {
-            approval: a.id.to_string(),
+            id: a.id.to_string(),
             call: a.call.to_string(),
             agent: a.agent,
             tool: a.tool,
@@ -448,11 +448,7 @@ impl InputTaken {
             }
             .into(),
             still_waiting: answered.still_waiting.clone(),
-            approvals: answered
-                .approvals
-                .iter()
-                .map(|a| a.to_string())
-                .collect(),
+            approvals: answered.approvals.iter().map(|a| a.to_string()).collect(),
         }
     }
 }
@@ -898,9 +894,7 @@ async fn went_on(
         return Ok((StatusCode::OK, Json(taken)));
     }
     app.conductor.watch(&taken.id, None);
-    app.conductor
-        .resume(&taken.id, Resuming::default())
-        .await?;
+    app.conductor.resume(&taken.id, Resuming::default()).await?;
     Ok((StatusCode::ACCEPTED, Json(taken)))
 }
 
@@ -930,8 +924,8 @@ async fn answer_approval(
     Body(given): Body<ApprovalAnswer>,
 ) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
     let (RunId(id), approval) = path;
-    let approval = ApprovalId::parse(&approval)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    let approval =
+        ApprovalId::parse(&approval).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
     let answer = match (given.approve, given.always) {
         (true, false) => PromptAnswer::Yes,
         (true, true) => PromptAnswer::Always,

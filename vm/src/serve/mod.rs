@@ -291,8 +291,7 @@ async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
         if !app.library.holds(&record.origin) {
             continue;
         }
-        if record.status == RunStatus::Waiting
-            && record.needs_someone(prose_runtime::clock::now())
+        if record.status == RunStatus::Waiting && record.needs_someone(prose_runtime::clock::now())
         {
             app.conductor.watch(&row.id, Some(Watch::Waiting));
             continue;

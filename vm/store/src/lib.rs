@@ -30,9 +30,9 @@ pub mod view;
 pub use prune::{PruneRule, Pruned};
 
 use prose_machine::protocol::Reply;
+use prose_runtime::approvals::WaitingApproval;
 use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
-use prose_runtime::approvals::WaitingApproval;
 use prose_runtime::record::{RunRecord, RunStatus, Seal, WaitingInput};
 use prose_runtime::runner::journal::JournalSink;
 use prose_runtime::runner::Stop;

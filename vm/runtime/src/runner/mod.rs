@@ -538,8 +538,7 @@ pub async fn run_durable<D: Driver>(
         if queue.len() < limit && machine.has_ready() && !blocked {
             continue;
         }
-        if inflight.is_empty() && queue.is_empty() && !(waiting.is_empty() && awaiting.is_empty())
-        {
+        if inflight.is_empty() && queue.is_empty() && !(waiting.is_empty() && awaiting.is_empty()) {
             // Nothing else can go on: what was answered is durable, and the run waits.
             if let Some(d) = durable.as_deref_mut() {
                 d.journal.sync().await.map_err(journal_error)?;

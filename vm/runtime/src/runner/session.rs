@@ -258,8 +258,8 @@ impl<D: Driver> Grants<D> {
         let call_id = self.session.step(Step::Call { turn, call });
         let now = crate::clock::now();
         let pending = self.approvals.pending.get(&call_id.step).cloned();
-        if let Some(p) = pending.as_ref().filter(|p| p.lapsed(now)) {
-            let why = p.lapse();
+        if pending.as_ref().is_some_and(|p| p.lapsed(now)) {
+            let why = crate::approvals::lapse(self.approvals.limit.unwrap_or_default());
             let lapse = Reply::failed(
                 self.session.step(Step::Approval { turn, call }),
                 Kind::Permission,
@@ -293,7 +293,12 @@ impl<D: Driver> Grants<D> {
                         arguments: cur.arguments.clone(),
                         prompt: self.prompt.clone(),
                     };
-                    WaitingApproval::new(call_id, asking, now, self.approvals.limit)
+                    WaitingApproval::new(
+                        call_id,
+                        asking,
+                        std::time::SystemTime::now(),
+                        self.approvals.limit,
+                    )
                 });
                 *lock(&self.waits) = Some(waiting);
                 Err(Unanswered::NoOne)
@@ -309,12 +314,7 @@ impl<D> Grants<D> {
     fn always_at(&self, turn: u32, call: u32) -> bool {
         lock(&self.replayed)
             .get(&Step::Grant { turn, call })
-            .is_some_and(|r| {
-                matches!(
-                    r.outcome,
-                    Ok(Answer::Permission(PromptAnswer::Always))
-                )
-            })
+            .is_some_and(|r| matches!(r.outcome, Ok(Answer::Permission(PromptAnswer::Always))))
     }
 
     /// Whether tool call `call` of turn `turn`, which has no output in the journal, is one
@@ -364,11 +364,7 @@ pub(crate) async fn run<D: Driver>(
     approvals: Approvals,
 ) -> SessionEnd {
     let Ask::Session(s) = &req.ask else {
-        return SessionEnd::Replied(Reply::failed(
-            req.id.clone(),
-            req.kind(),
-            "not a session",
-        ));
+        return SessionEnd::Replied(Reply::failed(req.id.clone(), req.kind(), "not a session"));
     };
     let started = Instant::now();
     let mut steps: Replayed = replayed.into_iter().map(|r| (r.id.step, r)).collect();
@@ -901,9 +897,7 @@ impl<D: Driver> Loop<'_, D> {
         let started = Instant::now();
         let (output, refused) = if let Some(why) = kit.withheld.get(&call.name) {
             (ToolOutput::error(why.clone()), Some(why.clone()))
-        } else if may_have_run
-            && !kit.toolbox.read_only(&call.name)
-            && !grants.waited_for(turn, i)
+        } else if may_have_run && !kit.toolbox.read_only(&call.name) && !grants.waited_for(turn, i)
         {
             (
                 ToolOutput::error(format!(

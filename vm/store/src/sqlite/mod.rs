@@ -151,10 +151,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<(RunRow, Option<Holder>)> {
     let readable = parsed.is_some();
     let holder = Holder::from_columns(r.get(6)?, r.get(7)?, r.get(8)?).filter(Holder::alive);
     let answered: i64 = r.get(9)?;
-    let (waiting, approvals) = parsed
-        .as_ref()
-        .map(RunRecord::awaited)
-        .unwrap_or_default();
+    let (waiting, approvals) = parsed.as_ref().map(RunRecord::awaited).unwrap_or_default();
     let row = RunRow {
         id,
         path: None,
