@@ -129,7 +129,10 @@ fn tool_output(dir: &Path, id: &str) -> (String, bool) {
         .and_then(|s| s.iter().find(|s| s["id"] == "0:0#t0c0"))
         .unwrap_or_else(|| panic!("no output of the call: {view}"));
     (
-        step["answer"]["content"].as_str().unwrap_or_default().into(),
+        step["answer"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
         step["answer"]["is_error"].as_bool().unwrap_or(false),
     )
 }
@@ -162,7 +165,10 @@ fn a_waiting_call_outlives_a_killed_server_and_runs_once_after_an_approval_over_
         (&waits.data["approval"], &waits.data["tool"]),
         (&json!(approval), &json!("bash"))
     );
-    assert_eq!(all.last().map(|e| &e.data["status"]), Some(&json!("waiting")));
+    assert_eq!(
+        all.last().map(|e| &e.data["status"]),
+        Some(&json!("waiting"))
+    );
 
     // Killed while it waits: the next server finds it waiting still, nothing of it run.
     assert_eq!(server.signal(libc::SIGKILL), None);
@@ -196,14 +202,26 @@ fn a_waiting_call_outlives_a_killed_server_and_runs_once_after_an_approval_over_
     assert_eq!(effects(&dir), None);
 
     let (status, body) = decide(&server, &id, &approval, json!({"approve": true}));
-    assert_eq!((status, &body["state"]), (202, &json!("resuming")), "{body}");
+    assert_eq!(
+        (status, &body["state"]),
+        (202, &json!("resuming")),
+        "{body}"
+    );
     let run = server.wait_for(&id, |r| r["status"] == "finished");
     assert_eq!(run["outputs"], json!({"r": "[mock] Do alpha"}));
     assert_eq!(run["approvals"], json!([]));
-    assert_eq!(effects(&dir).as_deref(), Some("alpha\n"), "ran exactly once");
+    assert_eq!(
+        effects(&dir).as_deref(),
+        Some("alpha\n"),
+        "ran exactly once"
+    );
     let (text, is_error) = tool_output(&dir, &id);
     assert!(!is_error && text.contains("exit status 0"), "{text}");
-    assert_eq!(asked(&dir, "0:0#t0"), 1, "the model was asked its turn again");
+    assert_eq!(
+        asked(&dir, "0:0#t0"),
+        1,
+        "the model was asked its turn again"
+    );
     // Answered, it waits for nothing.
     let (status, body) = decide(&server, &id, &approval, json!({"approve": true}));
     assert_eq!(status, 409, "{body}");
@@ -216,7 +234,11 @@ fn a_denial_over_http_is_told_to_the_model_as_a_persons_no() {
     let server = Server::start(&dir, &FLAGS);
     let (id, approval) = waiting_run(&server, &dir, "beta");
     let (status, body) = decide(&server, &id, &approval, json!({"approve": false}));
-    assert_eq!((status, &body["state"]), (202, &json!("resuming")), "{body}");
+    assert_eq!(
+        (status, &body["state"]),
+        (202, &json!("resuming")),
+        "{body}"
+    );
     server.wait_for(&id, |r| r["status"] == "finished");
     assert_eq!(effects(&dir), None, "a denied call runs nothing");
     let (text, is_error) = tool_output(&dir, &id);
@@ -311,7 +333,11 @@ fn the_pages_buttons_approve_one_call_and_deny_another() {
         server.get(&format!("/v1/runs/{denied}"))["status"],
         "finished"
     );
-    assert_eq!(effects(&dir).as_deref(), Some("delta\n"), "the denied call ran");
+    assert_eq!(
+        effects(&dir).as_deref(),
+        Some("delta\n"),
+        "the denied call ran"
+    );
     let (text, _) = tool_output(&dir, &denied);
     assert!(text.contains("a person said no"), "{text}");
     assert!(

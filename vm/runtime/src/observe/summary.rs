@@ -307,10 +307,8 @@ impl Observer for Summary {
             }
             Event::ToolCall { .. } => t.tool_calls += 1,
             Event::Waiting { .. } => self.waited_for_input = true,
-            Event::Approval { approval, .. } => {
-                if !self.waited_for_approvals.contains(approval) {
-                    self.waited_for_approvals.push(approval.clone());
-                }
+            Event::Approval { approval, .. } if !self.waited_for_approvals.contains(approval) => {
+                self.waited_for_approvals.push(approval.clone());
             }
             Event::Usage {
                 id,

@@ -259,7 +259,11 @@ impl<D: Driver> Grants<D> {
         let now = crate::clock::now();
         let pending = self.approvals.pending.get(&call_id.step).cloned();
         if pending.as_ref().is_some_and(|p| p.lapsed(now)) {
-            let why = crate::approvals::lapse(self.approvals.limit.unwrap_or_default());
+            // Why the call is refused, for the model and the journal.
+            let why = format!(
+                "no one answered within {}",
+                crate::observe::human_duration(self.approvals.limit.unwrap_or_default())
+            );
             let lapse = Reply::failed(
                 self.session.step(Step::Approval { turn, call }),
                 Kind::Permission,
