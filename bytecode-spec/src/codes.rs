@@ -186,7 +186,7 @@ codes! {
     E217 => (Error, Runtime, "run paused at its budget"),
     E218 => (Error, Runtime, "frames need too much memory"),
     E219 => (Error, Runtime, "skill not found"),
-    E220 => (Error, Runtime, "run waits for a person's input"),
+    E220 => (Error, Runtime, "run waits for a person's input or approval"),
     W001 => (Warning, Static, "empty session prompt"),
     W002 => (Warning, Static, "whitespace-only session prompt"),
     W003 => (Warning, Static, "session prompt longer than 10,000 characters"),

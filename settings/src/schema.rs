@@ -46,6 +46,8 @@ pub struct Settings {
     pub max_turns: Option<u32>,
     /// Seconds a session run as an agent loop may take.
     pub session_timeout: Option<f64>,
+    /// Seconds a tool call waits for a person's approval from outside before it is refused.
+    pub approval_timeout: Option<f64>,
     /// Which tools sessions are offered (`[tools] default = "none"`).
     #[serde(default)]
     pub tools: ToolsSettings,
@@ -359,6 +361,7 @@ impl Settings {
             allow,
             max_turns: over.max_turns.or(self.max_turns),
             session_timeout: over.session_timeout.or(self.session_timeout),
+            approval_timeout: over.approval_timeout.or(self.approval_timeout),
             tools: ToolsSettings {
                 default: over.tools.default.or(self.tools.default),
             },

@@ -135,6 +135,7 @@ async fn a_journal_that_cannot_be_written_is_e214() {
         }),
         replay: Default::default(),
         batch: false,
+        approvals: Vec::new(),
     };
     let workshop = Arc::new(prose_runtime::agent::workshop::Workshop::new(
         ".".into(),

@@ -4,7 +4,8 @@
 //! refused; and runs that outlive the server, stopped with SIGTERM or killed with SIGKILL
 //! part way and finished by the next server with the outputs an uninterrupted run gives
 //! ([`durable`]); runs waiting for a person, answered through the API or the CLI
-//! ([`waiting`]); and the web page in headless Chromium ([`page`]).
+//! ([`waiting`]); tool calls waiting for a person's approval, answered over HTTP and from
+//! the page ([`approvals`]); and the web page in headless Chromium ([`page`]).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -14,6 +15,7 @@ mod support;
 mod provider;
 
 mod api;
+mod approvals;
 mod browser;
 mod durable;
 mod events;

@@ -101,7 +101,7 @@ fn the_page_lists_runs_and_follows_answers_and_steers_a_live_run_without_console
     gate.let_through_next(before + 4, 1);
     b.wait_until(
         &format!(
-            "{} && document.getElementById('report').dataset.cards === '5'",
+            "{} && document.querySelectorAll('#report .card[data-state=answered]').length === 5",
             status_is("finished")
         ),
         PROGRESS,

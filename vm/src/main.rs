@@ -206,14 +206,28 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         width: usize,
     },
-    /// Give a waiting run the mid-program inputs no one could give when it asked (it then
-    /// goes on under `prosevm serve`, or with `prosevm resume`).
+    /// Give a waiting run what it waits for: the mid-program inputs no one could give when
+    /// it asked, and the approvals of tool calls no one was there to allow (it then goes on
+    /// under `prosevm serve`, or with `prosevm resume`).
+    #[command(group(clap::ArgGroup::new("given").required(true).multiple(true).args(["answers", "approve", "deny"])))]
     Answer {
         /// The run: its id, a prefix of it, its directory, or `latest`.
         run: String,
-        /// The answer, NAME=VALUE (one or more).
-        #[arg(required = true, value_name = "NAME=VALUE")]
+        /// An input's answer, NAME=VALUE.
+        #[arg(value_name = "NAME=VALUE")]
         answers: Vec<String>,
+        /// Allow the tool call that approval ID waits for (repeatable; the ids are in
+        /// `prosevm runs` and `prosevm inspect`).
+        #[arg(long = "approve", value_name = "ID")]
+        approve: Vec<String>,
+        /// Refuse the tool call that approval ID waits for: the model is told a person said
+        /// no (repeatable).
+        #[arg(long = "deny", value_name = "ID")]
+        deny: Vec<String>,
+        /// With --approve: allow every later call needing the same capability in that
+        /// session too, as answering "always" at a terminal does.
+        #[arg(long, requires = "approve")]
+        always: bool,
         #[command(flatten)]
         at: runs::At,
     },
@@ -521,7 +535,23 @@ fn main() -> ExitCode {
             store,
             clear,
         } => memo::memo(store.url.as_deref(), state_dir.as_deref(), clear, json),
-        Command::Answer { run, answers, at } => runs::answer(&at, &run, &answers),
+        Command::Answer {
+            run,
+            answers,
+            approve,
+            deny,
+            always,
+            at,
+        } => runs::answer(
+            &at,
+            &run,
+            &answers,
+            &runs::Approvals {
+                approve,
+                deny,
+                always,
+            },
+        ),
         Command::Report { run, at, output } => runs::report(&at, &run, output.as_deref()),
         Command::Inspect { run, at, session } => match session {
             Some(id) => runs::inspect_session(&at, &run, &id, json),

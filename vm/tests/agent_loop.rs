@@ -290,8 +290,14 @@ session: asker
         "--trace",
         "json",
     ]));
-    assert_eq!(code, 0, "{err}");
+    // The call its permissions say `prompt` for, with no one to ask, waits for a person's
+    // approval (exit status 3): it is neither run nor refused.
+    assert_eq!(code, 3, "{err}");
     let records = journal(&only_run(&dir));
+    assert!(
+        !records.iter().any(|r| r["id"] == "0:1#t0c0"),
+        "the call that waits for approval has an output: {records:?}"
+    );
     let reasons = [
         ("0:0#t0c0", "`..` is not allowed"),
         ("0:0#t0c1", "outside the working directory"),
@@ -302,7 +308,6 @@ session: asker
         ("0:0#t0c7", "`network: deny`"),
         ("0:0#t0c8", ".prose"),
         ("0:0#t0c9", ".."),
-        ("0:1#t0c0", "no one to ask"),
     ];
     for (id, why) in reasons {
         let (text, is_error) = tool_output(&records, id);

@@ -132,7 +132,13 @@ fn a_waiting_run_also_takes_what_it_needs_on_resume() {
     ]));
     assert_eq!(code, 3, "{err}");
     let (code, out, _) = support::output(vm(&dir).args(["runs", "--status", "waiting"]));
-    assert_eq!((code, out.lines().count()), (0, 2), "{out}");
+    // The header, the run, and under it what it waits for.
+    assert_eq!((code, out.lines().count()), (0, 3), "{out}");
+    assert_eq!(
+        out.lines().nth(2).map(str::trim),
+        Some("waits for input `audience`: Who reads it"),
+        "{out}"
+    );
     let id = out
         .lines()
         .nth(1)

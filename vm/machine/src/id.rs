@@ -55,7 +55,8 @@ impl fmt::Debug for Lineage {
 }
 
 /// Which part of a request an id names: the request itself, or a step of a session's agent
-/// loop (a model turn, a tool call of a turn, the permission asked for a tool call).
+/// loop (a model turn, a tool call of a turn, the permission asked for a tool call, the
+/// approval given from outside for a call the run stopped to wait for).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub enum Step {
     /// The request itself.
@@ -71,6 +72,14 @@ pub enum Step {
     },
     /// The permission asked before tool call `call` of turn `turn` ran.
     Grant {
+        /// The turn.
+        turn: u32,
+        /// The call's position in the turn.
+        call: u32,
+    },
+    /// A person's answer to tool call `call` of turn `turn`, given from outside while the
+    /// run waited for it (`prosevm answer --approve`, the server's API), or its lapse.
+    Approval {
         /// The turn.
         turn: u32,
         /// The call's position in the turn.
@@ -122,6 +131,7 @@ impl fmt::Display for RequestId {
             Step::Turn(t) => write!(f, "#t{t}"),
             Step::Call { turn, call } => write!(f, "#t{turn}c{call}"),
             Step::Grant { turn, call } => write!(f, "#t{turn}p{call}"),
+            Step::Approval { turn, call } => write!(f, "#t{turn}a{call}"),
         }
     }
 }
@@ -164,16 +174,16 @@ impl FromStr for RequestId {
             None => Step::Whole,
             Some(st) => {
                 let st = st.strip_prefix('t').ok_or_else(bad)?;
-                let split = st.find(['c', 'p']);
+                let split = st.find(['c', 'p', 'a']);
                 match split {
                     None => Step::Turn(st.parse().map_err(|_| bad())?),
                     Some(i) => {
                         let turn = st[..i].parse().map_err(|_| bad())?;
                         let call = st[i + 1..].parse().map_err(|_| bad())?;
-                        if st.as_bytes()[i] == b'c' {
-                            Step::Call { turn, call }
-                        } else {
-                            Step::Grant { turn, call }
+                        match st.as_bytes()[i] {
+                            b'c' => Step::Call { turn, call },
+                            b'p' => Step::Grant { turn, call },
+                            _ => Step::Approval { turn, call },
                         }
                     }
                 }
@@ -209,7 +219,8 @@ mod tests {
             RequestId::new(branch.clone(), 12),
             RequestId::new(root.clone(), 3).step(Step::Turn(2)),
             RequestId::new(branch.clone(), 3).step(Step::Call { turn: 2, call: 0 }),
-            RequestId::new(root, 3).step(Step::Grant { turn: 4, call: 11 }),
+            RequestId::new(root.clone(), 3).step(Step::Grant { turn: 4, call: 11 }),
+            RequestId::new(root, 3).step(Step::Approval { turn: 4, call: 2 }),
         ] {
             let text = id.to_string();
             assert_eq!(text.parse::<RequestId>(), Ok(id.clone()), "{text}");
@@ -223,7 +234,7 @@ mod tests {
     fn malformed_ids_are_refused() {
         for bad in [
             "", "0", "1:0", "0:x", "0/1:0", "0/a.b:1", "0:1#", "0:1#t", "0:1#x2", "0:1#t2q1",
-            "0:1#t2c",
+            "0:1#t2c", "0:1#t2a", "0:1#ta1",
         ] {
             assert!(bad.parse::<RequestId>().is_err(), "{bad:?} accepted");
         }

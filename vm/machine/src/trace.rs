@@ -258,6 +258,24 @@ pub enum Event {
         /// Its question.
         question: String,
     },
+    /// A tool call its agent's permissions say `prompt` for, with no one here to ask: it
+    /// has not run, and the run goes on with what does not need it, then stops, waiting,
+    /// until someone approves or denies it (`prosevm answer`, the server's API and page).
+    Approval {
+        /// The tool call (`0:3#t2c0`).
+        id: RequestId,
+        /// How it is answered (`prosevm answer RUN --approve APPROVAL`).
+        approval: String,
+        /// The agent, when the session runs one.
+        agent: Option<String>,
+        /// The tool.
+        tool: String,
+        /// The command or URL asked about.
+        detail: String,
+        /// When it is refused if no one answers (UTC, ISO 8601), if ever.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expires: Option<String>,
+    },
     /// A request failed for good.
     RequestFailed {
         /// The request.
@@ -389,6 +407,16 @@ impl Event {
             Event::Waiting { name, question, .. } => {
                 format!("[Input] Waiting for `{name}`: {}", short(question))
             }
+            Event::Approval {
+                id,
+                approval,
+                tool,
+                detail,
+                ..
+            } => format!(
+                "[Approval] {id}: {tool} `{}` waits for a person's approval ({approval})",
+                short(detail)
+            ),
             Event::TryEnter => "[Try] Entering try block".into(),
             Event::Catch { message } => format!("[Try] Caught: {}", short(message)),
             Event::FramePush { block, depth } => {

@@ -2,12 +2,14 @@
 //! runs. The [`runner`] takes the machine's requests and answers them with a [`driver`]
 //! (models behind HTTP, a command, a host on stdio, the built-in mock), runs sessions as
 //! agent loops with the tools and permissions of [`agent`], asks [`people`] what only a
-//! person can answer, and journals every answer through a [`runner::journal::JournalSink`]
+//! person can answer (or, with no one at hand, waits for [`approvals`] given from outside), and
+//! journals every answer through a [`runner::journal::JournalSink`]
 //! that a store implements. [`observe`] watches runs from outside (progress, summary,
 //! JSON lines, OpenTelemetry). A run's description is its [`record`]. The [`memo`] answers
 //! model requests asked before, across runs.
 
 pub mod agent;
+pub mod approvals;
 pub mod clock;
 pub mod config;
 pub mod driver;

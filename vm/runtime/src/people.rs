@@ -1,8 +1,9 @@
 //! Who answers the questions meant for a person (a mid-program input, a permission an agent's
 //! `permissions:` say to ask for) when the driver's host does not: a person at the terminal,
-//! or no one. Never a model: with no one to ask, an input without a value makes the run wait
-//! for an answer from outside (status `waiting`), and a permission is refused. Permission
-//! questions go through a [`Prompter`], which the agent's sandbox holds.
+//! or no one. Never a model: with no one to ask, an input without a value, and in a durable
+//! run a tool call its permissions say `prompt` for ([`crate::approvals`]), make the run wait
+//! for an answer from outside (status `waiting`); elsewhere such a call is refused.
+//! Permission questions go through a [`Prompter`], which the agent's sandbox holds.
 
 use futures_util::future::BoxFuture;
 use prose_machine::protocol::{InputAsk, PermissionQuestion, PromptAnswer};
@@ -68,21 +69,37 @@ impl People {
     }
 }
 
+/// Why a permission question went without a person's answer: the call is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unanswered {
+    /// There is no one to ask.
+    NoOne,
+    /// The run waited for an answer from outside and no one gave one in time: why, as the
+    /// model is told (`no one answered within 1h00m`).
+    Lapsed(String),
+}
+
 /// Who answers permission questions: a person at a terminal ([`TtyPrompter`]), an agent host
 /// through its protocol, or no one ([`NoPrompter`]).
 pub trait Prompter: Send + Sync {
-    /// Asks `question`; `None` when there is no one to ask.
-    fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>>;
+    /// Asks `question`; why not answered when no one did.
+    fn ask<'a>(
+        &'a self,
+        question: &'a PermissionQuestion,
+    ) -> BoxFuture<'a, Result<PromptAnswer, Unanswered>>;
 }
 
 /// The prompter of a run with no one to ask: every question is unanswered, so `prompt` means
-/// refused unless the user allowed the capability.
+/// refused unless the user allowed the capability (or the run waits for an approval).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoPrompter;
 
 impl Prompter for NoPrompter {
-    fn ask<'a>(&'a self, _: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
-        Box::pin(std::future::ready(None))
+    fn ask<'a>(
+        &'a self,
+        _: &'a PermissionQuestion,
+    ) -> BoxFuture<'a, Result<PromptAnswer, Unanswered>> {
+        Box::pin(std::future::ready(Err(Unanswered::NoOne)))
     }
 }
 
@@ -104,7 +121,10 @@ impl TtyPrompter {
 }
 
 impl Prompter for TtyPrompter {
-    fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
+    fn ask<'a>(
+        &'a self,
+        question: &'a PermissionQuestion,
+    ) -> BoxFuture<'a, Result<PromptAnswer, Unanswered>> {
         let lock = self.lock.clone();
         let question = question.clone();
         Box::pin(async move {
@@ -121,6 +141,7 @@ impl Prompter for TtyPrompter {
             .await
             .ok()
             .flatten()
+            .ok_or(Unanswered::NoOne)
         })
     }
 }

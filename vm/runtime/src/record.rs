@@ -5,6 +5,7 @@
 use crate::agent::permissions::UserAllow;
 use crate::agent::skills::UsedSkill;
 use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
+use crate::approvals::{ApprovalId, WaitingApproval};
 use crate::driver::settings::DriverSettings;
 use crate::program::Program;
 use bytecode_spec::verify::Verified;
@@ -28,7 +29,8 @@ pub enum RunStatus {
     Interrupted,
     /// Stopped before a request that might go over the budget: resumable with a larger one.
     Paused,
-    /// Stopped for mid-program inputs no one could give: resumable once they are answered.
+    /// Stopped for mid-program inputs, or approvals of tool calls, no one could give:
+    /// resumable once they are answered.
     Waiting,
     /// Ended with its outputs.
     Finished,
@@ -112,6 +114,10 @@ pub struct ExecOptions {
     /// Seconds a session run as an agent loop may take (`--session-timeout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_timeout_s: Option<f64>,
+    /// Seconds a tool call waits for a person's approval before it is refused
+    /// (`--approval-timeout`); none: as long as it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_s: Option<f64>,
     /// The tools a session is offered when its agent says nothing (`--tools`).
     #[serde(default, skip_serializing_if = "ToolDefault::is_all")]
     pub tools: ToolDefault,
@@ -160,6 +166,7 @@ impl Default for ExecOptions {
             allow: UserAllow::default(),
             max_turns: DEFAULT_MAX_TURNS,
             session_timeout_s: None,
+            approval_timeout_s: None,
             tools: ToolDefault::All,
             max_tokens: None,
             max_cost: None,
@@ -235,6 +242,11 @@ pub struct RunRecord {
     /// joining `inputs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting: Vec<WaitingInput>,
+    /// The tool calls that wait for a person's approval (answered ones leave the list,
+    /// their answers joining the journal; a call that runs or is refused leaves it when the
+    /// run next stops).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<WaitingApproval>,
 }
 
 impl RunRecord {
@@ -267,8 +279,41 @@ impl RunRecord {
             skills: Vec::new(),
             forked_from: None,
             waiting: Vec::new(),
+            approvals: Vec::new(),
         }
     }
+
+    /// The approval `id` the run waits for, if it does.
+    pub fn approval(&self, id: &ApprovalId) -> Option<&WaitingApproval> {
+        self.approvals.iter().find(|a| a.id == *id)
+    }
+
+    /// Whether the run, stopped `waiting`, still needs someone at `now` (seconds since the
+    /// epoch): an input, or an approval whose time has not run out. One that needs no one
+    /// can go on (a lapsed approval is refused as it goes on).
+    pub fn needs_someone(&self, now: u64) -> bool {
+        !self.waiting.is_empty() || self.approvals.iter().any(|a| !a.lapsed(now))
+    }
+
+    /// What the run waits for: its inputs and approvals while it is `waiting`, else nothing
+    /// (a stopped run's approvals are asked again as it goes on).
+    pub fn awaited(&self) -> (Vec<WaitingInput>, Vec<WaitingApproval>) {
+        match self.status {
+            RunStatus::Waiting => (self.waiting.clone(), self.approvals.clone()),
+            _ => (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+/// What a run waiting for `inputs` and `approvals` waits for, one line each, for people.
+pub fn waits_for(inputs: &[WaitingInput], approvals: &[WaitingApproval]) -> Vec<String> {
+    let mut lines: Vec<String> = inputs
+        .iter()
+        .map(|w| format!("input `{}`: {}", w.name, w.question))
+        .collect();
+    lines.dedup();
+    lines.extend(approvals.iter().map(WaitingApproval::describe));
+    lines
 }
 
 /// Records written before runs kept their working directory ran where they were resumed.

@@ -124,6 +124,11 @@ pub struct RunArgs {
     /// before it fails (default: no limit, or `session_timeout` in prose.toml).
     #[arg(long, value_name = "SECONDS")]
     pub session_timeout: Option<f64>,
+    /// Seconds a tool call its agent's permissions say `prompt` for waits for a person's
+    /// approval, when no one is at hand to ask, before it is refused and the run goes on
+    /// (default: as long as it takes, or `approval_timeout` in prose.toml).
+    #[arg(long, value_name = "SECONDS")]
+    pub approval_timeout: Option<f64>,
     /// Seconds a streamed answer may go without a new piece before the request fails and is
     /// tried again (default 120, or `idle_timeout` in prose.toml).
     #[arg(long, value_name = "SECONDS")]
@@ -488,6 +493,14 @@ impl RunArgs {
                 .or(file.max_turns)
                 .unwrap_or(defaults.max_turns),
             session_timeout_s: self.session_timeout.or(file.session_timeout),
+            approval_timeout_s: match self.approval_timeout.or(file.approval_timeout) {
+                Some(s) if !(s.is_finite() && s > 0.0 && s <= MAX_APPROVAL_TIMEOUT) => {
+                    return Err(format!(
+                        "approval timeout {s}: not a number of seconds above 0 (and at most {MAX_APPROVAL_TIMEOUT}, ten years)"
+                    ))
+                }
+                t => t,
+            },
             tools: match self.tools {
                 Some(t) => t,
                 None => config::tools_choice(&file.tools)?,
@@ -501,6 +514,10 @@ impl RunArgs {
         })
     }
 }
+
+/// The longest approval timeout taken, in seconds: ten years (a longer one is a mistake, or
+/// a wait as long as it takes, which is the default).
+const MAX_APPROVAL_TIMEOUT: f64 = 315_360_000.0;
 
 /// A status by its name in `run.json` (`running`, `finished`, ...).
 pub fn parse_status(s: &str) -> Result<RunStatus, String> {

@@ -390,7 +390,10 @@ fn drive(run: Run, connected: Connected, args: &RunArgs, export: Option<Export>)
             format!(
                 "run {id} waits: {}; answer with: {}, then continue it with: {resume}",
                 e.message,
-                summary::answer_command(&id, resume_with.as_deref()),
+                watchers
+                    .summary
+                    .answer_commands(&id, resume_with.as_deref())
+                    .join("; "),
             ),
             Exit::Stopped,
         ),

@@ -2,7 +2,8 @@
 //! `report`, each written once against the [`Store`] trait.
 
 use super::{fail, open_store, resolve, runtime, store_error};
-use prose_machine::protocol::{Answer, Ask, RequestId};
+use prose_machine::protocol::{Answer, Ask, PromptAnswer, RequestId};
+use prose_runtime::approvals::ApprovalId;
 use prose_runtime::program::Program;
 use prose_runtime::record::RunStatus;
 use prose_store::journal::in_order;
@@ -56,14 +57,44 @@ impl At {
     }
 }
 
-/// `prosevm answer RUN NAME=VALUE...`: gives a waiting run the inputs it waits for; says
-/// what it still waits for, or how it goes on.
-pub fn answer(at: &At, run: &str, answers: &[String]) -> ExitCode {
+/// The approvals `prosevm answer` gives: `--approve`, `--deny`, `--always`.
+pub struct Approvals {
+    /// The approvals allowed.
+    pub approve: Vec<String>,
+    /// The approvals refused.
+    pub deny: Vec<String>,
+    /// The allowed ones hold for the rest of their sessions.
+    pub always: bool,
+}
+
+/// `prosevm answer RUN [NAME=VALUE...] [--approve ID...] [--deny ID...]`: gives a waiting run
+/// the inputs and approvals it waits for; says what it still waits for, or how it goes on.
+pub fn answer(at: &At, run: &str, answers: &[String], approvals: &Approvals) -> ExitCode {
     let mut given = Vec::new();
     for a in answers {
         match a.split_once('=') {
             Some((name, value)) if !name.is_empty() => given.push((name, value)),
             _ => return fail(format!("{a:?}: expected NAME=VALUE"), Exit::Unusable),
+        }
+    }
+    let yes = if approvals.always {
+        PromptAnswer::Always
+    } else {
+        PromptAnswer::Yes
+    };
+    let mut decided = Vec::new();
+    for (ids, answer) in [
+        (&approvals.approve, yes),
+        (&approvals.deny, PromptAnswer::No),
+    ] {
+        for text in ids {
+            match ApprovalId::parse(text) {
+                Ok(id) if decided.iter().any(|(d, _)| *d == id) => {
+                    return fail(format!("approval {id} is answered twice"), Exit::Unusable)
+                }
+                Ok(id) => decided.push((id, answer)),
+                Err(e) => return fail(e, Exit::Unusable),
+            }
         }
     }
     let (rt, store) = match at.open() {
@@ -88,32 +119,34 @@ pub fn answer(at: &At, run: &str, answers: &[String]) -> ExitCode {
             Err(e) => return super::run_error(e),
         }
     }
+    for (id, answer) in decided {
+        match rt.block_on(prosevm::run::answer::approve(&*store, run, &id, answer)) {
+            Ok(a) => left = Some(a),
+            Err(e) => return super::run_error(e),
+        }
+    }
     if let Some(a) = left {
         let resume = prose_runtime::observe::summary::resume_command(&a.id, at.flags().as_deref());
+        let approvals: Vec<&str> = a.approvals.iter().map(ApprovalId::as_str).collect();
         if Console::json() {
             println!(
                 "{}",
                 serde_json::json!({
                     "run": a.id,
                     "still_waiting": a.still_waiting,
-                    "resume": a.still_waiting.is_empty().then_some(resume),
+                    "approvals": approvals,
+                    "resume": a.can_go_on().then_some(resume),
                 })
             );
-        } else if a.still_waiting.is_empty() {
+        } else if a.can_go_on() {
             eprintln!(
                 "run {} has its answers; under `prosevm serve` it goes on by itself, else continue it with: {resume}",
                 a.id
             );
         } else {
-            eprintln!(
-                "run {} still waits for {}",
-                a.id,
-                a.still_waiting
-                    .iter()
-                    .map(|n| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            let mut what: Vec<String> = a.still_waiting.iter().map(|n| format!("`{n}`")).collect();
+            what.extend(approvals.iter().map(|id| format!("approval {id}")));
+            eprintln!("run {} still waits for {}", a.id, what.join(", "));
         }
     }
     ExitCode::SUCCESS
@@ -180,6 +213,9 @@ pub fn runs(at: &At, json: bool, statuses: &[String]) -> ExitCode {
             r.started.as_deref().unwrap_or("?"),
             r.answered
         );
+        for line in prose_runtime::record::waits_for(&r.waiting, &r.approvals) {
+            println!("    waits for {line}");
+        }
     }
     ExitCode::SUCCESS
 }

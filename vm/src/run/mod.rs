@@ -188,6 +188,10 @@ impl Place {
             .options
             .session_timeout_s
             .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
+        w.approval_timeout = record
+            .options
+            .approval_timeout_s
+            .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok());
         w.tools = record.options.tools;
         let program_dir = record
             .origin
@@ -709,7 +713,9 @@ impl Run {
             new_machine(artifact, &record.inputs, &record.options).map_err(RunError::Program)?;
         record.status = RunStatus::Running;
         record.error = None;
-        // What it still waits for, it asks again (and waits again if no one answers).
+        // What it still waits for, it asks again (and waits again if no one answers). The
+        // approvals stay listed until the run stops again: they tell the calls that waited
+        // (and never ran) from calls a crash cut short.
         record.waiting.clear();
         Ok((record, machine))
     }
@@ -858,6 +864,7 @@ impl Run {
             journal,
             replay,
             batch: driver.side_effect_free(),
+            approvals: std::mem::take(&mut record.approvals),
         };
         let inputs: Vec<(String, Value)> = record
             .inputs
@@ -892,9 +899,12 @@ impl Run {
         if let Some(hub) = workshop.take_mcp() {
             hub.stop().await;
         }
+        // The calls that wait for an approval, as the run left them (none once it finished).
+        record.approvals = std::mem::take(&mut durable.approvals);
         match &result {
             Ok(outputs) => {
                 record.status = RunStatus::Finished;
+                record.approvals.clear();
                 record.outputs = Some(
                     outputs
                         .iter()

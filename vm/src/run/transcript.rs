@@ -99,13 +99,15 @@ pub fn exchanges_where(
 }
 
 /// A session's steps in the order they happen: turn N, then for each of its calls the
-/// permission asked for it and its output.
+/// approval given from outside while the run waited for it, the permission asked for it and
+/// its output.
 fn chronological(step: Step) -> (u32, u32, u32) {
     match step {
         Step::Whole => (0, 0, 0),
         Step::Turn(t) => (t, 0, 0),
-        Step::Grant { turn, call } => (turn, 1, call * 2),
-        Step::Call { turn, call } => (turn, 1, call * 2 + 1),
+        Step::Approval { turn, call } => (turn, 1, call * 3),
+        Step::Grant { turn, call } => (turn, 1, call * 3 + 1),
+        Step::Call { turn, call } => (turn, 1, call * 3 + 2),
     }
 }
 

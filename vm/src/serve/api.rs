@@ -14,7 +14,9 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream, StreamExt};
+use prose_machine::protocol::PromptAnswer;
 use prose_machine::value::Value;
+use prose_runtime::approvals::{ApprovalId, WaitingApproval};
 use prose_runtime::record::{RunRecord, RunStatus};
 use prose_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
@@ -244,6 +246,58 @@ pub struct WaitingBody {
     pub question: String,
 }
 
+impl From<prose_runtime::record::WaitingInput> for WaitingBody {
+    fn from(w: prose_runtime::record::WaitingInput) -> WaitingBody {
+        WaitingBody {
+            name: w.name,
+            question: w.question,
+        }
+    }
+}
+
+/// A tool call a run waits for a person's approval of: nothing of it has run.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ApprovalBody {
+    /// The approval's id: answer it with `POST /v1/runs/{id}/approvals/{approval}`.
+    pub id: String,
+    /// The tool call's id in the run (`0:3#t2c0`: session, turn, call).
+    pub call: String,
+    /// The agent asking, when the session runs one.
+    pub agent: Option<String>,
+    /// The tool (`bash`, `web_fetch`, an MCP server's tool).
+    pub tool: String,
+    /// What it needs: `bash` or `network`.
+    pub capability: String,
+    /// The command or URL.
+    pub detail: String,
+    /// The call's arguments, as the model gave them.
+    #[schema(value_type = Object)]
+    pub arguments: serde_json::Value,
+    /// The session's prompt.
+    pub prompt: String,
+    /// When the run first waited for it (UTC, ISO 8601).
+    pub asked: String,
+    /// When it is refused if no one answers; none: it waits as long as it takes.
+    pub expires: Option<String>,
+}
+
+impl From<WaitingApproval> for ApprovalBody {
+    fn from(a: WaitingApproval) -> ApprovalBody {
+        ApprovalBody {
+            id: a.id.to_string(),
+            call: a.call.to_string(),
+            agent: a.agent,
+            tool: a.tool,
+            capability: a.capability.name().to_string(),
+            detail: a.detail,
+            arguments: a.arguments,
+            prompt: a.prompt,
+            asked: a.asked,
+            expires: a.expires,
+        }
+    }
+}
+
 /// A run.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RunBody {
@@ -258,6 +312,9 @@ pub struct RunBody {
     pub status: String,
     /// The inputs it waits for (answer them with `POST /v1/runs/{id}/input`).
     pub waiting: Vec<WaitingBody>,
+    /// The tool calls it waits for a person's approval of (answer them with `POST
+    /// /v1/runs/{id}/approvals/{approval}`).
+    pub approvals: Vec<ApprovalBody>,
     /// Whether this server is driving it now.
     pub live: bool,
     /// When it started (UTC, ISO 8601).
@@ -276,19 +333,14 @@ pub struct RunBody {
 
 impl RunBody {
     fn of(record: RunRecord, live: bool) -> RunBody {
+        let (waiting, approvals) = record.awaited();
         RunBody {
             id: record.id,
             program: record.program,
             artifact: record.artifact_sha256,
             status: record.status.as_str().to_string(),
-            waiting: record
-                .waiting
-                .into_iter()
-                .map(|w| WaitingBody {
-                    name: w.name,
-                    question: w.question,
-                })
-                .collect(),
+            waiting: waiting.into_iter().map(WaitingBody::from).collect(),
+            approvals: approvals.into_iter().map(ApprovalBody::from).collect(),
             live,
             started: record.started,
             inputs: record
@@ -323,6 +375,10 @@ pub struct RunSummary {
     pub answered: usize,
     /// Why it failed.
     pub error: Option<String>,
+    /// The inputs a waiting run waits for.
+    pub waiting: Vec<WaitingBody>,
+    /// The tool calls a waiting run waits for a person's approval of.
+    pub approvals: Vec<ApprovalBody>,
 }
 
 /// A page of runs, newest first (run ids sort by start time, to the second).
@@ -376,6 +432,37 @@ pub struct InputTaken {
     pub state: String,
     /// The inputs it still waits for.
     pub still_waiting: Vec<String>,
+    /// The approvals it still waits for.
+    pub approvals: Vec<String>,
+}
+
+impl InputTaken {
+    /// What `answered` left of run `id`'s waits: `resuming` when nothing needs anyone.
+    fn of(id: String, answered: &crate::run::answer::Answered) -> InputTaken {
+        InputTaken {
+            id,
+            state: if answered.can_go_on() {
+                "resuming"
+            } else {
+                "waiting"
+            }
+            .into(),
+            still_waiting: answered.still_waiting.clone(),
+            approvals: answered.approvals.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+}
+
+/// A person's answer to a tool call a run waits for.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalAnswer {
+    /// Whether the call may run (`false`: it is refused, and the model told so).
+    pub approve: bool,
+    /// With `approve`: every later call of the session needing the same capability may
+    /// run too, without asking.
+    #[serde(default)]
+    pub always: bool,
 }
 
 /// The server is up.
@@ -396,6 +483,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(cancel_run))
         .routes(routes!(resume_run))
         .routes(routes!(answer_input))
+        .routes(routes!(answer_approval))
         .routes(routes!(run_report))
         .routes(routes!(create_schedule, list_schedules))
         .routes(routes!(get_schedule, delete_schedule))
@@ -549,6 +637,8 @@ async fn list_runs(
             started: r.started,
             answered: r.answered,
             error: r.error,
+            waiting: r.waiting.into_iter().map(WaitingBody::from).collect(),
+            approvals: r.approvals.into_iter().map(ApprovalBody::from).collect(),
         })
         .collect::<Vec<_>>();
     let next = (runs.len() > limit).then(|| {
@@ -790,26 +880,96 @@ async fn answer_input(
         Value::from_json(&given.value),
     )
     .await?;
-    if !answered.still_waiting.is_empty() {
-        return Ok((
-            StatusCode::OK,
-            Json(InputTaken {
-                id,
-                state: "waiting".into(),
-                still_waiting: answered.still_waiting,
-            }),
+    went_on(&app, id, &answered).await
+}
+
+/// What an answer to run `id` left, and the run taken up again once it needs no one.
+async fn went_on(
+    app: &App,
+    id: String,
+    answered: &crate::run::answer::Answered,
+) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
+    let taken = InputTaken::of(id, answered);
+    if !answered.can_go_on() {
+        return Ok((StatusCode::OK, Json(taken)));
+    }
+    app.conductor.watch(&taken.id, None);
+    app.conductor.resume(&taken.id, Resuming::default()).await?;
+    Ok((StatusCode::ACCEPTED, Json(taken)))
+}
+
+/// Approves or denies a tool call the run waits for (its agent's permissions say `prompt`,
+/// and no one was at hand to ask). The answer is journaled; once the run waits for nothing
+/// more, it goes on from that call: approved, the call runs; denied, the model is told a
+/// person refused it.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{id}/approvals/{approval}",
+    params(
+        ("id" = String, Path, description = "the run's id"),
+        ("approval" = String, Path, description = "the approval's id, as the run lists it"),
+    ),
+    request_body = ApprovalAnswer,
+    responses(
+        (status = 200, body = InputTaken, description = "answered; it still waits for others"),
+        (status = 202, body = InputTaken, description = "answered; it goes on"),
+        (status = 400, body = ErrorBody, description = "not an approval id, or `always` without `approve`"),
+        (status = 404, body = ErrorBody, description = "no such run, or it does not wait for that approval"),
+        (status = 409, body = ErrorBody, description = "it waits for no approval now, or the approval's time ran out"),
+    )
+)]
+async fn answer_approval(
+    State(app): State<Shared>,
+    Named(path): Named<(RunId, String)>,
+    Body(given): Body<ApprovalAnswer>,
+) -> Result<(StatusCode, Json<InputTaken>), ApiError> {
+    let (RunId(id), approval) = path;
+    let approval =
+        ApprovalId::parse(&approval).map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, e))?;
+    let answer = match (given.approve, given.always) {
+        (true, false) => PromptAnswer::Yes,
+        (true, true) => PromptAnswer::Always,
+        (false, false) => PromptAnswer::No,
+        (false, true) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "`always` goes with `approve`: a refusal holds for this call only",
+            ))
+        }
+    };
+    let (id, record) = app.store.record(&id).await?;
+    if record.status != RunStatus::Waiting {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "run {id} waits for no approval now (it is {}; a running run waits once nothing else can go on)",
+                record.status.as_str()
+            ),
         ));
     }
-    app.conductor.watch(&id, None);
-    app.conductor.resume(&id, Resuming::default()).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(InputTaken {
-            id,
-            state: "resuming".into(),
-            still_waiting: Vec::new(),
-        }),
-    ))
+    let Some(waiting) = record.approval(&approval) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("run {id} does not wait for approval {approval}"),
+        ));
+    };
+    if waiting.lapsed(prose_runtime::clock::now()) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!(
+                "approval {approval} lapsed at {}: the call is refused as the run goes on",
+                waiting.expires.as_deref().unwrap_or("?")
+            ),
+        ));
+    }
+    if !drive_ended(&app, &id).await {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("run {id} is being driven here again"),
+        ));
+    }
+    let answered = crate::run::answer::approve(&*app.store, &id, &approval, answer).await?;
+    went_on(&app, id, &answered).await
 }
 
 /// A run's report: one self-contained HTML page (as `prosevm report` writes it), as of its

@@ -98,7 +98,8 @@ impl LiveRuns {
 /// Why the server keeps an eye on one of its runs it does not drive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Watch {
-    /// It waits for inputs: once answered, it is taken up.
+    /// It waits for inputs or approvals: once answered (or its approvals' time ran out),
+    /// it is taken up.
     Waiting,
     /// It was left running, and something still holds it (a lease not yet run out, a
     /// process): once let go, it is taken up.

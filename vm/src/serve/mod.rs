@@ -13,6 +13,7 @@
 //! GET  /v1/runs/{id}/events     the run's event log, then live (server-sent events)
 //! POST /v1/runs/{id}/cancel     stop → interrupted;   /resume: from its journal
 //! POST /v1/runs/{id}/input      answers an input the run waits for; then it goes on
+//! POST /v1/runs/{id}/approvals/{approval}   approves or denies a tool call it waits for
 //! POST /v1/schedules            {"cron","artifact","inputs"}: runs on time ([`schedules`])
 //! ```
 //!
@@ -20,9 +21,11 @@
 //! the library's worker ([`crate::worker`]), which tells the conductor's table of the runs it
 //! claims, so their events and status are served like the server's own.
 //!
-//! A mid-program input no one can give (a server asks no terminal) makes the run wait:
-//! status `waiting`, durable like any other. An answer through the API, or `prosevm answer`
-//! on the store, lets it go on; the server takes up its waiting runs once answered.
+//! A mid-program input no one can give (a server asks no terminal), or a tool call its agent's
+//! permissions say `prompt` for, makes the run wait: status `waiting`, durable like any
+//! other. An answer through the API or the page, or `prosevm answer` on the store, lets it go
+//! on; the server takes up its waiting runs once answered, or once an approval's time limit
+//! ran out (the call is then refused).
 
 pub mod api;
 pub mod auth;
@@ -216,10 +219,10 @@ pub async fn serve(
 /// How often the server looks at the runs it watches.
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Takes up the server's runs it watches once they can go on: a waiting run once it waits
-/// for nothing more (answered through the CLI, which writes only the store; an answer
-/// through the API takes its run up at once), and a run left running once whatever held it
-/// (a lease not yet run out, another process) let it go.
+/// Takes up the server's runs it watches once they can go on: a waiting run once it needs
+/// no one any more (answered through the CLI, which writes only the store, or its
+/// approvals' time ran out; an answer through the API takes its run up at once), and a run
+/// left running once whatever held it (a lease not yet run out, another process) let it go.
 async fn watch_runs(app: Shared) {
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
@@ -229,7 +232,7 @@ async fn watch_runs(app: Shared) {
             }
             let ready = match (app.store.record(&id).await, why) {
                 (Ok((_, r)), Watch::Waiting) if r.status == RunStatus::Waiting => {
-                    r.waiting.is_empty()
+                    !r.needs_someone(prose_runtime::clock::now())
                 }
                 (Ok((_, r)), Watch::Held) if r.status == RunStatus::Running => true,
                 // Taken up or ended elsewhere, or gone: no longer this server's to watch.
@@ -288,7 +291,8 @@ async fn take_up_unfinished(app: &Shared, dir: &std::path::Path) {
         if !app.library.holds(&record.origin) {
             continue;
         }
-        if record.status == RunStatus::Waiting && !record.waiting.is_empty() {
+        if record.status == RunStatus::Waiting && record.needs_someone(prose_runtime::clock::now())
+        {
             app.conductor.watch(&row.id, Some(Watch::Waiting));
             continue;
         }

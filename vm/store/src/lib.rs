@@ -30,9 +30,10 @@ pub mod view;
 pub use prune::{PruneRule, Pruned};
 
 use prose_machine::protocol::Reply;
+use prose_runtime::approvals::WaitingApproval;
 use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
-use prose_runtime::record::{RunRecord, RunStatus, Seal};
+use prose_runtime::record::{RunRecord, RunStatus, Seal, WaitingInput};
 use prose_runtime::runner::journal::JournalSink;
 use prose_runtime::runner::Stop;
 use serde::Serialize;
@@ -177,11 +178,18 @@ pub struct RunRow {
     /// Why it failed, or why its record cannot be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The inputs a waiting run waits for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<WaitingInput>,
+    /// The tool calls a waiting run waits for a person's approval of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<WaitingApproval>,
 }
 
 impl RunRow {
     /// The row of `record`, as of `answered` journal records, held or not as `live` says.
     pub fn of(record: &RunRecord, answered: usize, live: bool) -> RunRow {
+        let (waiting, approvals) = record.awaited();
         RunRow {
             id: record.id.clone(),
             path: None,
@@ -195,6 +203,8 @@ impl RunRow {
             epoch: None,
             usage: record.usage,
             error: record.error.as_ref().map(|e| e.message.clone()),
+            waiting,
+            approvals,
         }
     }
 

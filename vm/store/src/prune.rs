@@ -76,6 +76,8 @@ mod tests {
             epoch: None,
             usage: None,
             error: None,
+            waiting: Vec::new(),
+            approvals: Vec::new(),
         }
     }
 

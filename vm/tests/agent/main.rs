@@ -20,7 +20,7 @@ use futures_util::future::BoxFuture;
 use prose_machine::protocol::{PermissionQuestion, PromptAnswer, ToolCall};
 use prose_runtime::agent::permissions::{Policy, Sandbox, UserAllow};
 use prose_runtime::agent::tools::{ToolResult, Toolbox};
-use prose_runtime::people::Prompter;
+use prose_runtime::people::{Prompter, Unanswered};
 use serde_json::Value;
 
 /// A `permissions:` block as the compiler hands it over.
@@ -108,9 +108,12 @@ impl Scripted {
 }
 
 impl Prompter for Scripted {
-    fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
+    fn ask<'a>(
+        &'a self,
+        question: &'a PermissionQuestion,
+    ) -> BoxFuture<'a, Result<PromptAnswer, Unanswered>> {
         self.asked.lock().unwrap().push(question.clone());
-        let answer = (self.answer)(question);
+        let answer = (self.answer)(question).ok_or(Unanswered::NoOne);
         Box::pin(async move { answer })
     }
 }

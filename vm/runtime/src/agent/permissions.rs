@@ -19,7 +19,8 @@
 //!   unless the user allowed them ([`UserAllow`]). The user's allowance also turns `prompt` into
 //!   `allow`; an explicit `deny` always wins. `prompt` asks a person through a [`Prompter`]; an
 //!   "always" answer holds for the rest of the session (the sandbox's lifetime) for that
-//!   capability; with no one to ask the call is refused.
+//!   capability; with no one to ask the call is refused (a durable run waits for an answer
+//!   from outside instead: [`crate::approvals`]).
 //! - **`execute`** lets a command run even when `bash` is not allowed, provided the command is a
 //!   plain invocation of a file matching an execute pattern: its program (first word) is
 //!   written as a path (it contains a `/`, as in `./test.sh` or `scripts/check`) and is not a
@@ -49,7 +50,7 @@ use super::checked::SessionFiles;
 use super::confine::{self, Confinement, Invocation, Plan, Support};
 use super::protected::{Protected, CONFIG_FILE, GIT_DIR};
 use super::skills::Skill;
-use crate::people::{NoPrompter, Prompter};
+use crate::people::{NoPrompter, Prompter, Unanswered};
 use prose_machine::protocol::{Capability, PermissionQuestion, PromptAnswer};
 
 pub use super::checked::CheckedPath;
@@ -1040,15 +1041,18 @@ impl Sandbox {
                     detail: detail.to_string(),
                 };
                 match self.inner.prompter.ask(&question).await {
-                    Some(PromptAnswer::Yes) => grant(format!("`{cap}: prompt`, a person said yes")),
-                    Some(PromptAnswer::Always) => {
+                    Ok(PromptAnswer::Yes) => grant(format!("`{cap}: prompt`, a person said yes")),
+                    Ok(PromptAnswer::Always) => {
                         self.always().insert(cap);
                         grant(format!("`{cap}: prompt`, a person said always"))
                     }
-                    Some(PromptAnswer::No) => {
+                    Ok(PromptAnswer::No) => {
                         Err(refuse(format!("`{cap}: prompt`, and a person said no")))
                     }
-                    None => Err(refuse(format!(
+                    Err(Unanswered::Lapsed(why)) => {
+                        Err(refuse(format!("`{cap}: prompt`, and {why}")))
+                    }
+                    Err(Unanswered::NoOne) => Err(refuse(format!(
                         "`{cap}: prompt`, but there is no one to ask; the user can allow it \
                          with --allow {cap}"
                     ))),

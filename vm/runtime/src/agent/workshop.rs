@@ -119,6 +119,9 @@ pub struct Workshop {
     pub max_turns: u32,
     /// How long a session may take, over all its turns and attempts.
     pub session_timeout: Option<std::time::Duration>,
+    /// How long a tool call waits for a person's approval from outside before it is
+    /// refused (none: as long as it takes).
+    pub approval_timeout: Option<std::time::Duration>,
     /// The tools a session is offered when its agent's `tools:` says nothing.
     pub tools: ToolDefault,
     /// The run's protected places (its state directory, its program's files).
@@ -142,6 +145,7 @@ impl Workshop {
             people,
             max_turns: DEFAULT_MAX_TURNS,
             session_timeout: None,
+            approval_timeout: None,
             tools: ToolDefault::All,
             protected: Protected::default(),
             skills: BTreeMap::new(),

@@ -49,6 +49,10 @@ pub struct Summary {
     longest: Duration,
     /// Milliseconds to the first token of every streamed provider request.
     first_tokens: Vec<u64>,
+    /// The run came to wait for a mid-program input.
+    waited_for_input: bool,
+    /// The approvals it came to wait for, by id.
+    waited_for_approvals: Vec<String>,
 }
 
 impl Default for Summary {
@@ -88,6 +92,8 @@ impl Summary {
             open: FxHashMap::default(),
             longest: Duration::ZERO,
             first_tokens: Vec::new(),
+            waited_for_input: false,
+            waited_for_approvals: Vec::new(),
         }
     }
 
@@ -216,10 +222,9 @@ impl Summary {
         }
         lines.push(format!("[Summary] run directory: {dir}"));
         if ending.status == RunStatus::Waiting {
-            lines.push(format!(
-                "[Summary] answer: {}",
-                answer_command(ending.run_id, ending.resume_with)
-            ));
+            for answer in self.answer_commands(ending.run_id, ending.resume_with) {
+                lines.push(format!("[Summary] answer: {answer}"));
+            }
         }
         if ending.status != RunStatus::Finished {
             lines.push(format!(
@@ -248,16 +253,23 @@ pub fn resume_command(id: &str, resume_with: Option<&str>) -> String {
     }
 }
 
-/// The command answering an input run `id` waits for (found with `resume_with`, as for
-/// [`resume_command`]).
-pub fn answer_command(id: &str, resume_with: Option<&str>) -> String {
-    match resume_with {
-        Some(flags) => format!("prosevm answer {id} NAME=VALUE {flags}"),
-        None => format!("prosevm answer {id} NAME=VALUE"),
-    }
-}
-
 impl Summary {
+    /// The commands answering what run `id` came to wait for (found with `resume_with`, as
+    /// for [`resume_command`]): its inputs, then each approval.
+    pub fn answer_commands(&self, id: &str, resume_with: Option<&str>) -> Vec<String> {
+        let flags = resume_with.map(|f| format!(" {f}")).unwrap_or_default();
+        let mut commands = Vec::new();
+        if self.waited_for_input || self.waited_for_approvals.is_empty() {
+            commands.push(format!("prosevm answer {id} NAME=VALUE{flags}"));
+        }
+        for a in &self.waited_for_approvals {
+            commands.push(format!(
+                "prosevm answer {id} --approve {a}{flags} (or --deny {a})"
+            ));
+        }
+        commands
+    }
+
     /// Session `id` ended: how long it took counts.
     fn close(&mut self, id: &RequestId) {
         if let Some(started) = self.open.remove(id) {
@@ -294,6 +306,10 @@ impl Observer for Summary {
                 self.first_tokens.extend(*first_token_ms);
             }
             Event::ToolCall { .. } => t.tool_calls += 1,
+            Event::Waiting { .. } => self.waited_for_input = true,
+            Event::Approval { approval, .. } if !self.waited_for_approvals.contains(approval) => {
+                self.waited_for_approvals.push(approval.clone());
+            }
             Event::Usage {
                 id,
                 used,

@@ -16,6 +16,7 @@ pub use budget::Budget;
 pub use stop::Stop;
 
 use crate::agent::workshop::Workshop;
+use crate::approvals::WaitingApproval;
 use crate::driver::{serve, Driver, Live, Served};
 use crate::observe::Observer;
 use crate::people::People;
@@ -178,6 +179,10 @@ pub struct Durable {
     /// The driver has no side effects (the mock): answers may be consumed before they are
     /// synced, with syncs batched. Otherwise every answer is durable before it is consumed.
     pub batch: bool,
+    /// The tool calls waiting for a person's approval: those the run waited for when it
+    /// last stopped (from its record) as it starts; as it ends, those it waits for now (a
+    /// call that ran or was refused leaves the list, one that waits joins it).
+    pub approvals: Vec<WaitingApproval>,
 }
 
 /// Answers journaled between syncs when batching.
@@ -201,6 +206,8 @@ enum Done {
     Replied(Reply, Vec<Event>),
     /// A mid-program input no one can give now.
     Unanswered(Request),
+    /// A session stopped at a tool call that waits for a person's approval.
+    Approval(RequestId, Box<WaitingApproval>),
 }
 
 /// A place among the requests in flight shared with other runs, once one is free; never
@@ -215,16 +222,31 @@ async fn free_place(shared: Option<Arc<Semaphore>>) -> OwnedSemaphorePermit {
     }
 }
 
-/// The error ending a run that waits for the inputs `waiting` (their names).
-fn waits_for(waiting: &[(RequestId, String)]) -> RuntimeError {
+/// The error ending a run that waits for the inputs `waiting` (their names) and the
+/// approvals of tool calls `approvals`.
+fn waits_for(waiting: &[(RequestId, String)], approvals: &[WaitingApproval]) -> RuntimeError {
     let mut names: Vec<String> = waiting.iter().map(|(_, n)| format!("`{n}`")).collect();
     names.dedup();
-    let what = if names.len() == 1 { "input" } else { "inputs" };
+    let mut what = Vec::new();
+    match names.len() {
+        0 => {}
+        1 => what.push(format!("input {}", names[0])),
+        _ => what.push(format!("inputs {}", names.join(", "))),
+    }
+    let calls: Vec<String> = approvals
+        .iter()
+        .map(|a| format!("{} `{}` ({})", a.tool, a.detail, a.id))
+        .collect();
+    match calls.len() {
+        0 => {}
+        1 => what.push(format!("a person's approval of {}", calls[0])),
+        _ => what.push(format!("a person's approval of {}", calls.join(", "))),
+    }
     RuntimeError::unlocated(
         Code::E220,
         format!(
-            "the run waits for {what} {} that no one here can give",
-            names.join(", ")
+            "the run waits for {} that no one here can give",
+            what.join(" and ")
         ),
     )
 }
@@ -262,6 +284,19 @@ pub async fn run_durable<D: Driver>(
     // Inputs no one could give, set aside while the rest of the run goes on; once nothing
     // else can, the run stops, waiting for them.
     let mut waiting: Vec<(RequestId, String)> = Vec::new();
+    // Tool calls that came to wait for a person's approval in this drive.
+    let mut awaiting: Vec<WaitingApproval> = Vec::new();
+    // The calls the run waited for when it last stopped, by session: they wait on.
+    let mut pending: FxHashMap<RequestId, std::collections::HashMap<Step, WaitingApproval>> =
+        FxHashMap::default();
+    if let Some(d) = durable.as_deref() {
+        for a in &d.approvals {
+            pending
+                .entry(a.call.whole())
+                .or_default()
+                .insert(a.call.step, a.clone());
+        }
+    }
     // A place shared with other runs, taken while waiting and not used yet.
     let mut spare: Option<OwnedSemaphorePermit> = None;
     let (notes, mut noted) = mpsc::unbounded_channel::<Note>();
@@ -335,6 +370,11 @@ pub async fn run_durable<D: Driver>(
                     queue.retain(|r| r.id != w);
                     first_failures.remove(&w);
                     waiting.retain(|(id, _)| *id != w);
+                    // A withdrawn session's calls need no one's approval any more.
+                    awaiting.retain(|a| a.call.whole() != w);
+                    if let Some(d) = durable.as_deref_mut() {
+                        d.approvals.retain(|a| a.call.whole() != w);
+                    }
                 }
                 let mut replayed = false;
                 let mut requests = requests;
@@ -456,6 +496,11 @@ pub async fn run_durable<D: Driver>(
                     }
                 })
             } else if agentic && matches!(req.ask, Ask::Session(_)) {
+                let approvals = session::Approvals {
+                    may_wait: durable.is_some(),
+                    limit: workshop.approval_timeout,
+                    pending: pending.remove(&id).unwrap_or_default(),
+                };
                 let run = session::run(
                     driver.clone(),
                     req,
@@ -463,10 +508,15 @@ pub async fn run_durable<D: Driver>(
                     steps.remove(&id).unwrap_or_default(),
                     session::Outbox::new(notes.clone()),
                     cfg.clone(),
+                    approvals,
                 );
+                let session = id.clone();
                 tasks.spawn(async move {
                     let _place = place;
-                    Done::Replied(run.await, Vec::new())
+                    match run.await {
+                        session::SessionEnd::Replied(reply) => Done::Replied(reply, Vec::new()),
+                        session::SessionEnd::Waits(w) => Done::Approval(session, w),
+                    }
                 })
             } else {
                 let failed = first_failures.remove(&id);
@@ -489,12 +539,12 @@ pub async fn run_durable<D: Driver>(
         if queue.len() < limit && machine.has_ready() && !blocked {
             continue;
         }
-        if inflight.is_empty() && queue.is_empty() && !waiting.is_empty() {
+        if inflight.is_empty() && queue.is_empty() && !(waiting.is_empty() && awaiting.is_empty()) {
             // Nothing else can go on: what was answered is durable, and the run waits.
             if let Some(d) = durable.as_deref_mut() {
                 d.journal.sync().await.map_err(journal_error)?;
             }
-            return Err(waits_for(&waiting));
+            return Err(waits_for(&waiting, &awaiting));
         }
         if observer.wants_snapshot(true) {
             observer.snapshot(&machine.snapshot());
@@ -517,7 +567,11 @@ pub async fn run_durable<D: Driver>(
                     Note::Record(reply, done) => {
                         let written = match durable.as_deref_mut() {
                             Some(d) => match d.journal.append(&reply) {
-                                Ok(()) => d.journal.sync().await.map_err(|e| e.to_string()),
+                                Ok(()) => {
+                                    // A call's output: it waits for no one now.
+                                    d.approvals.retain(|a| a.call != reply.id);
+                                    d.journal.sync().await.map_err(|e| e.to_string())
+                                }
                                 Err(e) => Err(e.to_string()),
                             },
                             None => Ok(()),
@@ -553,6 +607,22 @@ pub async fn run_durable<D: Driver>(
                         });
                         waiting.push((req.id.clone(), ask.name.clone()));
                     }
+                }
+                Some(Ok(Done::Approval(session, w))) => {
+                    inflight.remove(&session);
+                    observer.event(&Event::Approval {
+                        id: w.call.clone(),
+                        approval: w.id.to_string(),
+                        agent: w.agent.clone(),
+                        tool: w.tool.clone(),
+                        detail: w.detail.clone(),
+                        expires: w.expires.clone(),
+                    });
+                    if let Some(d) = durable.as_deref_mut() {
+                        d.approvals.retain(|a| a.call != w.call);
+                        d.approvals.push((*w).clone());
+                    }
+                    awaiting.push(*w);
                 }
                 Some(Ok(Done::Replied(reply, events))) => {
                     inflight.remove(&reply.id);

@@ -11,6 +11,12 @@
 //! again; a call that was in flight at the crash is run again if it only reads, and
 //! otherwise reported to the model as interrupted. Failed turns are journaled too, so the
 //! attempts a session's `retry` makes replay the same way.
+//!
+//! A call that needs a person's permission when no one is at hand, in a durable run, stops
+//! the session before anything of the call runs: the session ends waiting for its approval
+//! ([`crate::approvals`]), and once that is journaled (`#t3a0`) the resumed session replays
+//! its turns, journals the grant (`#t3p0`) and makes the call, the model asked nothing
+//! again. Calls after one that was not in the journal never ran before, so they run.
 
 use super::promised;
 use super::structured::{self, Listing};
@@ -18,9 +24,10 @@ use super::stuck::Stuck;
 use super::text_calls;
 use super::Note;
 use crate::agent::workshop::{system_prompt, Kit, Workshop};
+use crate::approvals::{Asking, WaitingApproval};
 use crate::driver::live::Piece;
 use crate::driver::{render, serve, Driver, Live};
-use crate::people::Prompter;
+use crate::people::{Prompter, Unanswered};
 use bytecode_spec::Code;
 use futures_util::future::BoxFuture;
 use prose_machine::protocol::Site;
@@ -141,50 +148,168 @@ impl Outbox {
 /// The steps of one session replayed from the journal, by step.
 type Replayed = HashMap<Step, Reply>;
 
+/// How a session's calls wait for approvals from outside.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Approvals {
+    /// The run can wait for them (it is journaled): with no one at hand, a call its
+    /// permissions say `prompt` for waits instead of being refused.
+    pub may_wait: bool,
+    /// How long a call waits before it is refused (none: as long as it takes).
+    pub limit: Option<std::time::Duration>,
+    /// The calls of this session the run waited for when it last stopped, by step: they
+    /// never ran, and wait on with the time they first waited.
+    pub pending: HashMap<Step, WaitingApproval>,
+}
+
+/// The tool call being run: the step a question's answer is journaled under, and what a
+/// wait for its approval shows.
+#[derive(Clone)]
+struct Current {
+    turn: u32,
+    call: u32,
+    tool: String,
+    arguments: serde_json::Value,
+    /// A question was asked for it already (a redirect's second host): later ones are
+    /// neither journaled nor waited for.
+    asked: bool,
+}
+
 /// A session's journaled permission answers, and the asking of new ones: of the driver's host
-/// when it stands for the person, else of the run's people.
+/// when it stands for the person, else of the run's people; with no one at hand, the wait for
+/// an approval from outside.
 struct Grants<D> {
     session: RequestId,
     site: prose_machine::protocol::Site,
+    /// The session's agent and prompt, for an approval's description.
+    agent: Option<String>,
+    prompt: String,
     driver: Arc<D>,
     inner: Arc<dyn Prompter>,
     outbox: Outbox,
+    /// The journaled grants (`#t3p0`) and answers from outside (`#t3a0`) not used yet.
     replayed: Mutex<Replayed>,
-    /// The tool call being run: the step a question's answer is journaled under.
-    current: Mutex<Option<(u32, u32)>>,
+    current: Mutex<Option<Current>>,
+    approvals: Approvals,
+    /// The approval the current call waits for, once it must.
+    waits: Mutex<Option<WaitingApproval>>,
 }
 
 impl<D: Driver> Prompter for Grants<D> {
-    fn ask<'a>(&'a self, question: &'a PermissionQuestion) -> BoxFuture<'a, Option<PromptAnswer>> {
+    fn ask<'a>(
+        &'a self,
+        question: &'a PermissionQuestion,
+    ) -> BoxFuture<'a, Result<PromptAnswer, Unanswered>> {
         Box::pin(async move {
-            let (turn, call) = (*self.current.lock().ok()?)?;
+            let cur = {
+                let mut current = lock(&self.current);
+                let Some(cur) = current.as_mut() else {
+                    return Err(Unanswered::NoOne);
+                };
+                let first = !std::mem::replace(&mut cur.asked, true);
+                (cur.clone(), first)
+            };
+            let (cur, first) = cur;
+            if !first {
+                return match self.driver.hosts_people() {
+                    true => Err(Unanswered::NoOne),
+                    false => self.inner.ask(question).await,
+                };
+            }
+            let (turn, call) = (cur.turn, cur.call);
             let step = Step::Grant { turn, call };
-            let replayed = self.replayed.lock().ok()?.remove(&step);
+            let (granted, approved) = {
+                let mut r = lock(&self.replayed);
+                (r.remove(&step), r.remove(&Step::Approval { turn, call }))
+            };
             if let Some(Reply {
                 outcome: Ok(Answer::Permission(a)),
                 ..
-            }) = replayed
+            }) = granted
             {
-                return Some(a);
+                return Ok(a);
             }
-            let id = self.session.step(step);
-            let answer = if self.driver.hosts_people() {
-                let req = Request {
-                    id: id.clone(),
-                    site: self.site.clone(),
-                    ask: Ask::Permission(question.clone()),
-                };
-                match serve(&*self.driver, &req, &Live::off()).await.outcome {
-                    Ok(Answer::Permission(a)) => a,
-                    _ => return None,
-                }
-            } else {
-                self.inner.ask(question).await?
+            let answer = match approved.map(|r| r.outcome) {
+                Some(Ok(Answer::Permission(a))) => a,
+                Some(Err(Failure(why))) => return Err(Unanswered::Lapsed(why)),
+                Some(Ok(_)) => return Err(Unanswered::NoOne),
+                None => self.asked(question, &cur).await?,
             };
-            let reply = Reply::answer(id, Answer::Permission(answer));
-            self.outbox.record(&reply).await.ok()?;
-            Some(answer)
+            // Journaled before the call runs: a call with a grant and no output may have run.
+            let reply = Reply::answer(self.session.step(step), Answer::Permission(answer));
+            self.outbox
+                .record(&reply)
+                .await
+                .map_err(|_| Unanswered::NoOne)?;
+            Ok(answer)
         })
+    }
+}
+
+impl<D: Driver> Grants<D> {
+    /// A new answer to `question`, asked for call `cur`: refused if the run waited for it
+    /// past its time limit (the lapse journaled as its answer from outside); else asked of
+    /// the host or the people; with no one at hand in a run that can wait, refused for now
+    /// with the wait noted, for the call to end the session.
+    async fn asked(
+        &self,
+        question: &PermissionQuestion,
+        cur: &Current,
+    ) -> Result<PromptAnswer, Unanswered> {
+        let (turn, call) = (cur.turn, cur.call);
+        let call_id = self.session.step(Step::Call { turn, call });
+        let now = crate::clock::now();
+        let pending = self.approvals.pending.get(&call_id.step).cloned();
+        if pending.as_ref().is_some_and(|p| p.lapsed(now)) {
+            // Why the call is refused, for the model and the journal.
+            let why = format!(
+                "no one answered within {}",
+                crate::observe::human_duration(self.approvals.limit.unwrap_or_default())
+            );
+            let lapse = Reply::failed(
+                self.session.step(Step::Approval { turn, call }),
+                Kind::Permission,
+                why.clone(),
+            );
+            self.outbox
+                .record(&lapse)
+                .await
+                .map_err(|_| Unanswered::NoOne)?;
+            return Err(Unanswered::Lapsed(why));
+        }
+        if self.driver.hosts_people() {
+            let req = Request {
+                id: self.session.step(Step::Grant { turn, call }),
+                site: self.site.clone(),
+                ask: Ask::Permission(question.clone()),
+            };
+            return match serve(&*self.driver, &req, &Live::off()).await.outcome {
+                Ok(Answer::Permission(a)) => Ok(a),
+                _ => Err(Unanswered::NoOne),
+            };
+        }
+        match self.inner.ask(question).await {
+            Err(Unanswered::NoOne) if self.approvals.may_wait => {
+                let waiting = pending.unwrap_or_else(|| {
+                    let asking = Asking {
+                        agent: self.agent.clone(),
+                        tool: cur.tool.clone(),
+                        capability: question.capability,
+                        detail: question.detail.clone(),
+                        arguments: cur.arguments.clone(),
+                        prompt: self.prompt.clone(),
+                    };
+                    WaitingApproval::new(
+                        call_id,
+                        asking,
+                        std::time::SystemTime::now(),
+                        self.approvals.limit,
+                    )
+                });
+                *lock(&self.waits) = Some(waiting);
+                Err(Unanswered::NoOne)
+            }
+            heard => heard,
+        }
     }
 }
 
@@ -192,18 +317,48 @@ impl<D> Grants<D> {
     /// Whether the journal says a person answered "always" before tool call `call` of turn
     /// `turn` ran.
     fn always_at(&self, turn: u32, call: u32) -> bool {
-        self.replayed.lock().is_ok_and(|r| {
-            matches!(
-                r.get(&Step::Grant { turn, call }).map(|r| &r.outcome),
-                Some(Ok(Answer::Permission(PromptAnswer::Always)))
-            )
-        })
+        lock(&self.replayed)
+            .get(&Step::Grant { turn, call })
+            .is_some_and(|r| matches!(r.outcome, Ok(Answer::Permission(PromptAnswer::Always))))
+    }
+
+    /// Whether tool call `call` of turn `turn`, which has no output in the journal, is one
+    /// the run stopped to wait for (answered since, or not): it never ran. One granted
+    /// before it ran may have run.
+    fn waited_for(&self, turn: u32, call: u32) -> bool {
+        let replayed = lock(&self.replayed);
+        !replayed.contains_key(&Step::Grant { turn, call })
+            && (replayed.contains_key(&Step::Approval { turn, call })
+                || self
+                    .approvals
+                    .pending
+                    .contains_key(&Step::Call { turn, call }))
+    }
+
+    /// The approval the current call must wait for, if it must.
+    fn take_wait(&self) -> Option<WaitingApproval> {
+        lock(&self.waits).take()
     }
 }
 
+/// `m`'s content, whether or not a holder panicked.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How a session's run ended: with its reply (an answer or a failure), or waiting for a
+/// person's approval of one of its tool calls.
+pub(crate) enum SessionEnd {
+    /// The session's reply, for the runner to journal.
+    Replied(Reply),
+    /// A call waits for an approval from outside; nothing of it ran.
+    Waits(Box<WaitingApproval>),
+}
+
 /// Runs session `req` as an agent loop with `driver`'s turns and `workshop`'s tools;
-/// `replayed` are its journaled steps. Returns the session's reply (with the tokens of every
-/// turn) for the runner to journal.
+/// `replayed` are its journaled steps, and `approvals` says how its calls wait for a
+/// person's approval. Returns the session's reply (with the tokens of every turn) for the
+/// runner to journal, or the approval it waits for.
 pub(crate) async fn run<D: Driver>(
     driver: Arc<D>,
     req: Request,
@@ -211,25 +366,30 @@ pub(crate) async fn run<D: Driver>(
     replayed: Vec<Reply>,
     outbox: Outbox,
     cfg: super::RunConfig,
-) -> Reply {
+    approvals: Approvals,
+) -> SessionEnd {
     let Ask::Session(s) = &req.ask else {
-        return Reply::failed(req.id.clone(), req.kind(), "not a session");
+        return SessionEnd::Replied(Reply::failed(req.id.clone(), req.kind(), "not a session"));
     };
     let started = Instant::now();
     let mut steps: Replayed = replayed.into_iter().map(|r| (r.id.step, r)).collect();
-    let grants: Vec<(Step, Reply)> = steps
+    let grants: Replayed = steps
         .iter()
-        .filter(|(st, _)| matches!(st, Step::Grant { .. }))
+        .filter(|(st, _)| matches!(st, Step::Grant { .. } | Step::Approval { .. }))
         .map(|(st, r)| (*st, r.clone()))
         .collect();
     let grants = Arc::new(Grants {
         session: req.id.clone(),
         site: req.site.clone(),
+        agent: s.agent.clone(),
+        prompt: s.prompt.clone(),
         driver: driver.clone(),
         inner: workshop.people.prompter(),
         outbox: outbox.clone(),
-        replayed: Mutex::new(grants.into_iter().collect()),
+        replayed: Mutex::new(grants),
         current: Mutex::new(None),
+        approvals,
+        waits: Mutex::new(None),
     });
     let mut loop_ = Loop {
         driver: &*driver,
@@ -246,7 +406,7 @@ pub(crate) async fn run<D: Driver>(
     };
     let kit = match workshop.equip(s, grants.clone()) {
         Ok(k) => k,
-        Err(e) => return loop_.finish(Err(Failure(e))),
+        Err(e) => return SessionEnd::Replied(loop_.finish(Err(Failure(e)))),
     };
     let limits = Limits {
         turns: workshop.max_turns,
@@ -257,7 +417,7 @@ pub(crate) async fn run<D: Driver>(
         let outcome = match limits.time {
             Some(t) => match tokio::time::timeout_at((started + t).into(), loop_.attempt(&kit, &grants, limits)).await {
                 Ok(o) => o,
-                Err(_) => Err((
+                Err(_) => Err(Halt::Failed(
                     Failure(format!(
                         "the session ran past its time limit of {} (raise it with --session-timeout or `session_timeout` in prose.toml)",
                         crate::observe::human_duration(t)
@@ -266,6 +426,11 @@ pub(crate) async fn run<D: Driver>(
                 )),
             },
             None => loop_.attempt(&kit, &grants, limits).await,
+        };
+        let outcome = match outcome {
+            Ok(answer) => Ok(answer),
+            Err(Halt::Failed(failure, replaying)) => Err((failure, replaying)),
+            Err(Halt::Waits(waiting)) => return SessionEnd::Waits(waiting),
         };
         match outcome {
             Err((failure, replaying)) if attempt <= s.retry => {
@@ -280,7 +445,7 @@ pub(crate) async fn run<D: Driver>(
                         .await;
                 }
             }
-            other => return loop_.finish(other.map_err(|(f, _)| f)),
+            other => return SessionEnd::Replied(loop_.finish(other.map_err(|(f, _)| f))),
         }
     }
 }
@@ -315,8 +480,16 @@ struct Loop<'a, D> {
     structured: bool,
 }
 
-/// How an attempt failed, and whether the failure was replayed from the journal.
-type AttemptError = (Failure, bool);
+/// Why an attempt stopped before its answer.
+enum Halt {
+    /// It failed; and whether the failure was replayed from the journal.
+    Failed(Failure, bool),
+    /// A tool call waits for a person's approval from outside.
+    Waits(Box<WaitingApproval>),
+}
+
+/// How an attempt ended without an answer.
+type AttemptError = Halt;
 
 /// Where an attempt's conversation stands.
 struct Conversation {
@@ -389,7 +562,7 @@ impl<D: Driver> Loop<'_, D> {
                     super::serve_within(self.driver, &turn_req, self.cfg, &live).await
                 else {
                     // Over budget: nothing was sent, and the run is pausing.
-                    return Err((Failure("paused at the budget".into()), false));
+                    return Err(Halt::Failed(Failure("paused at the budget".into()), false));
                 };
                 if let (Some(t), None) = (live.first_token_ms(), self.first_token_ms) {
                     let before = started.duration_since(self.started).as_millis() as u64;
@@ -418,7 +591,10 @@ impl<D: Driver> Loop<'_, D> {
                 };
                 // A turn that ends the session is the session's answer, journaled with it.
                 if goes_on {
-                    self.outbox.record(&r).await.map_err(|f| (f, false))?;
+                    self.outbox
+                        .record(&r)
+                        .await
+                        .map_err(|f| Halt::Failed(f, false))?;
                 }
                 self.outbox.event(Event::Turn {
                     id: id.clone(),
@@ -435,14 +611,14 @@ impl<D: Driver> Loop<'_, D> {
         }
         match reply.outcome {
             Ok(Answer::Turn(a)) => Ok((a, replayed)),
-            Ok(other) => Err((
+            Ok(other) => Err(Halt::Failed(
                 Failure(format!(
                     "a turn was answered with a `{}` answer",
                     other.kind()
                 )),
                 replayed,
             )),
-            Err(f) => Err((f, replayed)),
+            Err(f) => Err(Halt::Failed(f, replayed)),
         }
     }
 
@@ -486,7 +662,7 @@ impl<D: Driver> Loop<'_, D> {
         let mut replaying = true;
         loop {
             if taken == limits.turns {
-                return Err((
+                return Err(Halt::Failed(
                     Failure(format!(
                         "the session reached its limit of {} turns without a final answer (raise it with --max-turns or `max_turns` in prose.toml)",
                         limits.turns
@@ -524,7 +700,7 @@ impl<D: Driver> Loop<'_, D> {
             if answer.stop == Stop::Repeating {
                 let span = answer.repeated.clone().unwrap_or_default();
                 if c.ran_away {
-                    return Err((
+                    return Err(Halt::Failed(
                         Failure(format!(
                             "the model's answer kept repeating itself, even when asked to answer briefly: {:?}",
                             span.chars().take(200).collect::<String>()
@@ -545,7 +721,7 @@ impl<D: Driver> Loop<'_, D> {
             if answer.tool_calls.is_empty() {
                 if answer.stop == Stop::Length {
                     if c.continuations == CONTINUATIONS {
-                        return Err((
+                        return Err(Halt::Failed(
                             Failure(format!(
                                 "the model's answer was cut off by its output limit, even after {CONTINUATIONS} continuations"
                             )),
@@ -604,7 +780,7 @@ impl<D: Driver> Loop<'_, D> {
                 return Ok(SessionAnswer { text, memory });
             }
             if c.plain {
-                return Err((
+                return Err(Halt::Failed(
                     Failure(format!(
                         "the model kept calling tools (`{}`) after it was asked to answer without them",
                         answer.tool_calls[0].name
@@ -690,11 +866,18 @@ impl<D: Driver> Loop<'_, D> {
         });
         let mut outputs = Vec::new();
         let mut results = String::new();
+        // Calls run one after another, each journaled as it ends: once one was not in the
+        // journal, the run stopped at it or before, and those after it never ran.
+        let mut may_have_run = replayed;
         for (i, call) in answer.tool_calls.iter().enumerate() {
+            let journaled = self.steps.contains_key(&Step::Call {
+                turn,
+                call: i as u32,
+            });
             let output = self
-                .call(kit, grants, turn, i as u32, call, replayed)
-                .await
-                .map_err(|f| (f, false))?;
+                .call(kit, grants, turn, i as u32, call, may_have_run)
+                .await?;
+            may_have_run &= journaled;
             if in_text {
                 let what = if output.is_error {
                     "failed"
@@ -723,8 +906,10 @@ impl<D: Driver> Loop<'_, D> {
     }
 
     /// Tool call `call` of turn `turn`: replayed, or run in `sandbox` and journaled. A call
-    /// of a replayed turn with no output journaled may have been running at a crash: it is
-    /// run again only if it changes nothing.
+    /// with no output journaled that `may_have_run` (its turn was replayed) may have been
+    /// running at a crash: it is run again only if it changes nothing, or if the run
+    /// stopped to wait for its approval (then it never ran). A call that must wait for an
+    /// approval ends the attempt, nothing of it run and nothing journaled.
     async fn call(
         &mut self,
         kit: &Kit,
@@ -732,8 +917,8 @@ impl<D: Driver> Loop<'_, D> {
         turn: u32,
         i: u32,
         call: &ToolCall,
-        turn_replayed: bool,
-    ) -> Result<ToolOutput, Failure> {
+        may_have_run: bool,
+    ) -> Result<ToolOutput, Halt> {
         let step = Step::Call { turn, call: i };
         let id = self.req.id.step(step);
         if let Some(r) = self.steps.remove(&step) {
@@ -752,7 +937,8 @@ impl<D: Driver> Loop<'_, D> {
         let started = Instant::now();
         let (output, refused) = if let Some(why) = kit.withheld.get(&call.name) {
             (ToolOutput::error(why.clone()), Some(why.clone()))
-        } else if turn_replayed && !kit.toolbox.read_only(&call.name) {
+        } else if may_have_run && !kit.toolbox.read_only(&call.name) && !grants.waited_for(turn, i)
+        {
             (
                 ToolOutput::error(format!(
                     "this call of `{}` was interrupted: the run stopped while it was running, so it may or may not have taken effect; check before calling it again",
@@ -761,10 +947,17 @@ impl<D: Driver> Loop<'_, D> {
                 None,
             )
         } else {
-            if let Ok(mut current) = grants.current.lock() {
-                *current = Some((turn, i));
-            }
+            *lock(&grants.current) = Some(Current {
+                turn,
+                call: i,
+                tool: call.name.clone(),
+                arguments: call.arguments.clone(),
+                asked: false,
+            });
             let result = kit.toolbox.call(call, &kit.sandbox).await;
+            if let Some(waiting) = grants.take_wait() {
+                return Err(Halt::Waits(Box::new(waiting)));
+            }
             let refused = result
                 .decisions
                 .iter()
@@ -783,7 +976,8 @@ impl<D: Driver> Loop<'_, D> {
         });
         self.outbox
             .record(&Reply::answer(id, Answer::Tool(output.clone())))
-            .await?;
+            .await
+            .map_err(|f| Halt::Failed(f, false))?;
         Ok(output)
     }
 }

@@ -1,10 +1,12 @@
 // The server's page: the run list (#/) and the live view of one run (#/runs/ID). Everything
 // comes from the API under /v1 (the page's cookie carries the token); a run's view follows
-// its events over server-sent events and redraws its report as they come.
+// its events over server-sent events and redraws its report as they come. A waiting run's
+// view takes the inputs it waits for (a form) and the tool calls it waits for a person's
+// approval of (allow, always allow, deny).
 (function () {
   "use strict";
   var api = "/v1";
-  var current = null; // the run shown: {id, source, timer, ended, asked}
+  var current = null; // the run shown: {id, source, timer, ended, asked, approving}
   var listTimer = null;
   var $ = function (id) { return document.getElementById(id); };
 
@@ -79,7 +81,8 @@
     $("report").textContent = "";
     $("run-outputs").textContent = "";
     $("answer").hidden = true;
-    current = { id: id, source: null, timer: null, ended: false, asked: "" };
+    $("approvals").hidden = true;
+    current = { id: id, source: null, timer: null, ended: false, asked: "", approving: "" };
     follow();
     refresh();
   }
@@ -123,7 +126,7 @@
 
   function describe(line) {
     var bits = [line.event];
-    ["id", "name", "line", "status", "question", "message", "error"].forEach(function (k) {
+    ["id", "name", "line", "status", "question", "approval", "detail", "message", "error"].forEach(function (k) {
       if (line[k] !== undefined && line[k] !== null) bits.push(k + "=" + String(line[k]).slice(0, 120));
     });
     return bits.join(" ");
@@ -146,6 +149,7 @@
       $("resume").hidden = r.live || r.status === "finished" || r.status === "waiting";
       outputs(r.outputs);
       questions(r.waiting || [], r.live);
+      approvals(r.approvals || [], r.live);
     }).catch(function (e) { note(e.message); });
     fetch(api + path + "/report").then(function (resp) {
       return resp.ok ? resp.text() : null;
@@ -191,6 +195,46 @@
       input.name = w.name;
       input.required = true;
     });
+  }
+
+  // The tool calls the run waits for a person's approval of, each with its buttons.
+  function approvals(waiting, live) {
+    var box = $("approvals");
+    var ids = waiting.map(function (a) { return a.id; }).join(",");
+    box.hidden = live || waiting.length === 0;
+    if (ids === current.approving) return;
+    current.approving = ids;
+    var list = $("approval-list");
+    list.textContent = "";
+    waiting.forEach(function (a) {
+      var item = list.appendChild(el("li"));
+      item.dataset.approval = a.id;
+      var who = a.agent ? "Agent " + a.agent : "A session";
+      var what = a.capability === "bash" ? " wants to run a command with " : " wants to reach the network with ";
+      item.appendChild(el("div", who + what + a.tool + ":"));
+      item.appendChild(el("pre", a.detail));
+      item.appendChild(el("div", "Its task: " + a.prompt, "prompt"));
+      if (a.expires) item.appendChild(el("div", "Refused at " + a.expires + " if no one answers.", "prompt"));
+      var choices = item.appendChild(el("div", null, "choices"));
+      [["approve", "Allow", true, false], ["always", "Always allow in this session", true, true], ["deny", "Deny", false, false]]
+        .forEach(function (c) {
+          var b = choices.appendChild(el("button", c[1]));
+          b.type = "button";
+          b.dataset.answer = c[0];
+          b.addEventListener("click", function () { decide(a.id, c[2], c[3]); });
+        });
+    });
+  }
+
+  function decide(approval, approve, always) {
+    var run = current;
+    var path = "/runs/" + encodeURIComponent(run.id) + "/approvals/" + encodeURIComponent(approval);
+    request("POST", path, { approve: approve, always: always }).then(function (taken) {
+      if (current !== run) return;
+      current.approving = "";
+      if (taken && taken.state === "resuming") follow();
+      refresh();
+    }).catch(function (e) { note(e.message); });
   }
 
   $("answer").addEventListener("submit", function (ev) {

@@ -31,6 +31,8 @@ pub(super) fn row(dir: &RunDir) -> RunRow {
             epoch: None,
             usage: None,
             error: Some(e.to_string()),
+            waiting: Vec::new(),
+            approvals: Vec::new(),
         },
     };
     row.id = dir.id.clone();

@@ -161,6 +161,12 @@ pub struct PgRow {
     /// Why it failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The inputs a waiting run waits for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<prose_runtime::record::WaitingInput>,
+    /// The tool calls a waiting run waits for a person's approval of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<prose_runtime::approvals::WaitingApproval>,
 }
 
 /// A run as the store holds it: its row and record.
@@ -473,6 +479,7 @@ fn parsed(r: &tokio_postgres::Row) -> Option<RunRecord> {
 
 /// The row [`ROW_SELECT`] read, whose record is `record`.
 fn run_row(r: &tokio_postgres::Row, record: Option<&RunRecord>) -> PgRow {
+    let (waiting, approvals) = record.map(RunRecord::awaited).unwrap_or_default();
     PgRow {
         id: r.get("id"),
         program: r.get("program"),
@@ -484,6 +491,8 @@ fn run_row(r: &tokio_postgres::Row, record: Option<&RunRecord>) -> PgRow {
         lease_left: r.get("lease_left"),
         usage: record.and_then(|rec| rec.usage),
         error: record.and_then(|rec| rec.error.as_ref().map(|e| e.message.clone())),
+        waiting,
+        approvals,
     }
 }
 
@@ -506,6 +515,8 @@ impl PgRow {
             epoch: Some(self.epoch),
             usage: self.usage,
             error: self.error.clone(),
+            waiting: self.waiting.clone(),
+            approvals: self.approvals.clone(),
         }
     }
 }

@@ -151,6 +151,7 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<(RunRow, Option<Holder>)> {
     let readable = parsed.is_some();
     let holder = Holder::from_columns(r.get(6)?, r.get(7)?, r.get(8)?).filter(Holder::alive);
     let answered: i64 = r.get(9)?;
+    let (waiting, approvals) = parsed.as_ref().map(RunRecord::awaited).unwrap_or_default();
     let row = RunRow {
         id,
         path: None,
@@ -163,6 +164,8 @@ fn run_row(r: &rusqlite::Row) -> rusqlite::Result<(RunRow, Option<Holder>)> {
         lease_left: None,
         epoch: Some(r.get(4)?),
         usage: parsed.as_ref().and_then(|p| p.usage),
+        waiting,
+        approvals,
         error: parsed.and_then(|p| p.error.map(|e| e.message)),
     };
     Ok((row, holder))
