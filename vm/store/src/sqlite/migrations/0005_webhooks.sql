@@ -1,4 +1,4 @@
--- Webhooks (prosevm's SQLite store, migration 6): the URL a run started by `prosevm serve`
+-- Webhooks (prosevm's SQLite store, migration 5): the URL a run started by `prosevm serve`
 -- names to be told how it ended, and each delivery made to it, its record a JSON document
 -- (its body, tries and outcome). Both go with their run when it is removed.
 CREATE TABLE prose_webhooks (
