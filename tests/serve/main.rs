@@ -4,7 +4,9 @@
 //! refused; and runs that outlive the server, stopped with SIGTERM or killed with SIGKILL
 //! part way and finished by the next server with the outputs an uninterrupted run gives
 //! ([`durable`]); runs waiting for a person, answered through the API or the CLI
-//! ([`waiting`]); and the web page in headless Chromium ([`page`]).
+//! ([`waiting`]); the web page in headless Chromium ([`page`]); webhooks posted to a receiver
+//! on the loopback address as runs end, through failures and restarts ([`webhooks`]); and the
+//! library's workflows called as MCP tools by the official SDK's client ([`mcp`]).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -19,10 +21,13 @@ mod durable;
 mod events;
 mod gate;
 mod limits;
+mod mcp;
 mod page;
 mod queue;
+mod receiver;
 mod schedules;
 mod waiting;
+mod webhooks;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::Value;

@@ -248,6 +248,70 @@ mod tests {
         assert_eq!(tool_name("", 64), "workflow");
     }
 
+    /// `source` compiled as `dir`'s `name.prose`.
+    fn artifact(dir: &std::path::Path, name: &str, source: &str) -> Vec<u8> {
+        let file = dir.join(format!("{name}.prose"));
+        std::fs::write(&file, source).expect("source");
+        let mut c = prosec::compile::Compilation::new(Default::default());
+        let root = c.add_file(&file).expect("reads");
+        assert_eq!(c.error_count(), 0, "{:?}", c.diagnostics);
+        prosec::codegen::build_bytes(&c, root).expect("builds").0
+    }
+
+    #[test]
+    fn the_newest_version_of_a_program_has_its_name_and_older_ones_their_hash_too() {
+        let dir = std::env::temp_dir().join(format!("prose-catalog-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let library = Library::new(dir.join("artifacts"), Vec::new());
+        let old = library
+            .add(artifact(&dir, "sum", "# Old.\noutput r = session \"A\"\n"))
+            .expect("added");
+        let new = library
+            .add(artifact(
+                &dir,
+                "sum",
+                "# New.\ninput text: \"The text\"\nlet a = session \"A {text}\"\noutput r = session \"B\"\n  context: a\n",
+            ))
+            .expect("added");
+        let at = |sha: &str, secs: u64| {
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            std::fs::File::options()
+                .append(true)
+                .open(dir.join("artifacts").join(format!("{sha}.pbc")))
+                .and_then(|f| f.set_modified(when))
+                .expect("time");
+        };
+        at(&old, 1_000);
+        at(&new, 2_000);
+        let catalog = Catalog::new(
+            prosec::cost::Pricing::from_settings(&Default::default(), 2_000, 1_000),
+            Vec::new(),
+        );
+        let listed: Vec<(String, String)> = catalog
+            .workflows(&library)
+            .into_iter()
+            .map(|w| (w.name, w.sha256))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("sum".to_string(), new.clone()),
+                (format!("sum-{}", &old[..8]), old.clone())
+            ]
+        );
+        let newest = catalog.find(&library, "sum").expect("found");
+        assert!(newest.about.description.starts_with("New.\n"));
+        assert_eq!(newest.about.sessions, Some(2));
+        assert_eq!(newest.about.input_schema["required"], json!(["text"]));
+        // Uploaded again, the old version is the newest.
+        library
+            .add(artifact(&dir, "sum", "# Old.\noutput r = session \"A\"\n"))
+            .expect("added");
+        assert_eq!(catalog.find(&library, "sum").map(|w| w.sha256), Some(old));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn only_a_bound_without_symbols_is_a_number() {
         assert_eq!(

@@ -3,12 +3,12 @@
 //
 //   PROSE_TOKEN=... node client.mjs URL PLAN
 //
-// PLAN is JSON: {"call": {"name", "arguments"}, "cancel": {"name", "arguments"}}. The client
-// lists the tools, calls `call` (following its progress), then calls `cancel` and cancels it
-// (the SDK sends `notifications/cancelled`) once its first progress notification named the
-// run. It prints one JSON line: {"tools", "called": {"result", "progress"}, "cancelled":
-// {"run", "error"}}, then waits until its standard input ends (the test has seen the run
-// stop) before it closes the session and exits.
+// PLAN is JSON: {"call", "refused", "cancel"}, each {"name", "arguments"}. The client lists
+// the tools, calls `call` (following its progress) and `refused`, then calls `cancel` and
+// cancels it (the SDK sends `notifications/cancelled`) once its first progress notification
+// named the run. It prints one JSON line: {"tools", "called": {"result", "progress"},
+// "refused", "cancelled": {"run", "error"}}, then waits until its standard input ends (the
+// test has seen the run stop) before it closes the session and exits.
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -35,6 +35,7 @@ const result = await client.callTool(
   { onprogress: (p) => progress.push(p), timeout: 120_000 },
 );
 out.called = { result, progress };
+out.refused = await client.callTool({ name: plan.refused.name, arguments: plan.refused.arguments });
 
 const stop = new AbortController();
 let run = null;
