@@ -5,7 +5,10 @@
 //! part way and finished by the next server with the outputs an uninterrupted run gives
 //! ([`durable`]); runs waiting for a person, answered through the API or the CLI
 //! ([`waiting`]); tool calls waiting for a person's approval, answered over HTTP and from
-//! the page ([`approvals`]); and the web page in headless Chromium ([`page`]).
+//! the page ([`approvals`]); the web page in headless Chromium ([`page`]); webhooks posted to
+//! a receiver on the loopback address as runs end, through failures and restarts
+//! ([`webhooks`]); and the library's workflows called as MCP tools by the official SDK's
+//! client ([`mcp`]).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -21,10 +24,13 @@ mod durable;
 mod events;
 mod gate;
 mod limits;
+mod mcp;
 mod page;
 mod queue;
+mod receiver;
 mod schedules;
 mod waiting;
+mod webhooks;
 
 use reqwest::blocking::{Client, RequestBuilder, Response};
 use serde_json::Value;

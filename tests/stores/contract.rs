@@ -231,3 +231,144 @@ fn the_memo_keeps_entries_by_key_and_clears_in_every_store() {
         assert_eq!(rt.block_on(memo.size()), Ok(MemoSize::default()), "{name}");
     }
 }
+
+#[test]
+fn webhooks_keep_hooks_and_deliveries_across_handles_and_go_with_their_run_in_every_store() {
+    use prose_store::webhooks::{Delivery, DeliveryState, Hook};
+    let dir = support::scratch("store-webhooks");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for kind in kinds("webhooks", &dir) {
+        let name = kind.name;
+        let store = open(&rt, &kind, &dir);
+        let p = program("output r = session \"Hi\"\n", &dir);
+        let mut record = RunRecord::new(
+            &p,
+            BTreeMap::new(),
+            DriverSettings::Mock(Default::default()),
+            ExecOptions::default(),
+            dir.clone(),
+        );
+        let held = rt
+            .block_on(store.create(&mut record, &p, &[]))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let id = record.id.clone();
+        let hooks = store.webhooks();
+        assert_eq!(rt.block_on(hooks.hook(&id)).expect("hook"), None, "{name}");
+        let hook = Hook {
+            url: "https://hooks.example/prose".into(),
+            owner: "/srv/a".into(),
+        };
+        rt.block_on(hooks.put_hook(&id, &hook))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let delivery = Delivery {
+            id: format!("dlv_{}", "ab".repeat(16)),
+            run: id.clone(),
+            owner: hook.owner.clone(),
+            url: hook.url.clone(),
+            event: "run.finished".into(),
+            payload: serde_json::json!({"run": {"id": id}}),
+            created: "2025-01-01T00:00:00.000Z".into(),
+            state: DeliveryState::Pending,
+            attempts: 0,
+            next_attempt: "2025-01-01T00:00:00.000Z".into(),
+            last_error: None,
+            done: None,
+        };
+        assert!(rt.block_on(hooks.add(&delivery)).expect("add"), "{name}");
+        // Added again (the same end noticed twice): kept once, as it was.
+        let mut again = delivery.clone();
+        again.payload = serde_json::json!({"other": true});
+        assert!(!rt.block_on(hooks.add(&again)).expect("add"), "{name}");
+        // Another handle on the same place (a server started again) finds both.
+        let reopened = open(&rt, &kind, &dir);
+        let other = reopened.webhooks();
+        assert_eq!(
+            rt.block_on(other.hook(&id)).expect("hook"),
+            Some(hook.clone()),
+            "{name}"
+        );
+        assert_eq!(
+            rt.block_on(other.unsettled("/srv/a")).expect("unsettled"),
+            vec![(id.clone(), hook.clone())],
+            "{name}"
+        );
+        assert!(rt
+            .block_on(other.unsettled("/srv/b"))
+            .expect("unsettled")
+            .is_empty());
+        assert_eq!(
+            rt.block_on(other.pending("/srv/a")).expect("pending"),
+            vec![delivery.clone()],
+            "{name}"
+        );
+        assert!(rt
+            .block_on(other.pending("/srv/b"))
+            .expect("pending")
+            .is_empty());
+        // A try, then its outcome.
+        let mut tried = delivery.clone();
+        tried.attempts = 1;
+        tried.last_error = Some("the receiver answered 500".into());
+        rt.block_on(other.update(&tried)).expect("update");
+        tried.state = DeliveryState::Delivered;
+        tried.done = Some("2025-01-01T00:00:02.000Z".into());
+        rt.block_on(other.update(&tried)).expect("update");
+        assert!(rt
+            .block_on(hooks.pending("/srv/a"))
+            .expect("pending")
+            .is_empty());
+        assert_eq!(
+            rt.block_on(hooks.of_run(&id)).expect("of run"),
+            vec![tried.clone()],
+            "{name}"
+        );
+        rt.block_on(hooks.settle(&id)).expect("settle");
+        assert!(rt
+            .block_on(hooks.unsettled("/srv/a"))
+            .expect("unsettled")
+            .is_empty());
+        // A delivery that is not one is refused before it is written.
+        let mut bad = delivery.clone();
+        bad.id = "../../etc/passwd".into();
+        assert!(rt.block_on(hooks.add(&bad)).is_err(), "{name}");
+        // Pruned, the run takes its hook and deliveries with it.
+        record.status = RunStatus::Finished;
+        rt.block_on(held.write_record(&record)).expect("record");
+        drop(held);
+        let rule = PruneRule {
+            statuses: vec![RunStatus::Finished],
+            ..PruneRule::default()
+        };
+        let started = std::time::Instant::now();
+        loop {
+            let done = rt.block_on(store.prune(&rule)).expect("prune");
+            if done
+                .iter()
+                .any(|p| matches!(p, Pruned::Removed(r) if r.id == id))
+            {
+                break;
+            }
+            // A child of another test may hold a copy of the run's lock for a moment.
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "{name}: not pruned: {done:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(rt
+            .block_on(store.webhooks().pending("/srv/a"))
+            .expect("pending")
+            .is_empty());
+        assert!(rt
+            .block_on(store.webhooks().unsettled("/srv/a"))
+            .expect("unsettled")
+            .is_empty());
+        if name != "file" {
+            // The rows went with the run (the file store's went with its directory).
+            assert!(rt
+                .block_on(store.webhooks().of_run(&id))
+                .expect("of run")
+                .is_empty());
+        }
+    }
+}

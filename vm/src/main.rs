@@ -140,6 +140,24 @@ enum Command {
         /// follow them like the server's own.
         #[arg(long)]
         worker: bool,
+        /// Also serve the library's workflows as MCP tools at /mcp (streamable HTTP, behind
+        /// the same token): each call runs one and answers with its outputs.
+        #[arg(long)]
+        mcp: bool,
+        /// A URL under which runs and schedules may name a webhook, posted to when a run
+        /// finishes, fails, waits or pauses (repeatable; scheme, host and port as given, the
+        /// path or under it). Needs --webhook-secret-file.
+        #[arg(long, value_name = "URL")]
+        webhook_allow: Vec<String>,
+        /// A file holding the secret webhook deliveries are signed with (HMAC-SHA256, as
+        /// Standard Webhooks signs; `whsec_` and base64, or any text of 16 characters or
+        /// more).
+        #[arg(long, value_name = "FILE")]
+        webhook_secret_file: Option<PathBuf>,
+        /// Seconds a webhook delivery is tried for, from its run's end, before it is given
+        /// up.
+        #[arg(long, value_name = "SECONDS", default_value_t = 86400.0)]
+        webhook_retry_for: f64,
         #[command(flatten)]
         opts: RunArgs,
     },
@@ -468,6 +486,10 @@ fn main() -> ExitCode {
             body_timeout,
             max_client_connections,
             worker,
+            mcp,
+            webhook_allow,
+            webhook_secret_file,
+            webhook_retry_for,
             mut opts,
         } => {
             opts.program_dir = PathBuf::from(".");
@@ -481,6 +503,10 @@ fn main() -> ExitCode {
                     body_timeout,
                     max_client_connections,
                     worker,
+                    mcp,
+                    webhook_allow,
+                    webhook_secret_file,
+                    webhook_retry_for,
                 },
                 &opts,
             )

@@ -30,6 +30,48 @@ pub struct ServeArgs {
     pub max_client_connections: usize,
     /// Also work the Postgres store's queue.
     pub worker: bool,
+    /// Also serve the library as MCP tools at `/mcp`.
+    pub mcp: bool,
+    /// The URLs runs may name as webhooks.
+    pub webhook_allow: Vec<String>,
+    /// The file holding the webhooks' signing secret.
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Seconds a delivery is tried for.
+    pub webhook_retry_for: f64,
+}
+
+/// How the server posts webhooks, as its flags say (none without any webhook flag).
+fn webhooks(args: &ServeArgs) -> Result<Option<serve::webhooks::Settings>, String> {
+    use serve::webhooks::{allow::Allowed, sign::Secret, Settings};
+    let retry_for = std::time::Duration::try_from_secs_f64(args.webhook_retry_for)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            format!(
+                "--webhook-retry-for {}: not a number of seconds above 0",
+                args.webhook_retry_for
+            )
+        })?;
+    match (&args.webhook_secret_file, args.webhook_allow.is_empty()) {
+        (None, true) => Ok(None),
+        (None, false) => Err("--webhook-allow needs --webhook-secret-file: every delivery is signed with the server's secret".into()),
+        (Some(_), true) => Err("--webhook-secret-file signs webhooks, and no --webhook-allow lets a run name one".into()),
+        (Some(file), false) => {
+            let text = serve::auth::read_secret("--webhook-secret-file", "secret", file)?;
+            let secret = Secret::new(&text)
+                .map_err(|e| format!("--webhook-secret-file {}: {e}", file.display()))?;
+            let allow = args
+                .webhook_allow
+                .iter()
+                .map(|a| Allowed::parse(a))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some(Settings {
+                allow,
+                secret,
+                retry_for,
+            }))
+        }
+    }
 }
 
 /// The address `listen` names.
@@ -64,6 +106,10 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
             Exit::Unusable,
         );
     };
+    let webhooks = match webhooks(&args) {
+        Ok(w) => w,
+        Err(e) => return fail(e, Exit::Unusable),
+    };
     let token = match &args.token_file {
         Some(f) => match Token::read(f) {
             Ok(t) => Some(t),
@@ -90,6 +136,15 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
             Exit::Unusable,
         );
     }
+    let mcp = match (args.mcp, opts.config()) {
+        (false, _) => None,
+        (true, Ok(settings)) => Some(prosec::cost::Pricing::from_settings(
+            &settings,
+            prosec::cost::DEFAULT_TOKENS_IN,
+            prosec::cost::DEFAULT_TOKENS_OUT,
+        )),
+        (true, Err(e)) => return fail(e, Exit::Unusable),
+    };
     // A server asks no terminal: questions for people wait for an answer through the API.
     place.people = People::Nobody;
     let rt = match runtime() {
@@ -160,6 +215,8 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
             body_timeout,
             max_client_connections: args.max_client_connections,
             queue,
+            webhooks,
+            mcp,
         },
         shutdown,
     ));

@@ -6,6 +6,8 @@ use super::conductor::{Conductor, Resumption};
 use super::events::{self, EventLog};
 use super::library::{Library, Refused};
 use super::schedules::{self, Schedule, Schedules};
+use super::webhooks::courier::Courier;
+use super::webhooks::{allow, DeliveryList};
 use crate::run::{Resuming, RunError};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -18,6 +20,7 @@ use prose_machine::protocol::PromptAnswer;
 use prose_machine::value::Value;
 use prose_runtime::approvals::{ApprovalId, WaitingApproval};
 use prose_runtime::record::{RunRecord, RunStatus};
+use prose_store::webhooks::Hook;
 use prose_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -39,6 +42,8 @@ pub struct App {
     pub schedules: tokio::sync::Mutex<Schedules>,
     /// What evals run with.
     pub evals: EvalsHome,
+    /// Who posts the webhooks of runs, when the server allows any.
+    pub webhooks: Option<Courier>,
 }
 
 /// What evals run with: the server's driver, place and store.
@@ -68,6 +73,12 @@ pub struct ApiError(StatusCode, String);
 impl ApiError {
     pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError(status, message.into())
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.1)
     }
 }
 
@@ -198,6 +209,10 @@ pub struct NewRun {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// A URL posted to when the run finishes, fails, waits or pauses: one the server's
+    /// `--webhook-allow` list allows.
+    #[serde(default)]
+    pub webhook: Option<String>,
 }
 
 /// A run started.
@@ -332,7 +347,8 @@ pub struct RunBody {
 }
 
 impl RunBody {
-    fn of(record: RunRecord, live: bool) -> RunBody {
+    /// The run `record` records, driven by this server now or not as `live` says.
+    pub fn of(record: RunRecord, live: bool) -> RunBody {
         let (waiting, approvals) = record.awaited();
         RunBody {
             id: record.id,
@@ -356,6 +372,22 @@ impl RunBody {
             usage: record.usage.map(UsageBody::from),
         }
     }
+}
+
+/// The body of a webhook's delivery: the run as `GET /v1/runs/{id}` gives it when it
+/// ended, what its end was, and the delivery's id (the `webhook-id` header's: a receiver
+/// drops a delivery whose id it already took).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WebhookPayload {
+    /// The delivery's id, the same on every try.
+    pub id: String,
+    /// What happened: `run.finished`, `run.failed`, `run.waiting` (for an input, named in
+    /// `run.waiting`) or `run.paused` (before going over its budget).
+    pub r#type: String,
+    /// When the end was noticed (UTC, RFC 3339).
+    pub created: String,
+    /// The run: its status, outputs or error, and what it waits for.
+    pub run: RunBody,
 }
 
 /// A run as listed.
@@ -485,6 +517,7 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(answer_input))
         .routes(routes!(answer_approval))
         .routes(routes!(run_report))
+        .routes(routes!(run_webhooks))
         .routes(routes!(create_schedule, list_schedules))
         .routes(routes!(get_schedule, delete_schedule))
 }
@@ -564,7 +597,7 @@ async fn put_artifact(
     responses(
         (status = 201, body = RunCreated),
         (status = 404, body = ErrorBody, description = "no such artifact"),
-        (status = 422, body = ErrorBody, description = "a field other than `artifact` and `inputs`, inputs the program refuses, or a driver that cannot serve it"),
+        (status = 422, body = ErrorBody, description = "a field other than `artifact`, `inputs` and `webhook`, inputs the program refuses, a webhook the server does not allow, or a driver that cannot serve it"),
     )
 )]
 async fn create_run(
@@ -572,11 +605,26 @@ async fn create_run(
     Body(new): Body<NewRun>,
 ) -> Result<(StatusCode, Json<RunCreated>), ApiError> {
     let program = artifact(&app, &new.artifact)?;
+    let hook = hook(&app, new.webhook.as_deref())?;
     let id = app
         .conductor
-        .start_run(program, values(&new.inputs))
+        .start_run(program, values(&new.inputs), hook)
         .await?;
     Ok((StatusCode::CREATED, Json(RunCreated { id })))
+}
+
+/// The hook of a run naming the webhook `url`, if it names one: refused (422) unless the
+/// server's list allows it.
+pub fn hook(app: &App, url: Option<&str>) -> Result<Option<Hook>, ApiError> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    app.webhooks
+        .as_ref()
+        .ok_or_else(|| allow::OFF.to_string())
+        .and_then(|c| c.hook(url))
+        .map(Some)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e))
 }
 
 /// Inputs given as JSON, as a run takes them.
@@ -1003,6 +1051,33 @@ async fn run_report(
     ))
 }
 
+/// A run's webhook and the deliveries made to it: each end of the run the server posted, or
+/// is posting, with its tries.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{id}/webhooks",
+    params(("id" = String, Path, description = "the run's id")),
+    responses((status = 200, body = DeliveryList), (status = 404, body = ErrorBody))
+)]
+async fn run_webhooks(
+    State(app): State<Shared>,
+    Named(RunId(id)): Named<RunId>,
+) -> Result<Json<DeliveryList>, ApiError> {
+    let (id, _) = app.store.record(&id).await?;
+    let webhooks = app.store.webhooks();
+    let webhook = webhooks.hook(&id).await?.map(|h| h.url);
+    let deliveries = webhooks
+        .of_run(&id)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    Ok(Json(DeliveryList {
+        webhook,
+        deliveries,
+    }))
+}
+
 /// A schedule to make. As for a run, a client chooses only these fields: a body naming
 /// anything else is refused.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -1017,6 +1092,9 @@ pub struct NewSchedule {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// A URL each run it starts posts to as it ends (as `POST /v1/runs` takes one).
+    #[serde(default)]
+    pub webhook: Option<String>,
 }
 
 /// Every schedule.
@@ -1035,7 +1113,7 @@ pub struct ScheduleList {
     responses(
         (status = 201, body = Schedule),
         (status = 404, body = ErrorBody, description = "no such artifact"),
-        (status = 422, body = ErrorBody, description = "a cron expression that does not read, or inputs the program refuses"),
+        (status = 422, body = ErrorBody, description = "a cron expression that does not read, inputs the program refuses, or a webhook the server does not allow"),
     )
 )]
 async fn create_schedule(
@@ -1045,6 +1123,7 @@ async fn create_schedule(
     let unprocessable = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e);
     schedules::parse(&new.cron).map_err(unprocessable)?;
     let program = artifact(&app, &new.artifact)?;
+    let webhook = hook(&app, new.webhook.as_deref())?.map(|h| h.url);
     // Inputs the program would refuse are refused now, not at every run.
     prose_runtime::record::new_machine(
         &program.artifact,
@@ -1056,7 +1135,13 @@ async fn create_schedule(
         .schedules
         .lock()
         .await
-        .add(&new.cron, new.artifact, new.inputs, chrono::Utc::now())
+        .add(
+            &new.cron,
+            new.artifact,
+            new.inputs,
+            webhook,
+            chrono::Utc::now(),
+        )
         .map_err(unprocessable)?;
     Ok((StatusCode::CREATED, Json(made)))
 }

@@ -30,22 +30,9 @@ impl Token {
     /// [`MIN_TOKEN_LEN`] characters, in a regular file of at most [`MAX_TOKEN_FILE`] bytes
     /// that only its owner may read.
     pub fn read(path: &std::path::Path) -> Result<Token, String> {
-        let shown = path.display();
-        let text = bytecode_spec::bounded::read_to_string(path, MAX_TOKEN_FILE)
-            .map_err(|e| format!("--token-file {shown}: {e}"))?;
-        if let Some(mode) = exposed_mode(path) {
-            return Err(format!(
-                "--token-file {shown}: other users can read it (mode {mode:03o}); make it private first: chmod 600 {shown}"
-            ));
-        }
-        match text.trim() {
-            "" => Err(format!("--token-file {shown}: the file holds no token")),
-            t if t.chars().count() < MIN_TOKEN_LEN => Err(format!(
-                "--token-file {shown}: the token has {} characters, fewer than the {MIN_TOKEN_LEN} a token needs (for example: openssl rand -base64 32)",
-                t.chars().count()
-            )),
-            t => Token::new(t).ok_or_else(|| format!("--token-file {shown}: the file holds no token")),
-        }
+        let token = read_secret("--token-file", "token", path)?;
+        Token::new(&token)
+            .ok_or_else(|| format!("--token-file {}: the file holds no token", path.display()))
     }
 
     /// `token`, if not empty.
@@ -80,6 +67,28 @@ impl Token {
             "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
             self.cookie_value()
         )
+    }
+}
+
+/// The secret (a `what`: a token, a signing secret) in the file at `path`, named by `flag` in
+/// errors: its text without surrounding white space, at least [`MIN_TOKEN_LEN`] characters,
+/// in a regular file of at most [`MAX_TOKEN_FILE`] bytes that only its owner may read.
+pub fn read_secret(flag: &str, what: &str, path: &std::path::Path) -> Result<String, String> {
+    let shown = path.display();
+    let text = bytecode_spec::bounded::read_to_string(path, MAX_TOKEN_FILE)
+        .map_err(|e| format!("{flag} {shown}: {e}"))?;
+    if let Some(mode) = exposed_mode(path) {
+        return Err(format!(
+            "{flag} {shown}: other users can read it (mode {mode:03o}); make it private first: chmod 600 {shown}"
+        ));
+    }
+    match text.trim() {
+        "" => Err(format!("{flag} {shown}: the file holds no {what}")),
+        t if t.chars().count() < MIN_TOKEN_LEN => Err(format!(
+            "{flag} {shown}: the {what} has {} characters, fewer than the {MIN_TOKEN_LEN} a {what} needs (for example: openssl rand -base64 32)",
+            t.chars().count()
+        )),
+        t => Ok(t.to_string()),
     }
 }
 

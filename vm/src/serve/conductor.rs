@@ -16,6 +16,7 @@ use prose_runtime::memo::Memoised;
 use prose_runtime::program::Program;
 use prose_runtime::record::{ExecOptions, RunStatus};
 use prose_runtime::runner::Stop;
+use prose_store::webhooks::Hook;
 use prose_store::Store;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -38,6 +39,9 @@ pub struct Setup {
     pub runs: Arc<Semaphore>,
     /// The file naming the runs a shutdown interrupted, to be resumed at the next start.
     pub resume_file: PathBuf,
+    /// Told the id of each run whose drive ended, however it stands (the webhooks'
+    /// courier), if anyone is.
+    pub ended: Option<mpsc::UnboundedSender<String>>,
 }
 
 /// A run being driven (or waiting its turn).
@@ -125,6 +129,7 @@ enum Order {
     Start {
         program: Box<Program>,
         inputs: BTreeMap<String, Value>,
+        hook: Option<Hook>,
         done: oneshot::Sender<Result<String, RunError>>,
     },
     Resume {
@@ -143,6 +148,7 @@ pub struct Conductor {
     orders: mpsc::UnboundedSender<Order>,
     live: LiveRuns,
     watched: WatchedRuns,
+    ended: Option<mpsc::UnboundedSender<String>>,
 }
 
 /// Why an order could not be given.
@@ -157,6 +163,7 @@ impl Conductor {
         let live = LiveRuns::default();
         let watched = WatchedRuns::default();
         let shared = (live.clone(), watched.clone());
+        let ended = setup.ended.clone();
         std::thread::Builder::new()
             .name("prosevm-runs".into())
             .spawn(move || {
@@ -167,20 +174,24 @@ impl Conductor {
             orders,
             live,
             watched,
+            ended,
         })
     }
 
-    /// Starts a run of `program` with `inputs`; returns its id once it is in the store.
+    /// Starts a run of `program` with `inputs`, its ends posted to `hook` if given; returns
+    /// its id once it is in the store (with its hook).
     pub async fn start_run(
         &self,
         program: Program,
         inputs: BTreeMap<String, Value>,
+        hook: Option<Hook>,
     ) -> Result<String, RunError> {
         let (done, answer) = oneshot::channel();
         self.orders
             .send(Order::Start {
                 program: Box::new(program),
                 inputs,
+                hook,
                 done,
             })
             .map_err(|_| gone())?;
@@ -225,6 +236,7 @@ impl Conductor {
     pub fn follower(&self) -> Arc<dyn crate::worker::Follower> {
         Arc::new(QueueFollower {
             live: self.live.clone(),
+            ended: self.ended.clone(),
         })
     }
 
@@ -279,8 +291,8 @@ async fn conduct(
         tokio::select! {
             order = orders.recv() => match order {
                 None => break,
-                Some(Order::Start { program, inputs, done }) => {
-                    let started = match start(&setup, &program, inputs).await {
+                Some(Order::Start { program, inputs, hook, done }) => {
+                    let started = match start(&setup, &program, inputs, hook).await {
                         Ok((run, driver)) => launch(&setup, (&live, &watched), &mut drives, run, driver).await,
                         Err(e) => Err(e),
                     };
@@ -334,12 +346,13 @@ fn place(setup: &Setup) -> Place {
     place
 }
 
-/// Starts a run of `program` in the store, its driver connected first (a driver that cannot
-/// serve the program creates no run).
+/// Starts a run of `program` in the store with its `hook`, its driver connected first (a
+/// driver that cannot serve the program creates no run).
 async fn start(
     setup: &Setup,
     program: &Program,
     inputs: BTreeMap<String, Value>,
+    hook: Option<Hook>,
 ) -> Result<(Run, Arc<Memoised<AnyDriver>>), RunError> {
     run::check_budget(
         &setup.driver,
@@ -361,6 +374,16 @@ async fn start(
         &place(setup),
     )
     .await?;
+    if let Some(hook) = hook {
+        // Kept before the run is driven, so that no end of it goes unposted.
+        if let Err(e) = setup.store.webhooks().put_hook(run.id(), &hook).await {
+            let id = run.id().to_string();
+            let _ = run.give_back().await;
+            return Err(RunError::Setup(format!(
+                "run {id} was made, but its webhook could not be kept ({e}); it was not started (resume it with POST /v1/runs/{id}/resume)"
+            )));
+        }
+    }
     Ok((run, driver))
 }
 
@@ -417,6 +440,9 @@ async fn launch(
             lock(&watched).insert(key.clone(), Watch::Waiting);
         }
         live.remove(&key);
+        if let Some(ended) = &setup.ended {
+            let _ = ended.send(key);
+        }
     });
     Ok(id)
 }
@@ -460,6 +486,7 @@ async fn drive(
 /// Follows the runs the server's worker drives.
 struct QueueFollower {
     live: LiveRuns,
+    ended: Option<mpsc::UnboundedSender<String>>,
 }
 
 impl crate::worker::Follower for QueueFollower {
@@ -483,6 +510,7 @@ impl crate::worker::Follower for QueueFollower {
         Box::new(Followed {
             writer: Writer::new(&id, log),
             live: self.live.clone(),
+            ended: self.ended.clone(),
             id,
         })
     }
@@ -492,6 +520,7 @@ impl crate::worker::Follower for QueueFollower {
 struct Followed {
     writer: Writer,
     live: LiveRuns,
+    ended: Option<mpsc::UnboundedSender<String>>,
     id: String,
 }
 
@@ -503,9 +532,17 @@ impl prose_runtime::observe::Observer for Followed {
 
 impl crate::worker::Following for Followed {
     fn ended(self: Box<Self>, status: RunStatus, error: Option<&str>, code: Option<&str>) {
-        let Followed { writer, live, id } = *self;
+        let Followed {
+            writer,
+            live,
+            ended,
+            id,
+        } = *self;
         writer.ended(status, error, code);
         live.remove(&id);
+        if let Some(ended) = ended {
+            let _ = ended.send(id);
+        }
     }
 }
 
@@ -532,6 +569,7 @@ mod tests {
             orders,
             live: LiveRuns::default(),
             watched: WatchedRuns::default(),
+            ended: None,
         }
     }
 

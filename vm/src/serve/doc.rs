@@ -40,12 +40,64 @@ pub fn routes() -> OpenApiRouter<Shared> {
         .routes(routes!(openapi_json))
 }
 
+/// The MCP transport, served beside the API (`--mcp`), and the body of a webhook's
+/// delivery.
+#[derive(OpenApi)]
+#[openapi(
+    paths(super::mcp::off),
+    components(schemas(super::api::WebhookPayload))
+)]
+struct McpDoc;
+
+/// The request a webhook receiver gets, as OpenAPI 3.1 describes requests an API makes
+/// (`webhooks`, beside `paths`): what [`super::webhooks`] posts.
+fn webhook_request() -> serde_json::Value {
+    use super::webhooks::sign::{ID, SIGNATURE, TIMESTAMP};
+    let header = |name: &str, description: &str| serde_json::json!({"name": name, "in": "header", "required": true, "description": description, "schema": {"type": "string"}});
+    serde_json::json!({
+        "post": {
+            "summary": "A run named this URL (`webhook`) and finished, failed, started to wait or paused",
+            "description": "Posted until the receiver answers 2xx, waiting 1 s, 2 s, 4 s ... (at most 10 min) between tries, for as long as the server's --webhook-retry-for; every try carries the same id. Signed as Standard Webhooks signs: the base64 HMAC-SHA256, keyed by the server's secret, of `{webhook-id}.{webhook-timestamp}.{body}`.",
+            "parameters": [
+                header(ID, "the delivery's id, the same on every try: drop one already taken"),
+                header(TIMESTAMP, "this try's time, in seconds since 1970: drop one far from now"),
+                header(SIGNATURE, "`v1,` and the signature"),
+            ],
+            "requestBody": {
+                "required": true,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/WebhookPayload"}}}
+            },
+            "responses": {
+                "2XX": {"description": "taken: the delivery is done"},
+                "default": {"description": "anything else (or no answer within 10 s): tried again"}
+            }
+        }
+    })
+}
+
 /// The OpenAPI document of the API (as `GET /v1/openapi.json` serves it).
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = routes().split_for_parts();
     let (_, health) = super::api::health_routes().split_for_parts();
     // Its paths and the schemas they name (`Health`) both.
     doc.merge(health);
+    doc.merge(McpDoc::openapi());
+    // One handler answers every method of `/mcp`; each operation needs an id of its own.
+    if let Some(item) = doc.paths.paths.get_mut(super::mcp::PATH) {
+        for (operation, id) in [
+            (&mut item.post, "mcp_post"),
+            (&mut item.get, "mcp_get"),
+            (&mut item.delete, "mcp_delete"),
+        ] {
+            if let Some(op) = operation {
+                op.operation_id = Some(id.into());
+            }
+        }
+    }
+    doc.extensions.get_or_insert_with(Default::default).insert(
+        "webhooks".into(),
+        serde_json::json!({ "runEnded": webhook_request() }),
+    );
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     doc
 }

@@ -54,6 +54,12 @@ impl Library {
         let program = Program::from_bytes(bytes, path.clone())
             .map_err(|e| Refused::Invalid(e.to_string()))?;
         if path.is_file() {
+            // Uploaded again: the newest of its program's versions (see [`Library::list`]).
+            let now = std::time::SystemTime::now();
+            let _ = std::fs::File::options()
+                .append(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(now));
             return Ok(sha);
         }
         let io = |e: std::io::Error| Refused::Io(format!("{}: {e}", path.display()));
@@ -63,6 +69,26 @@ impl Library {
         std::fs::write(&tmp, &program.bytes).map_err(io)?;
         std::fs::rename(&tmp, &path).map_err(io)?;
         Ok(sha)
+    }
+
+    /// Every artifact kept: its SHA-256 and when it was uploaded last, newest first (by
+    /// SHA-256 among artifacts uploaded at the same time).
+    pub fn list(&self) -> Vec<(String, std::time::SystemTime)> {
+        let mut all: Vec<(String, std::time::SystemTime)> = std::fs::read_dir(&self.dir)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().into_string().ok()?;
+                        let sha = name.strip_suffix(".pbc")?;
+                        let hex = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit());
+                        let when = e.metadata().ok()?.modified().ok()?;
+                        hex.then(|| (sha.to_string(), when))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all
     }
 
     /// The program with SHA-256 `sha256`, if the library has it.

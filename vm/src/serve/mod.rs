@@ -29,6 +29,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod catalog;
 pub mod conductor;
 pub mod doc;
 pub mod evals;
@@ -36,8 +37,10 @@ pub mod events;
 pub mod guards;
 pub mod library;
 pub mod limits;
+pub mod mcp;
 pub mod page;
 pub mod schedules;
+pub mod webhooks;
 
 use crate::run::{Place, Resuming, RunError};
 use api::{App, Shared};
@@ -50,6 +53,7 @@ use prose_store::{Store, StoreError};
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
+use webhooks::courier::{Courier, Payload};
 
 /// How a server serves.
 pub struct Options {
@@ -80,6 +84,11 @@ pub struct Options {
     pub max_client_connections: usize,
     /// The Postgres store's queue, when the server also works it like `prosevm worker`.
     pub queue: Option<QueueWork>,
+    /// Where runs may post their ends, and how deliveries are signed; none: no webhooks.
+    pub webhooks: Option<webhooks::Settings>,
+    /// Whether the library is also served as MCP tools at `/mcp`, described as this
+    /// pricing prices their cost bounds.
+    pub mcp: Option<prosec::cost::Pricing>,
 }
 
 /// The server as a worker of the Postgres store's queue: it claims runs submitted there
@@ -118,6 +127,8 @@ pub async fn serve(
         body_timeout,
         max_client_connections,
         queue,
+        webhooks,
+        mcp,
     } = opts;
     std::fs::create_dir_all(&dir)?;
     // Absolute: runs record their artifact's path, by which the server knows its own.
@@ -126,10 +137,29 @@ pub async fn serve(
     place.config.shared = Some(Arc::new(tokio::sync::Semaphore::new(
         place.config.max_concurrency.max(1),
     )));
+    let mcp_servers: Vec<String> = place.mcp.servers.keys().cloned().collect();
     let evals = api::EvalsHome {
         driver: driver.clone(),
         place: place.clone(),
         scratch: dir.join("eval-work"),
+    };
+    let courier = match webhooks {
+        Some(settings) => {
+            let owner = dir.display().to_string();
+            let payload: Payload = |id, event, created, record| {
+                let body = api::WebhookPayload {
+                    id,
+                    r#type: event.to_string(),
+                    created,
+                    run: api::RunBody::of(record, false),
+                };
+                serde_json::to_value(body).unwrap_or_default()
+            };
+            let (courier, task) = Courier::start(store.clone(), settings, owner, payload)
+                .map_err(std::io::Error::other)?;
+            Some((courier, task))
+        }
+        None => None,
     };
     let conductor = Conductor::start(
         Setup {
@@ -139,6 +169,7 @@ pub async fn serve(
             place: place.clone(),
             runs: Arc::new(tokio::sync::Semaphore::new(max_runs.max(1))),
             resume_file: dir.join(RESUME_FILE),
+            ended: courier.as_ref().map(|(c, _)| c.ended()),
         },
         tokio::runtime::Handle::current(),
     )?;
@@ -150,6 +181,7 @@ pub async fn serve(
         conductor: conductor.clone(),
         schedules: tokio::sync::Mutex::new(schedules),
         evals,
+        webhooks: courier.as_ref().map(|(c, _)| c.clone()),
     });
     take_up_unfinished(&app, &dir).await;
     let watching = tokio::spawn(watch_runs(app.clone()));
@@ -163,6 +195,32 @@ pub async fn serve(
     let front = axum::Router::new()
         .route("/", get(page::show))
         .with_state(token.clone());
+    // MCP's transport at `/mcp`, behind the token as `/v1` is; without `--mcp`, a request
+    // there is told how to have it. Hosts are checked as for every route (the loopback
+    // names only, without a token), not by rmcp's own list.
+    let mcp_config = rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
+        .disable_allowed_hosts();
+    let mcp_stop = mcp_config.cancellation_token.clone();
+    let mcp_route = match mcp {
+        Some(pricing) => {
+            let catalog = Arc::new(catalog::Catalog::new(pricing, mcp_servers));
+            let serving = app.clone();
+            let service = rmcp::transport::streamable_http_server::StreamableHttpService::new(
+                move || Ok(mcp::Workflows::new(serving.clone(), catalog.clone())),
+                Arc::new(
+                    rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
+                ),
+                mcp_config,
+            );
+            axum::Router::new()
+                .route_service(mcp::PATH, service)
+                .route_layer(axum::middleware::from_fn_with_state(
+                    token.clone(),
+                    auth::guard,
+                ))
+        }
+        None => axum::Router::new().route(mcp::PATH, axum::routing::any(mcp::off)),
+    };
     let open = token.is_none();
     let bodies = Arc::new(limits::BodyLimits {
         max_bytes: MAX_BODY,
@@ -177,6 +235,7 @@ pub async fn serve(
     let counted = v1
         .with_state(app)
         .merge(front)
+        .merge(mcp_route)
         .layer(tower::limit::GlobalConcurrencyLimitLayer::new(
             max_requests.max(1),
         ))
@@ -206,6 +265,8 @@ pub async fn serve(
                 stop.ask();
             }
             conductor.shutdown().await;
+            // Calls answered (their runs stopped above), the MCP sessions end.
+            mcp_stop.cancel();
             if let Some((_, stopped)) = queue {
                 let _ = stopped.await;
             }
@@ -213,6 +274,9 @@ pub async fn serve(
         .await;
     watching.abort();
     firing.abort();
+    if let Some((_, task)) = courier {
+        task.abort();
+    }
     served
 }
 
@@ -328,11 +392,16 @@ async fn fire_schedules(app: Shared) {
             }
         };
         for s in due {
-            let started = match app.library.get(&s.artifact) {
-                None => Err(format!("artifact {} is not in the library", s.artifact)),
-                Some(program) => app
+            // A webhook no longer allowed starts no run, as a request naming it would not.
+            let started = match (
+                app.library.get(&s.artifact),
+                api::hook(&app, s.webhook.as_deref()),
+            ) {
+                (None, _) => Err(format!("artifact {} is not in the library", s.artifact)),
+                (_, Err(e)) => Err(e.to_string()),
+                (Some(program), Ok(hook)) => app
                     .conductor
-                    .start_run(program, api::values(&s.inputs))
+                    .start_run(program, api::values(&s.inputs), hook)
                     .await
                     .map_err(|e| e.to_string()),
             };

@@ -29,6 +29,9 @@ pub struct Schedule {
     /// The inputs of each run.
     #[schema(value_type = Object)]
     pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// The URL each run it starts posts to as it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<String>,
     /// When the next run starts (UTC, RFC 3339).
     pub next: String,
     /// The run it started last.
@@ -112,13 +115,14 @@ impl Schedules {
         std::fs::rename(&tmp, &self.path).map_err(io)
     }
 
-    /// Adds a schedule starting runs of `artifact` with `inputs` when `cron` comes due
-    /// (already read by [`parse`]); returns it.
+    /// Adds a schedule starting runs of `artifact` with `inputs` (their ends posted to
+    /// `webhook`, if given) when `cron` comes due (already read by [`parse`]); returns it.
     pub fn add(
         &mut self,
         cron: &str,
         artifact: String,
         inputs: serde_json::Map<String, serde_json::Value>,
+        webhook: Option<String>,
         now: DateTime<Utc>,
     ) -> Result<Schedule, String> {
         let next = next_after(&parse(cron)?, now)?;
@@ -136,6 +140,7 @@ impl Schedules {
             cron: cron.trim().to_string(),
             artifact,
             inputs,
+            webhook,
             next: stamp(next),
             last_run: None,
             last_error: None,
@@ -225,11 +230,17 @@ mod tests {
             .expect("time");
         let mut s = Schedules::load(path.clone()).expect("load");
         let a = s
-            .add("*/5 * * * *", "abc".into(), serde_json::Map::new(), t0)
+            .add(
+                "*/5 * * * *",
+                "abc".into(),
+                serde_json::Map::new(),
+                None,
+                t0,
+            )
             .expect("add");
         assert_eq!(a.next, "2025-01-01T12:05:00.000Z");
         assert!(s
-            .add("61 * * * *", "abc".into(), serde_json::Map::new(), t0)
+            .add("61 * * * *", "abc".into(), serde_json::Map::new(), None, t0)
             .is_err());
         assert!(s.take_due(t0).expect("due").is_empty());
         // Missed three times: one run, and the next time after now.

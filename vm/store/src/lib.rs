@@ -14,7 +14,8 @@
 //! appends to its journal (through the runner's [`JournalSink`]). Readers take nothing.
 //! Besides the truth a store keeps, a run has views for people (`bindings/`, `state.md`:
 //! [`view`]) written on the machine that runs it, and persistent agents' memory
-//! ([`agents`]). Beside the runs, each store keeps a memo of model answers ([`Store::memo`]).
+//! ([`agents`]). Beside the runs, each store keeps a memo of model answers ([`Store::memo`]),
+//! and the webhooks of the runs a server started, with their deliveries ([`webhooks`]).
 
 pub mod agents;
 pub mod file;
@@ -26,6 +27,7 @@ pub mod pg;
 mod prune;
 mod sqlite;
 pub mod view;
+pub mod webhooks;
 
 pub use prune::{PruneRule, Pruned};
 
@@ -292,6 +294,11 @@ pub trait Store: Send + Sync {
     /// under `--memo` (files under `memo/` of the file store's state directory, the table
     /// `prose_memo` of a database).
     fn memo(&self) -> Arc<dyn MemoStore>;
+
+    /// The hooks runs name and the deliveries made to them ([`webhooks`]): files in each
+    /// run's directory of the file store, the tables `prose_webhooks` and
+    /// `prose_webhook_deliveries` of a database.
+    fn webhooks(&self) -> Arc<dyn webhooks::Webhooks>;
 
     /// Whether the views are part of the run (the file store's run directory), so a reader
     /// rebuilds them when a crash left them behind its journal.

@@ -10,11 +10,13 @@ mod lock;
 mod memo;
 mod sink;
 mod store;
+mod webhooks;
 
 pub use lock::Lock;
 pub use memo::FileMemo;
 pub use sink::FileSink;
 pub use store::FileStore;
+pub use webhooks::FileWebhooks;
 
 use crate::{fs, journal, StoreError};
 use prose_runtime::record::RunRecord;

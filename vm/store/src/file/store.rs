@@ -1,7 +1,8 @@
 //! The file store behind the [`Store`] trait: runs are directories, held by their lock.
 
-use super::{listing, FileMemo, FileSink, Lock, RunDir};
+use super::{listing, FileMemo, FileSink, FileWebhooks, Lock, RunDir};
 use crate::journal::{self, Contents};
+use crate::webhooks::Webhooks;
 use crate::{
     fs, BoxFuture, HeldRun, JournalCheck, PruneRule, Pruned, RunRow, Store, StoreError, StoredRun,
     Taken, TakenRun,
@@ -67,6 +68,12 @@ impl Store for FileStore {
         Arc::new(FileMemo::new(
             crate::state_root(self.state_dir.as_deref()).join("memo"),
         ))
+    }
+
+    fn webhooks(&self) -> Arc<dyn Webhooks> {
+        Arc::new(FileWebhooks {
+            state_dir: self.state_dir.clone(),
+        })
     }
 
     fn create<'a>(

@@ -8,6 +8,8 @@
 //! prose_artifacts (sha256 → bytes)     prose_runs (id, status, record, epoch, owner, lease_until)
 //!                                        └── prose_journal (run_id, seq, request_id, answered, reply)
 //! prose_memo (key → entry)              model answers across runs (`--memo`), every worker's
+//! prose_webhooks (run_id → url)         the URL a run's ends are posted to
+//!   prose_webhook_deliveries (id, run_id, state, record)
 //! ```
 //!
 //! The truth is in the database. The human-readable views of a run (`bindings/`,
@@ -20,6 +22,7 @@ mod memo;
 pub mod schema;
 mod store;
 pub mod tls;
+mod webhooks;
 
 pub use memo::PgMemo;
 pub use store::PgHeld;

@@ -23,6 +23,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         include_str!("migrations/0003_waiting.sql"),
     ),
     (4, "evals", include_str!("migrations/0004_evals.sql")),
+    (5, "webhooks", include_str!("migrations/0005_webhooks.sql")),
 ];
 
 /// The advisory lock key migrations are applied under ("prose" in ASCII).

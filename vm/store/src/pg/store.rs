@@ -92,6 +92,12 @@ impl Store for PgStore {
         })
     }
 
+    fn webhooks(&self) -> Arc<dyn crate::webhooks::Webhooks> {
+        Arc::new(super::webhooks::PgWebhooks {
+            store: self.clone(),
+        })
+    }
+
     fn create<'a>(
         &'a self,
         record: &'a mut RunRecord,

@@ -14,11 +14,14 @@
 //! prose_artifacts (sha256 → bytes)     prose_runs (id, status, record, epoch, holder)
 //!                                        └── prose_journal (run_id, seq, request_id, answered, reply)
 //! prose_memo (key → entry)              model answers across runs (`--memo`)
+//! prose_webhooks (run_id → url)         the URL a run's ends are posted to
+//!   prose_webhook_deliveries (id, run_id, state, record)
 //! ```
 
 mod holder;
 mod memo;
 mod schema;
+mod webhooks;
 
 use crate::ids::new_run_id;
 use crate::{
@@ -256,6 +259,12 @@ impl Store for SqliteStore {
         Arc::new(memo::SqliteMemo {
             conn: self.conn.clone(),
             path: self.path.clone(),
+        })
+    }
+
+    fn webhooks(&self) -> Arc<dyn crate::webhooks::Webhooks> {
+        Arc::new(webhooks::SqliteWebhooks {
+            conn: self.conn.clone(),
         })
     }
 

@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_memo.sql"),
     include_str!("migrations/0003_waiting.sql"),
     include_str!("migrations/0004_evals.sql"),
+    include_str!("migrations/0005_webhooks.sql"),
 ];
 
 /// Applies the migrations the database lacks; refuses a database newer than this build.
