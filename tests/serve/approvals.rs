@@ -3,8 +3,9 @@
 //! waits for by `GET /v1/runs?status=waiting`; the wait outlives a SIGKILL of the server; an
 //! approval over HTTP lets the run go on from that call, which runs exactly once, the model
 //! asked nothing again; a denial is told to the model as a person's "no"; a time limit makes
-//! the server refuse the call itself and go on; and the page's buttons answer both ways, in
-//! a real Chromium.
+//! the server refuse the call itself and go on; the page's buttons answer both ways, in a
+//! real Chromium; and a workflow called as an MCP tool (`--mcp`) whose call waits answers
+//! with the approval to give, and its run goes on once it is given.
 //!
 //! The model is the mock driver with a script (kept with each run), `--mock-log` naming
 //! every request it was asked.
@@ -345,4 +346,84 @@ fn the_pages_buttons_approve_one_call_and_deny_another() {
         "the console said: {:#?}",
         b.complaints
     );
+}
+
+/// JSON-RPC message `message` posted to `server`'s `/mcp` in MCP session `session` (none
+/// for `initialize`): the session's id and the answer with id `id`, read from the
+/// server-sent events (or the JSON) it answers with, if it answers one.
+fn mcp(server: &Server, session: Option<&str>, message: Value) -> (String, Option<Value>) {
+    let mut r = server
+        .request(Method::POST, "/mcp")
+        .header("accept", "application/json, text/event-stream")
+        .json(&message);
+    if let Some(s) = session {
+        r = r
+            .header("mcp-session-id", s)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let r = r.send().expect("POST /mcp");
+    let status = r.status().as_u16();
+    let session = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .or(session)
+        .unwrap_or_default()
+        .to_string();
+    let body = r.text().expect("body");
+    assert!((200..300).contains(&status), "{status}: {body}");
+    let answer = body
+        .lines()
+        .map(|l| l.strip_prefix("data:").unwrap_or(l).trim())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m.get("id").is_some() && m["id"] == message["id"]);
+    (session, answer)
+}
+
+#[test]
+fn an_mcp_call_whose_tool_call_waits_names_the_approval_and_the_run_goes_on_once_approved() {
+    let dir = setup("serve-approve-mcp", &["zeta"]);
+    let mut flags = FLAGS.to_vec();
+    flags.push("--mcp");
+    let server = Server::start(&dir, &flags);
+    server.upload(&dir);
+    let (session, init) = mcp(
+        &server,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}),
+    );
+    assert!(init.is_some_and(|i| i["result"]["serverInfo"]["name"] == "prosevm"));
+    mcp(
+        &server,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let (_, called) = mcp(
+        &server,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "prog", "arguments": {"job": "zeta"}}}),
+    );
+    let result = &called.expect("the call's answer")["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    let id = result["_meta"]["prosevm/run"].as_str().expect("its run");
+    let run = server.get(&format!("/v1/runs/{id}"));
+    assert_eq!(run["status"], "waiting", "{run}");
+    let approval = run["approvals"][0]["id"].as_str().expect("approval");
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    for want in [
+        format!("run {id} waits for a person"),
+        format!("approval {approval}: agent `builder` wants to run `echo zeta >> effects.log`"),
+        format!("POST /v1/runs/{id}/approvals/{{approval}}"),
+    ] {
+        assert!(text.contains(&want), "{want:?} is not in {text:?}");
+    }
+    assert_eq!(effects(&dir), None, "nothing of the call ran");
+    let (status, body) = decide(&server, id, approval, json!({"approve": true}));
+    assert_eq!(status, 202, "{body}");
+    let run = server.wait_for(id, |r| r["status"] == "finished");
+    assert_eq!(run["outputs"], json!({"r": "[mock] Do zeta"}));
+    assert_eq!(effects(&dir).as_deref(), Some("zeta\n"));
 }

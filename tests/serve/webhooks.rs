@@ -3,9 +3,9 @@
 //! secret, tried again until it answers 2xx, each try under the delivery's id. A receiver
 //! that fails twice takes exactly one delivery, also when the server is killed between the
 //! tries (in every store); a run ended while no server ran is delivered at the next start; a
-//! run that waits is delivered as waiting, then as finished; a delivery never accepted is
-//! given up once its time runs out; schedules name webhooks too; and only the server's list
-//! lets a URL be named.
+//! run that waits (for an input, or for an approval) is delivered as waiting, then as
+//! finished; a delivery never accepted is given up once its time runs out; schedules name
+//! webhooks too; and only the server's list lets a URL be named.
 
 use super::gate::Gate;
 use super::receiver::{Answer, Received, Receiver};
@@ -445,4 +445,54 @@ fn webhook_flags_are_checked_at_start() {
         assert_eq!(code, 2, "{flags:?}: {err}");
         assert!(err.contains(says), "{flags:?}: {err}");
     }
+}
+
+#[test]
+fn a_run_waiting_for_an_approval_is_delivered_with_it_then_as_finished() {
+    let dir = built(
+        "serve-webhook-approval",
+        "agent builder:\n  permissions:\n    bash: prompt\noutput r = session: builder\n  prompt: \"Ship it\"\n",
+    );
+    let script = json!([{"kind": "turn", "times": 1, "reply": {"tool_calls": [
+        {"name": "bash", "arguments": {"command": "echo shipped >> effects.log"}}
+    ]}}]);
+    std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
+    let receiver = Receiver::start(|_| Answer::Now(200));
+    let mut args = flags(&dir, &receiver);
+    args.extend(["--mock-script".to_string(), "script.json".to_string()]);
+    let server = Server::start(&dir, &strs(&args));
+    let sha = server.upload(&dir);
+    let id = start_hooked(
+        &server,
+        &sha,
+        json!({}),
+        &format!("{}/hooks/", receiver.base),
+    );
+    let got = receiver.wait_answered(1);
+    let waiting = got[0].json();
+    assert_eq!(waiting["type"], "run.waiting");
+    let approval = &waiting["run"]["approvals"][0];
+    assert_eq!(
+        (&approval["tool"], &approval["detail"]),
+        (&json!("bash"), &json!("echo shipped >> effects.log")),
+        "{waiting}"
+    );
+    let approval = approval["id"].as_str().expect("approval id");
+    let r = server
+        .request(Method::POST, &format!("/v1/runs/{id}/approvals/{approval}"))
+        .json(&json!({"approve": true}))
+        .send()
+        .expect("POST");
+    json(r, 202);
+    let got = receiver.wait_answered(2);
+    let finished = got[1].json();
+    assert_eq!(finished["type"], "run.finished");
+    assert_eq!(finished["run"]["approvals"], json!([]));
+    assert_ne!(verified(&got[0]), verified(&got[1]));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("effects.log"))
+            .ok()
+            .as_deref(),
+        Some("shipped\n")
+    );
 }

@@ -9,13 +9,14 @@
 //! `interrupted` and can be resumed through the API.
 //!
 //! A run that does not finish answers the call with an error result saying where it stands
-//! and what to do: a run waiting for an input is answered through the API
-//! (`POST /v1/runs/{id}/input`), and its outputs are then read there. Every call's result
+//! and what to do: a run waiting for an input or for a person's approval of a tool call is
+//! answered through the API (`POST /v1/runs/{id}/input`, `POST
+//! /v1/runs/{id}/approvals/{approval}`), and its outputs are then read there. Every call's result
 //! names its run in `_meta` (`prosevm/run`).
 
 use super::api::{ApiError, Shared};
 use super::catalog::{Catalog, Workflow};
-use prose_runtime::record::{RunRecord, RunStatus};
+use prose_runtime::record::{waits_for, RunRecord, RunStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
@@ -96,8 +97,9 @@ impl ServerHandler for Workflows {
             .with_server_info(Implementation::new("prosevm", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool runs a workflow shipped to this server and returns its outputs. \
-                 A run that waits for a person's input or stops early says so, with its run \
-                 id, which the server's HTTP API (/v1/runs/{id}) answers and resumes.",
+                 A run that waits for a person (an input, or the approval of a tool call) or \
+                 stops early says so, with its run id, which the server's HTTP API \
+                 (/v1/runs/{id}) answers and resumes.",
             )
     }
 
@@ -257,14 +259,10 @@ fn result_of(record: RunRecord, cancelled: bool) -> CallToolResult {
         }
         RunStatus::Failed => error(format!("run {id} failed: {failure}")),
         RunStatus::Waiting => {
-            let asked: Vec<String> = record
-                .waiting
-                .iter()
-                .map(|w| format!("`{}` ({})", w.name, w.question))
-                .collect();
+            let (inputs, approvals) = record.awaited();
             error(format!(
-                "run {id} waits for a person's input: {}. Answer with POST /v1/runs/{id}/input; its outputs are then at GET /v1/runs/{id}.",
-                asked.join(", ")
+                "run {id} waits for a person: {}. Answer an input with POST /v1/runs/{id}/input and a tool call's approval with POST /v1/runs/{id}/approvals/{{approval}}; the run then goes on, and its outputs are at GET /v1/runs/{id}.",
+                waits_for(&inputs, &approvals).join("; ")
             ))
         }
         RunStatus::Paused => error(format!(
