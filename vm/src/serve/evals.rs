@@ -192,6 +192,8 @@ pub async fn create_eval(
     };
     let record = eval::new_record(&plan, &opts);
     let id = record.id.clone();
+    // Kept before its id is given out: `GET /v1/evals/{id}` finds it at once.
+    eval::keep(&*app.store, &record).await?;
     opts.resume = Some(record);
     // An eval's runs keep their machines on one thread: a thread of its own.
     std::thread::Builder::new()

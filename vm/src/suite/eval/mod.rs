@@ -260,7 +260,7 @@ pub fn new_record(plan: &Plan, opts: &EvalOptions) -> EvalRecord {
 }
 
 /// Keeps `record` in `store`.
-async fn keep(store: &dyn Store, record: &EvalRecord) -> Result<(), StoreError> {
+pub async fn keep(store: &dyn Store, record: &EvalRecord) -> Result<(), StoreError> {
     let json = serde_json::to_value(record)
         .map_err(|e| StoreError::Invalid(format!("eval {}: {e}", record.id)))?;
     store.put_eval(&record.id, &record.started, &json).await
