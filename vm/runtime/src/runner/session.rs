@@ -18,15 +18,14 @@
 //! its turns, journals the grant (`#t3p0`) and makes the call, the model asked nothing
 //! again. Calls after one that was not in the journal never ran before, so they run.
 
-use super::promised;
 use super::structured::{self, Listing};
-use super::stuck::Stuck;
-use super::text_calls;
 use super::Note;
 use crate::agent::workshop::{system_prompt, Kit, Workshop};
 use crate::approvals::{Asking, WaitingApproval};
 use crate::driver::live::Piece;
 use crate::driver::{render, serve, Driver, Live};
+use crate::guards::stuck::Stuck;
+use crate::guards::{narrowing, promised, text_calls};
 use crate::people::{Prompter, Unanswered};
 use bytecode_spec::Code;
 use futures_util::future::BoxFuture;
@@ -509,7 +508,7 @@ struct Conversation {
     /// The model was told once that files its task asks for are missing.
     reminded: bool,
     /// The loop went nowhere once in a structured session: the tools that only look were
-    /// withdrawn, leaving those that act (see [`structured::narrowing`]).
+    /// withdrawn, leaving those that act ([`narrowing`]).
     narrowed: bool,
 }
 
@@ -673,7 +672,7 @@ impl<D: Driver> Loop<'_, D> {
             taken += 1;
             let offered = match (c.plain, c.narrowed) {
                 (true, _) => Vec::new(),
-                (false, true) => structured::acting(&tools, |name| kit.toolbox.read_only(name)),
+                (false, true) => narrowing::acting(&tools, |name| kit.toolbox.read_only(name)),
                 (false, false) => tools.clone(),
             };
             let ask = TurnAsk {
@@ -812,7 +811,7 @@ impl<D: Driver> Loop<'_, D> {
                 |name: &str| kit.toolbox.get(name).is_some() || kit.withheld.contains_key(name);
             let changes = |name: &str| !kit.toolbox.read_only(name);
             if let Some(why) = stuck.turn(&pairs, known, changes) {
-                let acting = structured::acting(&tools, |name| kit.toolbox.read_only(name));
+                let acting = narrowing::acting(&tools, |name| kit.toolbox.read_only(name));
                 if self.structured && !c.narrowed && !acting.is_empty() {
                     self.outbox.event(Event::Nudge {
                         id: self.req.id.clone(),
@@ -820,7 +819,7 @@ impl<D: Driver> Loop<'_, D> {
                     });
                     c.narrowed = true;
                     c.messages.push(Message::User {
-                        content: structured::narrowing(&acting, &self.s.prompt),
+                        content: narrowing::message(&acting, &self.s.prompt),
                     });
                 } else {
                     self.nudge(&mut c, why);
