@@ -32,6 +32,7 @@ use prose_machine::protocol::{
 };
 use prose_machine::trace::Event;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
@@ -727,6 +728,13 @@ impl<D: Driver> Loop<'_, D> {
         } else {
             if let Ok(mut current) = grants.current.lock() {
                 *current = Some((turn, i));
+            }
+            if call.name == "bash" && !kit.sandbox_told.swap(true, Ordering::Relaxed) {
+                let (confinement, detail) = kit.sandbox.confinement_summary();
+                self.outbox.event(Event::Sandbox {
+                    confinement,
+                    detail,
+                });
             }
             let result = kit.toolbox.call(call, &kit.sandbox).await;
             let refused = result
