@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use prose_runtime::agent::confine::Kind;
+use prose_runtime::agent::confine::{support, Choice, Kind, Support};
 use prose_runtime::agent::permissions::{Sandbox, UserAllow};
 use serde_json::json;
 
@@ -570,6 +570,76 @@ async fn a_working_directory_under_tmp_is_seen_whole_and_its_ancestors_stay_read
     }
 }
 
+/// The Landlock ABI of this kernel, when commands can run under it.
+fn landlock_abi(kind: Kind) -> Option<i32> {
+    match support(Choice::Only(kind)) {
+        Support::Landlock { abi, .. } => Some(abi),
+        _ => None,
+    }
+}
+
+/// Whether commands under `kind` can make UNIX sockets: under bubblewrap always; under
+/// Landlock from ABI 9, which says which named ones they may reach.
+fn unix_sockets(kind: Kind) -> bool {
+    landlock_abi(kind).is_none_or(|abi| abi >= 9)
+}
+
+/// A named UNIX socket in the host's `/tmp` (a tmux server's, an X server's, an ssh-agent's)
+/// is out of reach under both: bubblewrap's `/tmp` is the command's own; Landlock before ABI
+/// 9 cannot say which named sockets a command may connect to, so no UNIX socket can be made
+/// at all, and from ABI 9 only those where the command may read. One in the working
+/// directory is reachable wherever UNIX sockets can be made. Under Landlock the names in
+/// `/tmp` can be listed, not read.
+#[tokio::test]
+async fn a_named_socket_in_the_hosts_tmp_is_out_of_reach() {
+    let path = format!("/tmp/prosevm-named-{}.sock", std::process::id());
+    let _ = std::fs::remove_file(&path);
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            drop(stream);
+        }
+    });
+    let connect = |to: &str, yes: &str| {
+        format!(
+            "python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"{to}\")' \
+             2>/dev/null && echo {yes} || echo no-{yes}"
+        )
+    };
+    for kind in confinements() {
+        let (dir, sb) = allowed("agent-bash-named-socket", kind);
+        let inside = dir.canonicalize().unwrap().join("out/own.sock");
+        let own = std::os::unix::net::UnixListener::bind(&inside).unwrap();
+        let r = call(
+            &sb,
+            "bash",
+            json!({"command": format!(
+                "{}; {}; ls /tmp >/dev/null 2>&1 && echo lists-tmp || echo no-list; \
+                 python3 -c 'import socket; socket.socketpair(); print(\"pair\")'",
+                connect(&path, "host"),
+                connect(&inside.display().to_string(), "own"),
+            )}),
+        )
+        .await;
+        drop(own);
+        let out = ok(&r);
+        assert!(out.starts_with("no-host\n"), "{kind:?}: {out}");
+        assert!(
+            out.contains(if unix_sockets(kind) {
+                "\nown\n"
+            } else {
+                "\nno-own\n"
+            }),
+            "{kind:?}: {out}"
+        );
+        assert!(
+            out.contains("\nlists-tmp\npair\n"),
+            "bubblewrap's /tmp is its own and empty; Landlock's names can be listed: {out}"
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 #[tokio::test]
 async fn the_network_is_reachable_only_when_allowed() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -613,8 +683,15 @@ async fn the_network_is_reachable_only_when_allowed() {
             kind,
         );
         let r = call(&online, "bash", json!({"command": connect})).await;
+        // With the network the host's abstract sockets are reachable, as bubblewrap leaves
+        // them, wherever UNIX sockets can be made.
+        let expected = if unix_sockets(kind) {
+            "connected\nabstract\n"
+        } else {
+            "connected\nno-abstract\n"
+        };
         assert!(
-            ok(&r).starts_with("connected\nabstract\n"),
+            ok(&r).starts_with(expected),
             "{kind:?}: {}",
             r.output.content
         );

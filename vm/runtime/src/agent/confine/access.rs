@@ -51,9 +51,10 @@ pub(super) struct Sets {
 /// One rule: a handle and the rights granted on it (and beneath it, for a directory).
 pub(super) type Grant = (OwnedFd, BitFlags<AccessFs>);
 
-/// Reading a file or a tree: contents, listings, running programs.
+/// Reading a file or a tree: contents, listings, running programs, and connecting to the
+/// named UNIX sockets there (where the kernel's Landlock handles that, ABI 9 on).
 fn read() -> BitFlags<AccessFs> {
-    make_bitflags!(AccessFs::{ReadFile | ReadDir | Execute})
+    make_bitflags!(AccessFs::{ReadFile | ReadDir | Execute | ResolveUnix})
 }
 
 /// Everything in a writable tree, but making device files.

@@ -8,9 +8,10 @@
 //! gives the reads and writes bubblewrap's mounts give, as far as rules on directory trees
 //! can (`super::access`); its scopes keep the command's signals to its own processes and,
 //! without the network, its abstract UNIX sockets too; without the network it also handles
-//! TCP with no port allowed (and, from ABI 9, connecting to named sockets outside its write
-//! paths). Its temporary directory is its own, made for the command and removed after, and
-//! named by `TMPDIR`.
+//! TCP with no port allowed. From ABI 9 it says which named UNIX sockets a command may
+//! connect to (those where it may read, as bubblewrap's mounts show them); before, no UNIX
+//! socket can be made at all (`super::seccomp`). Its temporary directory is its own, made for
+//! the command and removed after, and named by `TMPDIR`.
 //!
 //! What bubblewrap gives that this cannot (documented in docs/tools.md and SECURITY.md,
 //! and each held to by a test under both confinements):
@@ -36,6 +37,9 @@
 //!   not).
 //! - **No network namespace**: without the network no socket but a UNIX one can be made (no
 //!   loopback either).
+//! - **UNIX sockets only from ABI 9**: before, a command can make none (`socketpair` works),
+//!   since it could otherwise connect to any named socket it can name, the host's `/tmp`
+//!   included.
 //! - **No IPC namespace**: System V IPC is refused.
 
 use std::ffi::{CString, OsStr, OsString};
@@ -57,6 +61,18 @@ use super::{child, seccomp, shared_tmp_tree, Plan};
 /// The oldest Landlock ABI commands run under: 6 (Linux 6.12) scopes signals and abstract
 /// UNIX sockets; 3 and later refuse truncating a protected file.
 pub const MIN_ABI: i32 = 6;
+
+/// The first Landlock ABI that says which named UNIX sockets a command may connect to;
+/// before it, commands make no UNIX socket.
+pub const UNIX_SOCKETS_ABI: i32 = 9;
+
+/// What a command's sockets may be under ABI `abi`.
+fn sockets(abi: i32, network: bool) -> seccomp::Sockets {
+    seccomp::Sockets {
+        network,
+        unix: abi >= UNIX_SOCKETS_ABI,
+    }
+}
 
 /// The Landlock ABI of this kernel, if commands can run under it: it is at least
 /// [`MIN_ABI`], and a trial command goes through every step; otherwise why not.
@@ -107,7 +123,11 @@ fn trial(abi: i32) -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    child::confine(&mut cmd, ruleset.as_raw_fd(), seccomp::filters(false)?);
+    child::confine(
+        &mut cmd,
+        ruleset.as_raw_fd(),
+        seccomp::filters(sockets(abi, false))?,
+    );
     match cmd.status() {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(format!("a trial command under Landlock failed ({s})")),
@@ -117,15 +137,9 @@ fn trial(abi: i32) -> Result<(), String> {
     }
 }
 
-/// The file rights the ruleset handles at `abi`: all the kernel knows, but connecting to
-/// named UNIX sockets when the network is allowed (bubblewrap leaves those alone).
-fn handled(abi: ABI, network: bool) -> BitFlags<AccessFs> {
-    let all = AccessFs::from_all(abi);
-    if network {
-        all & !AccessFs::ResolveUnix
-    } else {
-        all
-    }
+/// The file rights the ruleset handles at `abi`: all the kernel knows.
+fn handled(abi: ABI) -> BitFlags<AccessFs> {
+    AccessFs::from_all(abi)
 }
 
 /// The Landlock ruleset of `grants` at `abi` (every right it asks for supported, or an
@@ -135,7 +149,7 @@ fn ruleset(abi: i32, network: bool, grants: Vec<Grant>) -> Result<OwnedFd, Strin
     let abi = ABI::from(abi);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(handled(abi, network))
+        .handle_access(handled(abi))
         .map_err(fail)?;
     ruleset = if network {
         ruleset.scope(Scope::Signal)
@@ -208,10 +222,10 @@ impl Confinement {
             pinned: vec![workdir.clone()],
         };
         let made = (|| {
-            let grants = sets.grants(plan.workdir, handled(ABI::from(abi), plan.network))?;
+            let grants = sets.grants(plan.workdir, handled(ABI::from(abi)))?;
             Ok::<_, String>((
                 ruleset(abi, plan.network, grants)?,
-                seccomp::filters(plan.network)?,
+                seccomp::filters(sockets(abi, plan.network))?,
             ))
         })();
         let (ruleset, filters) = match made {

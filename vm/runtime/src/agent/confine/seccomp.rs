@@ -19,6 +19,11 @@
 //! - **Terminal input**: `ioctl` `TIOCSTI` and `TIOCLINUX`.
 //! - **The network**, when the agent may not use it: `socket` for anything but `AF_UNIX`
 //!   (bubblewrap gives such a command an empty network namespace).
+//! - **UNIX sockets**, where Landlock cannot say which named sockets a command may connect
+//!   to (before ABI 9): `socket` for `AF_UNIX` (`socketpair` still works). Otherwise a command
+//!   could connect to any socket whose path it knows, those in the host's `/tmp` too (a tmux
+//!   server's, an X server's, an ssh-agent's), which bubblewrap's private `/tmp` keeps out of
+//!   reach; `/proc/net/unix` lists them all.
 //!
 //! On x86_64 the x32 numbers of the same calls are refused too.
 
@@ -112,11 +117,20 @@ const NAMESPACES: &[libc::c_int] = &[
 #[cfg(target_arch = "x86_64")]
 const X32: libc::c_long = 0x4000_0000;
 
-/// The filters for a command (`network`: whether it may reach the network), to apply in
-/// this order; an error on an architecture seccompiler does not know.
-pub(super) fn filters(network: bool) -> Result<Vec<BpfProgram>, String> {
+/// What a command's sockets may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Sockets {
+    /// Whether it may reach the network.
+    pub network: bool,
+    /// Whether it may make UNIX sockets (Landlock decides which named ones it reaches).
+    pub unix: bool,
+}
+
+/// The filters for a command, to apply in this order; an error on an architecture
+/// seccompiler does not know.
+pub(super) fn filters(sockets: Sockets) -> Result<Vec<BpfProgram>, String> {
     let arch = arch()?;
-    let refused = compile(rules(network)?, libc::EPERM, arch)?;
+    let refused = compile(rules(sockets)?, libc::EPERM, arch)?;
     let clone3 = compile(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
         libc::ENOSYS,
@@ -136,7 +150,7 @@ pub(super) fn arch() -> Result<TargetArch, String> {
 }
 
 /// The calls refused, each with the conditions of its arguments that refuse it (none: all).
-fn rules(network: bool) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
+fn rules(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
     let bad = |e: seccompiler::BackendError| format!("the seccomp filter: {e}");
     let flag = |arg: u8, value: u64| -> Result<SeccompRule, String> {
         SeccompRule::new(vec![SeccompCondition::new(
@@ -175,11 +189,18 @@ fn rules(network: bool) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
             equal(1, SeccompCmpOp::Eq, libc::TIOCLINUX as u64)?,
         ],
     );
-    if !network {
-        rules.insert(
-            libc::SYS_socket,
-            vec![equal(0, SeccompCmpOp::Ne, libc::AF_UNIX as u64)?],
-        );
+    let unix = libc::AF_UNIX as u64;
+    match (sockets.network, sockets.unix) {
+        (true, true) => {}
+        (true, false) => {
+            rules.insert(libc::SYS_socket, vec![equal(0, SeccompCmpOp::Eq, unix)?]);
+        }
+        (false, true) => {
+            rules.insert(libc::SYS_socket, vec![equal(0, SeccompCmpOp::Ne, unix)?]);
+        }
+        (false, false) => {
+            rules.insert(libc::SYS_socket, Vec::new());
+        }
     }
     #[cfg(target_arch = "x86_64")]
     {
@@ -213,10 +234,16 @@ mod tests {
 
     #[test]
     fn the_filters_compile_and_refuse_the_network_only_without_it() {
-        let offline = rules(false).unwrap();
-        let online = rules(true).unwrap();
-        assert!(offline.contains_key(&libc::SYS_socket));
+        let with = |network, unix| rules(Sockets { network, unix }).unwrap();
+        let offline = with(false, true);
+        let online = with(true, true);
+        assert_eq!(offline[&libc::SYS_socket].len(), 1, "all but AF_UNIX");
         assert!(!online.contains_key(&libc::SYS_socket));
+        assert_eq!(with(true, false)[&libc::SYS_socket].len(), 1, "AF_UNIX");
+        assert!(
+            with(false, false)[&libc::SYS_socket].is_empty(),
+            "every socket"
+        );
         for nr in [libc::SYS_setsid, libc::SYS_keyctl, libc::SYS_ptrace] {
             assert!(online.contains_key(&nr) && offline.contains_key(&nr));
         }
@@ -224,6 +251,10 @@ mod tests {
         for nr in [libc::SYS_setsid, libc::SYS_unshare, libc::SYS_socket] {
             assert!(offline.contains_key(&(nr | X32)), "x32 {nr}");
         }
-        assert_eq!(filters(false).unwrap().len(), 2);
+        let sockets = Sockets {
+            network: false,
+            unix: true,
+        };
+        assert_eq!(filters(sockets).unwrap().len(), 2);
     }
 }
