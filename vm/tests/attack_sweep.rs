@@ -880,6 +880,76 @@ fn sigterm_during_a_fetch_stops_the_run_at_once() {
     assert_eq!(record["status"], "interrupted", "{record}");
 }
 
+/// Waits up to a minute for `check` to hold, polling.
+fn within_a_minute(mut check: impl FnMut() -> bool) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(60) {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    check()
+}
+
+/// A VM killed with `SIGKILL` while a command runs: the command's shell dies with it under
+/// both; under bubblewrap so does everything it started (its PID namespace ends), while under
+/// Landlock a process it left in the background lives on (documented in docs/tools.md).
+#[test]
+fn a_vm_killed_outright_takes_its_commands_shell_along() {
+    for (kind, seconds) in confinements().into_iter().zip(["3131", "3132"]) {
+        let dir = scratch(&format!("vm-killed-{}", kind.name()));
+        std::fs::create_dir(dir.join("out")).expect("out");
+        std::fs::write(
+            dir.join("prog.prose"),
+            "agent shell:\n  permissions:\n    bash: allow\noutput out = session: shell\n  prompt: \"Wait\"\n",
+        )
+        .expect("program");
+        let command = format!("sleep {seconds} & touch out/started; wait");
+        let script = json!([
+            {"kind": "turn", "times": 1, "reply": {"tool_calls": [
+                {"name": "bash", "arguments": {"command": command}}]}},
+            {"kind": "turn", "reply": "done"}
+        ]);
+        let file = dir.with_extension("script.json");
+        std::fs::write(&file, script.to_string()).expect("script");
+        let mut child = vm_under("sk-unused", kind)
+            .current_dir(&dir)
+            .args(["run", "prog.prose", "--trace", "quiet", "--mock-script"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prosevm starts");
+        assert!(
+            within_a_minute(|| dir.join("out/started").exists()),
+            "{kind:?}: the command never started"
+        );
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        let shell = ["sh", "-c", command.as_str()];
+        assert!(
+            within_a_minute(|| support::host_processes(&shell).is_empty()),
+            "{kind:?}: the shell outlived the VM"
+        );
+        let sleep = ["sleep", seconds];
+        match kind {
+            Kind::Bubblewrap => assert!(
+                within_a_minute(|| support::host_processes(&sleep).is_empty()),
+                "a background job outlived bubblewrap's sandbox"
+            ),
+            Kind::Landlock => {
+                let left = support::host_processes(&sleep);
+                assert_eq!(left.len(), 1, "the background job lives on");
+                for pid in left {
+                    // SAFETY: kill with a process id and a signal.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+}
+
 /// The sandbox works for an unprivileged user as it does for root (CI runs as root: there
 /// the run is made as `nobody` through `setpriv`; elsewhere the tests already run
 /// unprivileged).

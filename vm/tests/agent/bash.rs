@@ -14,7 +14,7 @@ use prose_runtime::agent::confine::{support, Choice, Kind, Support};
 use prose_runtime::agent::permissions::{Sandbox, UserAllow};
 use serde_json::json;
 
-use crate::support::{confinements, scratch};
+use crate::support::{confinements, host_processes, scratch};
 use crate::{call, err, ok, sandbox_in};
 
 /// A scratch directory `name` (for `kind`) with an `out/` subdirectory, and a sandbox there
@@ -24,31 +24,6 @@ fn allowed(name: &str, kind: Kind) -> (PathBuf, Sandbox) {
     std::fs::create_dir_all(dir.join("out")).unwrap();
     let sb = sandbox_in(&dir, &[("bash", &["allow"])], UserAllow::default(), kind);
     (dir, sb)
-}
-
-/// The host's processes whose command line is exactly `args` (commands under bubblewrap
-/// have their own PIDs, so they are found by what they run).
-fn host_processes(args: &[&str]) -> Vec<i32> {
-    let wanted: Vec<u8> = args
-        .iter()
-        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
-        .collect();
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                !s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            });
-            alive && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted)
-        })
-        .collect()
 }
 
 /// Waits up to a minute for every process running `sleep SECONDS` to be gone.
@@ -366,6 +341,46 @@ async fn writes_stay_inside_the_agents_write_paths() {
         assert!(!work.join("top.txt").exists());
         assert!(!root.join("escaped").exists());
         assert!(!Path::new(&host_tmp).exists(), "{kind:?}: the host's /tmp");
+    }
+}
+
+/// A file's metadata outside the write paths: bubblewrap's read-only mounts keep it; Landlock
+/// does not govern metadata, so a command can change the mode and times of a file the user
+/// owns there, never its contents.
+#[tokio::test]
+async fn metadata_outside_the_write_paths_is_kept_only_under_bubblewrap() {
+    use std::os::unix::fs::PermissionsExt;
+    for kind in confinements() {
+        let work = scratch(&format!("agent-bash-metadata-{}", kind.name()));
+        std::fs::create_dir_all(work.join("src")).unwrap();
+        std::fs::write(work.join("src/lib.txt"), "original\n").unwrap();
+        std::fs::set_permissions(work.join("src/lib.txt"), PermissionsExt::from_mode(0o644))
+            .unwrap();
+        let sb = sandbox_in(
+            &work,
+            &[("bash", &["allow"]), ("write", &["out/"])],
+            UserAllow::default(),
+            kind,
+        );
+        let r = call(
+            &sb,
+            "bash",
+            json!({"command": "chmod 600 src/lib.txt && echo mode || echo no-mode; \
+                               touch -d 2001-01-01 src/lib.txt && echo times || echo no-times; \
+                               echo changed > src/lib.txt || echo no-write"}),
+        )
+        .await;
+        let out = r.output.content.clone();
+        let landlock = kind == Kind::Landlock;
+        assert_eq!(out.starts_with("mode\n"), landlock, "{kind:?}: {out}");
+        assert_eq!(out.contains("\ntimes\n"), landlock, "{kind:?}: {out}");
+        assert!(out.contains("no-write"), "{out}");
+        let meta = std::fs::metadata(work.join("src/lib.txt")).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777 == 0o600, landlock);
+        assert_eq!(
+            std::fs::read_to_string(work.join("src/lib.txt")).unwrap(),
+            "original\n"
+        );
     }
 }
 

@@ -34,6 +34,31 @@ pub fn confinements() -> Vec<prose_runtime::agent::confine::Kind> {
         .collect()
 }
 
+/// The host's live processes whose command line is exactly `args` (commands under
+/// bubblewrap have their own PIDs, so they are found by what they run).
+pub fn host_processes(args: &[&str]) -> Vec<i32> {
+    let wanted: Vec<u8> = args
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let alive = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            });
+            alive && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted)
+        })
+        .collect()
+}
+
 /// A fresh, empty directory `name` under cargo's temporary directory for this target.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);

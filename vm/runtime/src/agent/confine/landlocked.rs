@@ -41,6 +41,9 @@
 //!   since it could otherwise connect to any named socket it can name, the host's `/tmp`
 //!   included.
 //! - **No IPC namespace**: System V IPC is refused.
+//! - **Metadata is not guarded**: Landlock does not govern a file's mode, times or
+//!   attributes, so a command can change those of a file the user owns outside its write
+//!   paths (not its contents, name or place).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
