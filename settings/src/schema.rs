@@ -64,6 +64,9 @@ pub struct Settings {
     /// How long a prefix the `anthropic` driver marks for the provider's cache lives:
     /// `5m` (the default), `1h` or `off`.
     pub prompt_cache: Option<crate::cache::PromptCache>,
+    /// Whether the `openai` driver asks for agent-loop turns as JSON decoded under a schema:
+    /// `auto` (the default), `on` or `off`.
+    pub structured_turns: Option<crate::turns::StructuredTurns>,
     /// Answer model requests asked before (the same provider, model, prompt, conversation,
     /// tools and sampling) from the memo kept beside the runs, without a call.
     pub memo: Option<bool>,
@@ -365,6 +368,7 @@ impl Settings {
             max_tokens: over.max_tokens.or(self.max_tokens),
             max_cost: over.max_cost.or(self.max_cost),
             prompt_cache: over.prompt_cache.or(self.prompt_cache),
+            structured_turns: over.structured_turns.or(self.structured_turns),
             memo: over.memo.or(self.memo),
             prices: {
                 let mut p = self.prices;

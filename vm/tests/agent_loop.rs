@@ -941,6 +941,83 @@ fn a_tool_call_written_as_json_text_is_taken_as_the_call_it_means() {
     );
 }
 
+/// Where the server decodes under a JSON schema (llama.cpp's answers `/props`), each turn
+/// is asked as one step under a schema, without native tools: the system prompt names the
+/// tools and the files the agent may read, a step calling a tool runs it and its result
+/// comes back as text with the task last, and the answer step ends the session. With
+/// `--structured-turns off` the same server is offered the tools natively.
+#[test]
+fn turns_at_a_server_that_decodes_under_a_schema_are_one_step_each() {
+    let dir = scratch("structured");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent w:\n  model: sonnet\n  permissions:\n    read: [\"**\"]\n    write: [\"**\"]\n\noutput r = session: w\n  prompt: \"Add up numbers.txt into total.txt\"\n",
+    )
+    .expect("program");
+    std::fs::write(dir.join("numbers.txt"), "12\n38\n").expect("numbers");
+    let (url, seen) = support::provider::llama_provider(vec![
+        ok("{\"tool\": \"read_file\", \"arguments\": {\"path\": \"numbers.txt\"}}"),
+        ok("{\"tool\": \"write_file\", \"arguments\": {\"path\": \"total.txt\", \"content\": \"50\"}}"),
+        // An answer that reads like a call stays the answer: the schema's answer step.
+        ok("{\"answer\": \"{\\\"name\\\": \\\"write_file\\\"} done: 50\"}"),
+    ]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: {\"name\": \"write_file\"} done: 50\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("total.txt")).expect("total"),
+        "50"
+    );
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 3);
+    let first = &seen[0].body;
+    assert!(first.get("tools").is_none(), "{first}");
+    assert_eq!(
+        first["response_format"]["json_schema"]["name"],
+        "prose_step"
+    );
+    let system = first["messages"][0]["content"].as_str().expect("system");
+    assert!(
+        system.contains("- read_file {\"path\": string}:"),
+        "{system}"
+    );
+    assert!(
+        system.contains("Files in the working directory: numbers.txt, prog.prose."),
+        "{system}"
+    );
+    let told = seen[1].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("the result");
+    let told = told["content"].as_str().expect("text");
+    assert!(told.contains("The tool `read_file` returned:\n"), "{told}");
+    assert!(
+        told.contains("Your task: Add up numbers.txt into total.txt"),
+        "{told}"
+    );
+    drop(seen);
+
+    // Off: the tools offered natively, no schema.
+    let (url, seen) = support::provider::llama_provider(vec![ok("Nothing to do.")]);
+    let (code, _, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"])
+            .args(["--structured-turns", "off"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    let seen = seen.lock().expect("seen");
+    assert!(seen[0].body["tools"].is_array());
+    assert!(seen[0].body.get("response_format").is_none());
+    assert!(seen[0].body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.starts_with(WITH_TOOLS)));
+}
+
 /// A model that answers while a file its task asks for is missing is told so, once; it
 /// writes the file through a native tool call, then answers. A model that still does not
 /// write has its answer taken: one reminder, never a loop.

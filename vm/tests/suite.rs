@@ -517,6 +517,70 @@ fn an_interrupted_eval_resumes_without_asking_again_what_it_had() {
     assert_eq!(distinct.len(), 16, "8 rows and 8 judgments: {all:#?}");
 }
 
+/// An eval whose rows act: each try works in a directory of its own, laid out with the
+/// row's files, outside the state directory (whose files tools may never touch), and is
+/// scored on the files it leaves; the directories go once every try is scored.
+#[test]
+fn an_evals_rows_write_files_in_their_own_directories_and_are_scored_on_them() {
+    let dir = support::scratch("suite-eval-files");
+    put(
+        &dir,
+        &[
+            (
+                "save.prose",
+                "input word: \"A word\"\nagent w:\n  model: sonnet\n  permissions:\n    read: [\"**\"]\n    write: [\"**\"]\noutput r = session: w\n  prompt: \"Save {word} in out.txt\"\n",
+            ),
+            (
+                "words.jsonl",
+                "{\"inputs\": {\"word\": \"alpha\"}, \"files\": {\"seed.txt\": \"x\"}}\n{\"inputs\": {\"word\": \"beta\"}}\n",
+            ),
+            (
+                "save.eval.toml",
+                "dataset = \"words.jsonl\"\n[expect]\nfiles.\"out.txt\" = { matches = '^(alpha|beta)$' }\n",
+            ),
+        ],
+    );
+    let fake = Fake::new(
+        Box::new(|body: &Value, _| {
+            let asked = body.to_string();
+            if asked.contains("\"role\":\"tool\"") {
+                return Say::Text("Saved.".into());
+            }
+            let word = if asked.contains("Save alpha") {
+                "alpha"
+            } else {
+                "beta"
+            };
+            Say::Calls(vec![(
+                "write_file".into(),
+                json!({"path": "out.txt", "content": word}),
+            )])
+        }),
+        false,
+    );
+    let (code, out, err) = support::output(
+        vm(&dir)
+            .args(["eval", "save.eval.toml", "--driver", "openai"])
+            .args([
+                "--base-url",
+                &fake.url,
+                "--model",
+                "fake-1",
+                "--format",
+                "json",
+            ]),
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let doc: Value = serde_json::from_str(&out).expect("json");
+    let results = &doc["variants"][0]["results"];
+    for r in results.as_array().expect("results") {
+        assert_eq!(r["passed"], true, "{r}");
+    }
+    assert!(!dir.join("out.txt").exists());
+    let id = doc["id"].as_str().expect("id");
+    assert!(!std::env::temp_dir().join("prosevm-evals").join(id).exists());
+}
+
 #[test]
 fn evals_are_kept_in_every_store() {
     let dir = support::scratch("suite-eval-stores");

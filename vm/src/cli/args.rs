@@ -11,6 +11,7 @@ use prose_runtime::driver::settings::{DriverChoice, DriverKind, DriverSettings};
 use prose_runtime::people::People;
 use prose_runtime::record::{ExecOptions, RunStatus};
 use prose_runtime::runner::RunConfig;
+use prose_settings::turns::StructuredTurns;
 use prose_settings::Settings;
 use prosevm::run::Place;
 use std::collections::BTreeMap;
@@ -132,6 +133,12 @@ pub struct RunArgs {
     /// default` in prose.toml.
     #[arg(long, value_name = "all|none", value_parser = parse_tools)]
     pub tools: Option<ToolDefault>,
+    /// Ask agent-loop turns as one JSON step under a schema (a call of one tool, or the
+    /// answer) rather than offering the tools natively: `auto` (the default: where the
+    /// server is known to decode under a schema, llama.cpp's), `on` or `off`; also
+    /// `structured_turns` in prose.toml (openai driver).
+    #[arg(long, value_name = "auto|on|off", value_parser = parse_structured)]
+    pub structured_turns: Option<StructuredTurns>,
     /// Keep every model exchange (each request's body and the provider's reply, never a
     /// header or key) on this tape, a JSON-lines file (openai and anthropic drivers).
     #[arg(long, value_name = "FILE")]
@@ -217,6 +224,11 @@ fn parse_tools(s: &str) -> Result<ToolDefault, String> {
     s.parse()
 }
 
+/// Whether turns are structured, as named on the command line.
+pub fn parse_structured(s: &str) -> Result<StructuredTurns, String> {
+    s.parse()
+}
+
 /// A driver named on the command line.
 pub fn parse_driver(s: &str) -> Result<DriverKind, String> {
     s.parse()
@@ -269,7 +281,7 @@ pub fn parse_inputs(args: &RunArgs) -> Result<BTreeMap<String, Value>, String> {
 
 /// The ids of the flags that shape a driver (beside `--driver` itself): given to `resume` or
 /// `fork`, they change the driver the run goes on with.
-pub const DRIVER_FLAGS: [&str; 15] = [
+pub const DRIVER_FLAGS: [&str; 16] = [
     "command",
     "base_url",
     "model",
@@ -278,6 +290,7 @@ pub const DRIVER_FLAGS: [&str; 15] = [
     "http_retries",
     "host_turns",
     "idle_timeout",
+    "structured_turns",
     "record",
     "replay",
     "mock_conditions",
@@ -321,6 +334,7 @@ impl RunArgs {
             backoff_ms: Some(self.backoff_unit_ms),
             host_turns: self.host_turns,
             idle_timeout: self.idle_timeout,
+            structured_turns: self.structured_turns,
             record: self.record.clone(),
             replay: self.replay.clone(),
             mock: self.mock_over(MockOptions::default(), true)?,

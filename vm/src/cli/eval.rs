@@ -4,11 +4,12 @@
 //! a baseline eval (exit status 1 when a score dropped by more than the threshold).
 //! `prosevm evals [ID]` lists the evals a store keeps, or shows one.
 
-use super::args::parse_driver;
+use super::args::{parse_driver, parse_structured};
 use super::{fail, open_store, runtime, store_error};
 use clap::Args;
 use prose_runtime::driver::settings::{DriverChoice, DriverKind};
 use prose_runtime::runner::Stop;
+use prose_settings::turns::StructuredTurns;
 use prosec::console::{Console, Exit, Format};
 use prosevm::suite::eval::record::{drops, EvalRecord, RowResult};
 use prosevm::suite::eval::{self, EvalOptions};
@@ -37,6 +38,11 @@ pub struct EvalArgs {
     /// Requests in flight at once, over every row (default: the driver's).
     #[arg(long, value_name = "N")]
     max_concurrency: Option<usize>,
+    /// Ask agent-loop turns as one JSON step under a schema: `auto` (where the server is
+    /// known to decode under one, llama.cpp's), `on` or `off` (default: `structured_turns`
+    /// in prose.toml, else `auto`).
+    #[arg(long, value_name = "auto|on|off", value_parser = parse_structured)]
+    structured_turns: Option<StructuredTurns>,
     /// Rows (and tries) run at once (default 4).
     #[arg(long, value_name = "N", default_value_t = 4)]
     jobs: usize,
@@ -130,6 +136,7 @@ pub fn eval(args: EvalArgs) -> ExitCode {
             model: model.clone(),
             model_map: args.model_map.clone(),
             max_concurrency: args.max_concurrency,
+            structured_turns: args.structured_turns,
             ..DriverChoice::default()
         };
         match choice.settings(&settings) {
@@ -183,7 +190,8 @@ pub fn eval(args: EvalArgs) -> ExitCode {
     place.config.stop = stop.clone();
     // Requests in flight are counted over every row, under the driver's limit.
     place.config.shared = Some(Arc::new(tokio::sync::Semaphore::new(concurrency.max(1))));
-    let scratch = prose_store::state_root(args.state_dir.as_deref()).join("eval-work");
+    // Outside the state directory: tools may not write there.
+    let scratch = std::env::temp_dir().join("prosevm-evals");
     let opts = EvalOptions {
         variants,
         store: store.clone(),

@@ -256,25 +256,34 @@ pub type SeenLog = Arc<Mutex<Vec<Seen>>>;
 /// the client hung up (or all of them), in the order the streams ended.
 pub fn streaming_provider(responses: Vec<Canned>) -> (String, SeenLog, Arc<Mutex<Vec<usize>>>) {
     let sent = Arc::new(Mutex::new(Vec::new()));
-    let (url, seen) = serve(responses, &[], sent.clone());
+    let (url, seen) = serve(responses, &[], sent.clone(), false);
     (url, seen, sent)
 }
 
+/// Like [`provider`], and it answers `GET /props` beside `/v1` as llama.cpp's server does
+/// (its chat template and slots), so that a driver takes it for one that decodes under a
+/// JSON schema.
+pub fn llama_provider(responses: Vec<Canned>) -> (String, SeenLog) {
+    serve(responses, &[], Arc::new(Mutex::new(Vec::new())), true)
+}
+
 /// Like [`provider`], and `GET .../models` lists `models` (a 404 when there are none, as
-/// from a server that does not list its models); those requests are neither logged nor
+/// from a server that does not list its models); GET requests are neither logged nor
 /// answered from `responses`.
 pub fn provider_offering(
     responses: Vec<Canned>,
     models: &[&str],
 ) -> (String, Arc<Mutex<Vec<Seen>>>) {
-    serve(responses, models, Arc::new(Mutex::new(Vec::new())))
+    serve(responses, models, Arc::new(Mutex::new(Vec::new())), false)
 }
 
 fn serve(
     responses: Vec<Canned>,
     models: &[&str],
     sent: Arc<Mutex<Vec<usize>>>,
+    llama: bool,
 ) -> (String, Arc<Mutex<Vec<Seen>>>) {
+    let props = json!({"chat_template": "{{ messages }}", "total_slots": 1}).to_string();
     let listing = json!({"object": "list", "data": models.iter().map(|m| json!({"id": m})).collect::<Vec<_>>()}).to_string();
     let offers = !models.is_empty();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
@@ -311,9 +320,13 @@ fn serve(
             }
             let mut body = vec![0; length];
             let _ = reader.read_exact(&mut body);
-            if get && path.ends_with("/models") {
-                let (status, body) = if offers {
+            if get {
+                // `GET .../models` lists the models offered; any other GET (a probe such as
+                // llama.cpp's `/props`) finds nothing, as at a hosted API.
+                let (status, body) = if offers && path.ends_with("/models") {
                     (200, listing.as_str())
+                } else if llama && path == "/props" {
+                    (200, props.as_str())
                 } else {
                     (404, "{}")
                 };

@@ -28,6 +28,27 @@ pub struct ToolCall {
     pub arguments: Value,
 }
 
+impl ToolCall {
+    /// The id prefix of a call the model wrote in its text (or as a structured turn's
+    /// step) rather than through the API's tool calling: no provider knows its id, so its
+    /// result goes back to the model as text.
+    pub const IN_TEXT: &'static str = "text_call_";
+
+    /// A call written in the model's text, with the id `text_call_{tag}`.
+    pub fn in_text(tag: &str, name: String, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: format!("{}{tag}", ToolCall::IN_TEXT),
+            name,
+            arguments,
+        }
+    }
+
+    /// Whether the model wrote this call in its text.
+    pub fn is_in_text(&self) -> bool {
+        self.id.starts_with(ToolCall::IN_TEXT)
+    }
+}
+
 /// What a tool call returns to the model: plain text, and whether it is an error.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolOutput {

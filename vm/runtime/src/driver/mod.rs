@@ -147,6 +147,14 @@ pub trait Driver: Send + Sync + 'static {
     fn runs_turns(&self) -> bool {
         false
     }
+
+    /// Whether the driver asks for agent-loop turns structured: each turn one JSON object
+    /// decoded under a schema, a call of one tool on offer or the answer, rather than with
+    /// the tools offered natively ([`chat::structured`]); the runner then shows the model
+    /// its tools and the files it may read in the system prompt. Decided once.
+    fn structured_turns(&self) -> impl Future<Output = bool> + Send {
+        std::future::ready(false)
+    }
 }
 
 /// Serves `req` with `driver`, once, reporting a streamed answer to `live`.

@@ -15,6 +15,7 @@ use super::{Driver, Live, Served};
 use prose_machine::protocol::{Reply, Request};
 use prose_settings::cache::PromptCache;
 use prose_settings::models::Provider;
+use prose_settings::turns::StructuredTurns;
 use prose_settings::{SamplingTable, Settings};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -54,6 +55,9 @@ pub struct ChatSettings {
     /// window, which adapts to the provider's limits under it.
     #[serde(default = "default_ceiling")]
     pub max_concurrency: usize,
+    /// Whether agent-loop turns are asked structured (the `openai` driver).
+    #[serde(default, skip_serializing_if = "StructuredTurns::is_default")]
+    pub structured_turns: StructuredTurns,
 }
 
 fn default_ceiling() -> usize {
@@ -327,7 +331,8 @@ impl DriverSettings {
                     chat.with_concurrency(c.max_concurrency)
                         .with_sampling(c.sampling.clone())
                         .with_prices(c.prices.clone())
-                        .with_cache(c.prompt_cache),
+                        .with_cache(c.prompt_cache)
+                        .with_structured(c.structured_turns),
                 ))
             }
         })
@@ -403,6 +408,10 @@ impl Driver for AnyDriver {
 
     fn runs_turns(&self) -> bool {
         each!(self, d => d.runs_turns())
+    }
+
+    async fn structured_turns(&self) -> bool {
+        each!(self, d => d.structured_turns().await)
     }
 
     fn worst_case(&self, req: &Request) -> Option<prose_machine::protocol::Usage> {
@@ -497,6 +506,8 @@ pub struct DriverChoice {
     /// Answer every model request from this tape (the driver is the tape's API unless
     /// chosen).
     pub replay: Option<std::path::PathBuf>,
+    /// Whether agent-loop turns are asked structured (`--structured-turns`).
+    pub structured_turns: Option<StructuredTurns>,
 }
 
 /// Seconds a request may take unless told otherwise.
@@ -613,6 +624,15 @@ impl DriverChoice {
                     },
                     prices: file.prices.clone(),
                     prompt_cache: file.prompt_cache.unwrap_or_default(),
+                    structured_turns: match (
+                        api,
+                        self.structured_turns.or(file.structured_turns),
+                    ) {
+                        (Api::Anthropic, Some(StructuredTurns::On)) => {
+                            return Err("structured turns are for the openai driver: the anthropic driver offers tools natively".into())
+                        }
+                        (_, s) => s.unwrap_or_default(),
+                    },
                     max_concurrency: {
                         let run = self
                             .max_concurrency

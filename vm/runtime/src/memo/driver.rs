@@ -158,6 +158,10 @@ impl<D: Driver> Driver for Memoised<D> {
     fn runs_turns(&self) -> bool {
         self.inner.runs_turns()
     }
+
+    async fn structured_turns(&self) -> bool {
+        self.inner.structured_turns().await
+    }
 }
 
 #[cfg(test)]

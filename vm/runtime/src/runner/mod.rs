@@ -8,6 +8,7 @@ pub mod program_skill;
 mod promised;
 mod session;
 mod stop;
+mod structured;
 mod stuck;
 mod text_calls;
 

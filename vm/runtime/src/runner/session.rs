@@ -13,6 +13,7 @@
 //! attempts a session's `retry` makes replay the same way.
 
 use super::promised;
+use super::structured::{self, Listing};
 use super::stuck::Stuck;
 use super::text_calls;
 use super::Note;
@@ -242,6 +243,7 @@ pub(crate) async fn run<D: Driver>(
         cfg: &cfg,
         started,
         first_token_ms: None,
+        structured: false,
     };
     let kit = match workshop.equip(s, grants.clone()) {
         Ok(k) => k,
@@ -309,6 +311,9 @@ struct Loop<'a, D> {
     started: Instant,
     /// Milliseconds from the session's start to its first streamed token.
     first_token_ms: Option<u64>,
+    /// The driver asks turns that offer tools structured: each reply is one step under a
+    /// schema, never a call written in prose nor tool declarations written back.
+    structured: bool,
 }
 
 /// How an attempt failed, and whether the failure was replayed from the journal.
@@ -390,7 +395,7 @@ impl<D: Driver> Loop<'_, D> {
                 }
                 let mut confused = false;
                 if let Ok(Answer::Turn(a)) = &mut r.outcome {
-                    if a.tool_calls.is_empty() && !offered.is_empty() {
+                    if a.tool_calls.is_empty() && !offered.is_empty() && !self.structured {
                         confused = text_calls::confusion(&a.text, &offered).is_some();
                         if let (false, Some(calls)) =
                             (confused, text_calls::parse(&a.text, &names, n))
@@ -451,6 +456,16 @@ impl<D: Driver> Loop<'_, D> {
     ) -> Result<SessionAnswer, AttemptError> {
         let system = kit.system.clone();
         let tools = kit.toolbox.specs();
+        self.structured = !tools.is_empty() && self.driver.structured_turns().await;
+        let listing = match self.structured {
+            true => Some(Listing::of(&kit.sandbox).await),
+            false => None,
+        };
+        // The system prompt of a turn offering `offered`.
+        let system_for = |offered: &[ToolSpec]| match (&listing, offered.is_empty()) {
+            (Some(listing), false) => Some(structured::system(system.as_deref(), offered, listing)),
+            _ => system_prompt(system.as_deref(), !offered.is_empty()),
+        };
         let mut c = Conversation {
             messages: vec![Message::User {
                 content: render::session(self.s),
@@ -481,7 +496,7 @@ impl<D: Driver> Loop<'_, D> {
             let ask = TurnAsk {
                 agent: self.s.agent.clone(),
                 model: self.s.model.clone(),
-                system: system_prompt(system.as_deref(), !offered.is_empty()),
+                system: system_for(&offered),
                 messages: c.messages.clone(),
                 tools: offered,
                 tools_off: false,
@@ -490,10 +505,11 @@ impl<D: Driver> Loop<'_, D> {
             let declared = ask.tools.clone();
             let (answer, replayed) = self.turn(ask).await?;
             replaying = replayed;
-            let confused = match answer.tool_calls.is_empty() && !declared.is_empty() {
-                true => text_calls::confusion(&answer.text, &declared),
-                false => None,
-            };
+            let confused =
+                match answer.tool_calls.is_empty() && !declared.is_empty() && !self.structured {
+                    true => text_calls::confusion(&answer.text, &declared),
+                    false => None,
+                };
             if let Some(why) = confused {
                 self.nudge(&mut c, why);
                 continue;
@@ -568,7 +584,7 @@ impl<D: Driver> Loop<'_, D> {
                     let ask = TurnAsk {
                         agent: self.s.agent.clone(),
                         model: self.s.model.clone(),
-                        system: system_prompt(system.as_deref(), !declared.is_empty()),
+                        system: system_for(&declared),
                         messages: c.messages,
                         tools_off: !declared.is_empty(),
                         tools: declared,
@@ -644,7 +660,7 @@ impl<D: Driver> Loop<'_, D> {
         replayed: bool,
         messages: &mut Vec<Message>,
     ) -> Result<Vec<ToolOutput>, AttemptError> {
-        let in_text = answer.tool_calls.iter().all(text_calls::is_text_call);
+        let in_text = answer.tool_calls.iter().all(ToolCall::is_in_text);
         messages.push(Message::Assistant {
             text: answer.text.clone(),
             tool_calls: if in_text {

@@ -10,9 +10,6 @@ use crate::driver::astray;
 use prose_machine::protocol::{ToolCall, ToolSpec};
 use serde_json::{Map, Value};
 
-/// The id prefix of a tool call a model wrote as text.
-pub const TEXT_CALL: &str = "text_call_";
-
 /// The calls `text` makes of the tools named in `offered`, if it is a call (or a series of
 /// `<tool_call>` blocks) and every call in it names an offered tool with object arguments;
 /// ids are `text_call_{turn}_{n}`.
@@ -25,11 +22,9 @@ pub fn parse(text: &str, offered: &[&str], turn: u32) -> Option<Vec<ToolCall>> {
         .enumerate()
         .map(|(n, body)| {
             let (name, arguments) = call(body)?;
-            offered.contains(&name.as_str()).then(|| ToolCall {
-                id: format!("{TEXT_CALL}{turn}_{n}"),
-                name,
-                arguments,
-            })
+            offered
+                .contains(&name.as_str())
+                .then(|| ToolCall::in_text(&format!("{turn}_{n}"), name, arguments))
         })
         .collect()
 }
@@ -61,11 +56,6 @@ pub fn confusion(text: &str, offered: &[ToolSpec]) -> Option<String> {
     Some(format!(
         "it answered with a call of `{name}`, a tool it does not have, written as text"
     ))
-}
-
-/// Whether `call` was written as text.
-pub fn is_text_call(call: &ToolCall) -> bool {
-    call.id.starts_with(TEXT_CALL)
 }
 
 /// The bodies of `<tool_call>...</tool_call>` blocks, when the text has any.
@@ -167,7 +157,7 @@ mod tests {
         assert_eq!(calls[0].name, "read_file");
         assert_eq!(calls[0].arguments, json!({"path": "a.md"}));
         assert_eq!(calls[0].id, "text_call_3_0");
-        assert!(is_text_call(&calls[0]));
+        assert!(calls[0].is_in_text());
         let calls = parse(
             "I will list them.\n```json\n{\"name\": \"list_files\", \"parameters\": {\"pattern\": \"*.md\"}}\n```",
             OFFERED,

@@ -158,7 +158,9 @@ pub struct EvalOptions {
     /// Where runs live and how requests are served (its `config.shared` counts the requests
     /// in flight over every row).
     pub place: Place,
-    /// Where each try's working directory is made.
+    /// Where each eval's tries get their working directories (`EVAL/SLOT`), kept until
+    /// every try is scored (an interrupted eval's runs go on in them). Never under the
+    /// state directory, which tools may not touch.
     pub scratch: PathBuf,
     /// Tries run at once.
     pub jobs: usize,
@@ -309,7 +311,10 @@ pub async fn run(
         let store = opts.store.clone();
         // One stop for every try: Ctrl-C interrupts them all, to be taken up again.
         let place = opts.place.clone();
-        let workdir = opts.scratch.join(format!("{slot}-{}", record.borrow().id));
+        let workdir = opts
+            .scratch
+            .join(&record.borrow().id)
+            .join(slot.to_string());
         let plan = plan.clone();
         tasks.spawn_local_on(
             async move {
@@ -352,6 +357,8 @@ pub async fn run(
         .all(|v| v.results.iter().all(|r| r.scored))
     {
         done.finished = Some(prose_runtime::clock::timestamp(prose_runtime::clock::now()).2);
+        // Every try is scored: no run is left to take up in its working directory.
+        let _ = std::fs::remove_dir_all(opts.scratch.join(&done.id));
     }
     keep(&*opts.store, &done).await?;
     Ok(done)

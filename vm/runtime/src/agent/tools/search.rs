@@ -81,6 +81,26 @@ impl BuiltIn for ListFiles {
     }
 }
 
+/// The first `max` files of the working directory that `sandbox` may read, relative to it,
+/// in the order of a walk sorted by name, and whether there are more.
+pub fn listing(sandbox: &Sandbox, max: usize) -> (Vec<String>, bool) {
+    let workdir = sandbox.workdir();
+    let mut found = Vec::new();
+    for entry in walk(workdir, sandbox).flatten() {
+        let Ok(rel) = entry.path().strip_prefix(workdir) else {
+            continue;
+        };
+        if !is_file(&entry) || sandbox.check_read_path(rel).is_err() {
+            continue;
+        }
+        if found.len() == max {
+            return (found, true);
+        }
+        found.push(rel.to_string_lossy().into_owned());
+    }
+    (found, false)
+}
+
 /// The pattern relative to the working directory, or why it cannot be.
 fn relative_pattern(sandbox: &Sandbox, pattern: &str) -> Result<String, String> {
     let trimmed = pattern.trim();

@@ -16,6 +16,7 @@
 //! priced at their own rates.
 
 mod stream;
+pub mod structured;
 pub mod tape;
 mod wire;
 
@@ -31,6 +32,7 @@ use prose_machine::protocol::{
 use prose_machine::value::Value;
 use prose_settings::cache::PromptCache;
 pub use prose_settings::models::Models;
+use prose_settings::turns::StructuredTurns;
 use prose_settings::SamplingTable;
 use std::collections::BTreeMap;
 use stream::Assembly;
@@ -100,6 +102,10 @@ pub struct ChatDriver {
     cache: PromptCache,
     /// Requests in flight to each model at once, at most (its window adapts under this).
     ceiling: usize,
+    /// Whether agent-loop turns are asked structured ([`structured`]), as set.
+    structured: StructuredTurns,
+    /// Whether they are, once decided (`auto` asks the server, or the tape says).
+    decided: tokio::sync::OnceCell<bool>,
 }
 
 impl ChatDriver {
@@ -160,6 +166,8 @@ impl ChatDriver {
             prices: BTreeMap::new(),
             cache: PromptCache::default(),
             ceiling: pace::DEFAULT_CEILING,
+            structured: StructuredTurns::default(),
+            decided: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -207,6 +215,23 @@ impl ChatDriver {
         self
     }
 
+    /// The driver, asking agent-loop turns structured as `structured` says.
+    pub fn with_structured(mut self, structured: StructuredTurns) -> ChatDriver {
+        self.structured = structured;
+        self
+    }
+
+    /// Whether agent-loop turns are asked structured, as far as decided: `auto` counts as
+    /// off until [`Driver::structured_turns`] has asked.
+    fn structured_now(&self) -> bool {
+        self.api == Api::OpenAi
+            && match self.structured {
+                StructuredTurns::On => true,
+                StructuredTurns::Off => false,
+                StructuredTurns::Auto => self.decided.get().copied().unwrap_or(false),
+            }
+    }
+
     /// The driver with these sampling settings (temperature, max tokens) for its turns.
     pub fn with_sampling(mut self, sampling: SamplingTable) -> ChatDriver {
         self.sampling = sampling;
@@ -225,7 +250,11 @@ impl ChatDriver {
             .unwrap_or_else(|| prose_settings::prices::max_output_tokens(self.name()));
         let mut body = match self.api {
             Api::OpenAi => {
-                let mut body = wire::openai_body(model, turn);
+                let mut body = if self.structured_now() && structured::applies(turn) {
+                    structured::body(model, turn)
+                } else {
+                    wire::openai_body(model, turn)
+                };
                 body["max_tokens"] = max_out.into();
                 body["stream"] = true.into();
                 body["stream_options"] = serde_json::json!({"include_usage": true});
@@ -329,6 +358,9 @@ impl ChatDriver {
         .await?;
         if let Some(u) = usage {
             *spent.get_or_insert_with(Usage::default) += self.priced(u, p.model);
+        }
+        if structured::asked(&p.body) {
+            return Ok(structured::read(answer, turn.messages.len()));
         }
         Ok(answer)
     }
@@ -725,6 +757,23 @@ impl Driver for ChatDriver {
 
     fn runs_turns(&self) -> bool {
         true
+    }
+
+    async fn structured_turns(&self) -> bool {
+        if self.api != Api::OpenAi || self.structured != StructuredTurns::Auto {
+            return self.structured_now();
+        }
+        *self
+            .decided
+            .get_or_init(|| async {
+                match &self.transport {
+                    Transport::Replay(player) => player.structured(),
+                    Transport::Http(client) => {
+                        structured::decodes_under_schema(client, &self.base_url).await
+                    }
+                }
+            })
+            .await
     }
 
     fn memo_identity(&self, req: &Request) -> Option<serde_json::Value> {

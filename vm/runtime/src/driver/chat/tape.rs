@@ -184,6 +184,13 @@ impl Player {
         self.api
     }
 
+    /// Whether the tape was recorded with agent-loop turns asked structured (any of its
+    /// requests was): replayed, they are asked the same way.
+    pub fn structured(&self) -> bool {
+        let left = self.left.lock().unwrap_or_else(|e| e.into_inner());
+        left.iter().any(|x| super::structured::asked(&x.request))
+    }
+
     /// The reply recorded for `request` (the first not yet replayed, when it was sent more
     /// than once). A request the tape does not hold is an error that says where it differs
     /// from the closest one the tape does hold.
