@@ -182,11 +182,14 @@ fn rules(sockets: Sockets) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
     let mut unshare_flags = clone_flags;
     unshare_flags.push(flag(0, libc::CLONE_NEWTIME as u64)?);
     rules.insert(libc::SYS_unshare, unshare_flags);
+    // The requests' type is the C library's: an unsigned long with glibc, an int with musl.
+    #[allow(clippy::unnecessary_cast)]
+    let (sti, linux) = (libc::TIOCSTI as u64, libc::TIOCLINUX as u64);
     rules.insert(
         libc::SYS_ioctl,
         vec![
-            equal(1, SeccompCmpOp::Eq, libc::TIOCSTI as u64)?,
-            equal(1, SeccompCmpOp::Eq, libc::TIOCLINUX as u64)?,
+            equal(1, SeccompCmpOp::Eq, sti)?,
+            equal(1, SeccompCmpOp::Eq, linux)?,
         ],
     );
     let unix = libc::AF_UNIX as u64;
