@@ -489,6 +489,17 @@ async fn a_protected_name_made_in_a_write_path_does_not_outlive_the_call() {
                 );
             }
         }
+        // Empty ones too: an empty `prose.toml` would hide a parent directory's.
+        let r = call(
+            &sb,
+            "bash",
+            json!({"command": "true > out/prose.toml; mkdir out/.git; echo done"}),
+        )
+        .await;
+        let out = r.output.content.clone();
+        assert!(out.contains("done"), "{out}");
+        assert!(!dir.join("out/prose.toml").exists(), "{kind:?}: {out}");
+        assert!(!dir.join("out/.git").exists(), "{kind:?}: {out}");
     }
 }
 

@@ -169,6 +169,14 @@ fn placeholders() -> &'static Mutex<HashMap<PathBuf, usize>> {
     HELD.get_or_init(Default::default)
 }
 
+/// Whether a confinement of this process holds a placeholder at `path` now.
+pub(super) fn holds(path: &Path) -> bool {
+    placeholders()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains_key(path)
+}
+
 impl Confinement {
     /// The confinement of `plan` run by `bwrap`: writable roots without nesting, protected
     /// paths sorted into those that exist (bound read-only) and those that do not

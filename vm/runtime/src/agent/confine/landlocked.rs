@@ -26,9 +26,9 @@
 //!   protected place too. Its other subdirectories, and write paths below it, are writable
 //!   whole.
 //! - **A missing protected name in a write path** (`out/.git`, `out/prose.toml`) can be
-//!   created while the command runs: when the call ends, whatever is there (but an empty
-//!   file or directory, such as another sandbox's placeholder) is removed
-//!   ([`Confinement::settle`]), and the output says so.
+//!   created while the command runs: when the call ends, whatever is there (but a bubblewrap
+//!   placeholder of this process) is removed ([`Confinement::settle`]), and the output says
+//!   so.
 //! - **No PID namespace**: other processes are visible (their command lines too, not their
 //!   environment or memory, which Landlock keeps from a sandboxed process, nor their
 //!   signals); `$PPID` is the VM; a command cannot start a new session or process group
@@ -273,18 +273,13 @@ impl Confinement {
         cmd
     }
 
-    /// Removes what the command made at a protected name it could reach, but an empty file
-    /// or directory (harmless, and perhaps another sandbox's placeholder); one line for each.
+    /// Removes whatever is now at a protected name that was missing when the command
+    /// started, even an empty file (an empty `prose.toml` would hide a parent directory's),
+    /// but a placeholder a bubblewrap sandbox of this process holds there; one line for each.
     pub fn settle(&mut self) -> Vec<String> {
         let mut said = Vec::new();
         for path in std::mem::take(&mut self.watched) {
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            let empty = (meta.is_file() && meta.len() == 0)
-                || (meta.is_dir()
-                    && std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none()));
-            if empty {
+            if std::fs::symlink_metadata(&path).is_err() || super::bubblewrap::holds(&path) {
                 continue;
             }
             let Ok(rel) = path.strip_prefix(&self.workdir) else {
