@@ -1018,6 +1018,77 @@ fn turns_at_a_server_that_decodes_under_a_schema_are_one_step_each() {
         .is_some_and(|s| s.starts_with(WITH_TOOLS)));
 }
 
+/// A structured session whose model looks at the same file again, nothing having changed,
+/// has the tools that only look withdrawn (the next step's schema admits only the tools
+/// that act, and the answer) and is told so with its task last; it then acts. A second
+/// loop that goes nowhere asks for a plain answer, as for any session.
+#[test]
+fn a_structured_session_that_keeps_looking_is_left_only_the_tools_that_act() {
+    let dir = scratch("structured-narrow");
+    std::fs::write(
+        dir.join("prog.prose"),
+        "agent w:\n  model: sonnet\n  permissions:\n    read: [\"**\"]\n    write: [\"**\"]\n\noutput r = session: w\n  prompt: \"Put the largest of values.txt into max.txt\"\n",
+    )
+    .expect("program");
+    std::fs::write(dir.join("values.txt"), "4\n91\n").expect("values");
+    let read = "{\"tool\": \"read_file\", \"arguments\": {\"path\": \"values.txt\"}}";
+    let (url, seen) = support::provider::llama_provider(vec![
+        ok(read),
+        ok(read),
+        ok("{\"tool\": \"write_file\", \"arguments\": {\"path\": \"max.txt\", \"content\": \"91\"}}"),
+        ok("{\"answer\": \"91\"}"),
+    ]);
+    let (code, out, err) = support::output(
+        vm().current_dir(&dir)
+            .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
+            .args(["--base-url", &url, "--trace", "quiet"]),
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "r: 91\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("max.txt")).expect("max"),
+        "91"
+    );
+    let seen = seen.lock().expect("seen");
+    assert_eq!(seen.len(), 4);
+    let steps = |i: usize| -> Vec<String> {
+        seen[i].body["response_format"]["json_schema"]["schema"]["anyOf"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|s| match s["properties"]["tool"]["const"].as_str() {
+                Some(tool) => tool.to_string(),
+                None => "answer".to_string(),
+            })
+            .collect()
+    };
+    assert!(
+        steps(1).contains(&"read_file".to_string()),
+        "{:?}",
+        steps(1)
+    );
+    let narrowed = steps(2);
+    assert!(!narrowed.contains(&"read_file".to_string()), "{narrowed:?}");
+    assert!(!narrowed.contains(&"grep".to_string()), "{narrowed:?}");
+    assert!(narrowed.contains(&"write_file".to_string()), "{narrowed:?}");
+    assert!(narrowed.contains(&"answer".to_string()), "{narrowed:?}");
+    let told = seen[2].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .expect("the narrowing");
+    assert!(told.starts_with("You have looked enough"), "{told}");
+    assert!(
+        told.ends_with("Your task: Put the largest of values.txt into max.txt"),
+        "{told}"
+    );
+    let system = seen[2].body["messages"][0]["content"]
+        .as_str()
+        .expect("system");
+    assert!(!system.contains("- read_file "), "{system}");
+    assert!(system.contains("- write_file "), "{system}");
+}
+
 /// A model that answers while a file its task asks for is missing is told so, once; it
 /// writes the file through a native tool call, then answers. A model that still does not
 /// write has its answer taken: one reminder, never a loop.

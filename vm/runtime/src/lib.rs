@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod driver;
 pub mod group;
+pub mod guards;
 pub mod memo;
 pub mod observe;
 pub mod people;

@@ -102,6 +102,7 @@ async fn edit_file_replaces_unique_text_or_explains() {
     let path = dir.join("main.py");
     fs::write(&path, "def f():\n    return 1\n\ndef g():\n    return 1\n").unwrap();
     let sb = sandbox(&dir, &[], UserAllow::default());
+    ok(&call(&sb, "read_file", json!({"path": "main.py"})).await);
 
     let twice = call(
         &sb,
@@ -169,6 +170,88 @@ async fn edit_file_replaces_unique_text_or_explains() {
     )
     .await;
     assert!(err(&nofile).contains("does not exist"));
+}
+
+/// A model that never looked at a file writes what it guesses the file holds: an existing,
+/// non-empty file is overwritten or edited only once the session has read it (or created
+/// it), and the refusal says what to do.
+#[tokio::test]
+async fn an_existing_file_is_changed_only_after_the_session_has_read_it() {
+    let dir = scratch("agent-grounded");
+    fs::write(dir.join("numbers.txt"), "12\n7\n").unwrap();
+    fs::write(dir.join("empty.txt"), "").unwrap();
+    let sb = sandbox(&dir, &[], UserAllow::default());
+
+    let blind = call(
+        &sb,
+        "write_file",
+        json!({"path": "numbers.txt", "content": "19"}),
+    )
+    .await;
+    assert!(
+        err(&blind).contains(
+            "`numbers.txt` already exists and you have not read it: read it with read_file first"
+        ),
+        "{blind:?}"
+    );
+    let blind_edit = call(
+        &sb,
+        "edit_file",
+        json!({"path": "numbers.txt", "old_string": "12", "new_string": "13"}),
+    )
+    .await;
+    assert!(err(&blind_edit).contains("you have not read it"));
+    assert_eq!(
+        fs::read_to_string(dir.join("numbers.txt")).unwrap(),
+        "12\n7\n"
+    );
+
+    // Nothing to guess in an empty file, and a file the session created is its own.
+    ok(&call(
+        &sb,
+        "write_file",
+        json!({"path": "empty.txt", "content": "a"}),
+    )
+    .await);
+    ok(&call(
+        &sb,
+        "write_file",
+        json!({"path": "new.txt", "content": "1"}),
+    )
+    .await);
+    ok(&call(
+        &sb,
+        "write_file",
+        json!({"path": "new.txt", "content": "2"}),
+    )
+    .await);
+    assert_eq!(fs::read_to_string(dir.join("new.txt")).unwrap(), "2");
+
+    // A read of part of the file is a read.
+    ok(&call(&sb, "read_file", json!({"path": "numbers.txt", "limit": 1})).await);
+    ok(&call(
+        &sb,
+        "edit_file",
+        json!({"path": "numbers.txt", "old_string": "12", "new_string": "13"}),
+    )
+    .await);
+    ok(&call(
+        &sb,
+        "write_file",
+        json!({"path": "numbers.txt", "content": "20"}),
+    )
+    .await);
+    assert_eq!(fs::read_to_string(dir.join("numbers.txt")).unwrap(), "20");
+
+    // Another session has read nothing.
+    let other = sandbox(&dir, &[], UserAllow::default());
+    let again = call(
+        &other,
+        "write_file",
+        json!({"path": "numbers.txt", "content": "0"}),
+    )
+    .await;
+    assert!(err(&again).contains("you have not read it"));
 }
 
 #[tokio::test]

@@ -1,8 +1,10 @@
 //! Paths the sandbox has checked ([`CheckedPath`]), and the only way tools open them:
 //! beneath the directory they were checked against, following no symbolic link
-//! (`super::beneath`), so that a link swapped in after the check leads nowhere; and refusing
+//! (`super::beneath`), so that a link swapped in after the check leads nowhere; refusing
 //! a file with other hard links unless this session created it, since one of its other names
-//! may be outside the working directory.
+//! may be outside the working directory; and refusing to overwrite or edit a file that
+//! existed before the session unless the session has read it, since a model that never
+//! looked at a file writes what it guesses the file holds.
 
 use std::collections::HashSet;
 use std::fs::{File, Metadata};
@@ -13,12 +15,11 @@ use std::sync::{Arc, Mutex};
 
 use super::beneath::{is_link_error, Mode, Root, Strategy};
 
-/// The files a session created with the file tools, by device and inode: the only files
-/// with several hard links it may use.
+/// Files by device and inode.
 #[derive(Debug, Default)]
-pub(crate) struct Created(Mutex<HashSet<(u64, u64)>>);
+struct Inodes(Mutex<HashSet<(u64, u64)>>);
 
-impl Created {
+impl Inodes {
     fn insert(&self, meta: &Metadata) {
         self.0
             .lock()
@@ -31,6 +32,23 @@ impl Created {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(&(meta.dev(), meta.ino()))
+    }
+}
+
+/// What one session's file tools did with files: those it created (the only files with
+/// several hard links it may use) and those it read (with the created ones, the only
+/// non-empty files it may overwrite or edit).
+#[derive(Debug, Default)]
+pub(crate) struct SessionFiles {
+    created: Inodes,
+    read: Inodes,
+}
+
+impl SessionFiles {
+    /// Whether the session may change the file `meta` describes: it created or read it,
+    /// or it is empty (there is nothing in it to guess).
+    fn may_change(&self, meta: &Metadata) -> bool {
+        meta.len() == 0 || self.created.contains(meta) || self.read.contains(meta)
     }
 }
 
@@ -47,7 +65,7 @@ pub struct CheckedPath {
     /// The canonical path relative to `base` (none if it is not beneath it, which the
     /// sandbox never hands out: such a path opens nothing).
     rel: Option<PathBuf>,
-    created: Arc<Created>,
+    files: Arc<SessionFiles>,
 }
 
 /// Why a file tool does not act on a file: the text the model reads.
@@ -59,7 +77,7 @@ impl CheckedPath {
         display: String,
         reason: String,
         base: Arc<Root>,
-        created: Arc<Created>,
+        files: Arc<SessionFiles>,
     ) -> CheckedPath {
         let rel = path.strip_prefix(base.path()).map(Path::to_path_buf).ok();
         CheckedPath {
@@ -68,7 +86,7 @@ impl CheckedPath {
             reason,
             base,
             rel,
-            created,
+            files,
         }
     }
 
@@ -94,10 +112,24 @@ impl CheckedPath {
         self.open(Mode::Read)
     }
 
-    /// Opens the existing file for reading and writing (to change it in place).
+    /// Notes that the session has read the file `meta` (opened by [`CheckedPath::open_read`])
+    /// and shown it to the model: from now on it may overwrite or edit it.
+    pub fn note_read(&self, meta: &Metadata) {
+        self.files.read.insert(meta);
+    }
+
+    /// Opens the existing file for reading and writing (to change it in place): only a
+    /// file this session created or read, or an empty one.
     pub fn open_edit(&self) -> Result<(File, Metadata), Refused> {
         let (file, meta) = self.open(Mode::ReadWrite)?;
         self.only_files(&meta)?;
+        if !self.files.may_change(&meta) {
+            return Err(format!(
+                "`{}` already exists and you have not read it: read it with read_file first, \
+                 then write or edit it, so that what you write starts from what it holds",
+                self.display
+            ));
+        }
         Ok((file, meta))
     }
 
@@ -113,7 +145,7 @@ impl CheckedPath {
         let (mut file, existed) = match self.base.open_file(rel, Mode::CreateNew, Strategy::Best) {
             Ok(file) => {
                 let meta = file.metadata().map_err(|e| self.io_error(&e, "written"))?;
-                self.created.insert(&meta);
+                self.files.created.insert(&meta);
                 (file, false)
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -146,7 +178,7 @@ impl CheckedPath {
                 self.display
             ));
         }
-        if meta.is_file() && meta.nlink() > 1 && !self.created.contains(&meta) {
+        if meta.is_file() && meta.nlink() > 1 && !self.files.created.contains(&meta) {
             return Err(format!(
                 "`{}` has {} hard links: another of its names may be outside the working \
                  directory, so file tools use a file with several names only if this session \

@@ -45,7 +45,7 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::beneath::Root;
-use super::checked::Created;
+use super::checked::SessionFiles;
 use super::confine::{self, Choice, Confinement, Invocation, Plan, Support};
 use super::protected::{Protected, CONFIG_FILE, GIT_DIR};
 use super::skills::Skill;
@@ -569,7 +569,7 @@ impl SandboxBuilder {
                 given: workdir,
                 root: Arc::new(Root::open(&canonical)?),
                 canonical,
-                created: Arc::default(),
+                files: Arc::default(),
                 policy: self.policy,
                 user: self.user,
                 prompter: self.prompter,
@@ -598,8 +598,8 @@ struct Inner {
     canonical: PathBuf,
     /// The working directory, held open: file tools open paths beneath it.
     root: Arc<Root>,
-    /// The files this session's file tools created.
-    created: Arc<Created>,
+    /// The files this session's file tools created and read.
+    files: Arc<SessionFiles>,
     policy: Policy,
     user: UserAllow,
     prompter: Arc<dyn Prompter>,
@@ -777,7 +777,7 @@ impl Sandbox {
             display,
             reason,
             inner.root.clone(),
-            inner.created.clone(),
+            inner.files.clone(),
         )
     }
 
@@ -794,7 +794,7 @@ impl Sandbox {
             canonical.to_string_lossy().into_owned(),
             format!("inside the directory of skill `{skill}`"),
             base,
-            inner.created.clone(),
+            inner.files.clone(),
         )
     }
 

@@ -5,7 +5,6 @@
 //! uses to skip task scheduling. A driver that streams tells a [`Live`] the answer as it
 //! is written.
 
-pub mod astray;
 pub mod chat;
 pub mod command;
 pub mod http;
@@ -14,7 +13,6 @@ pub mod mock;
 pub mod pace;
 pub mod prices;
 pub mod render;
-pub mod runaway;
 pub mod settings;
 pub mod stdio;
 

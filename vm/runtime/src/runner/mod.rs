@@ -5,12 +5,9 @@
 mod budget;
 pub mod journal;
 pub mod program_skill;
-mod promised;
 mod session;
 mod stop;
 mod structured;
-mod stuck;
-mod text_calls;
 
 pub use budget::Budget;
 pub use stop::Stop;

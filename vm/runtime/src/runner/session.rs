@@ -12,14 +12,13 @@
 //! otherwise reported to the model as interrupted. Failed turns are journaled too, so the
 //! attempts a session's `retry` makes replay the same way.
 
-use super::promised;
 use super::structured::{self, Listing};
-use super::stuck::Stuck;
-use super::text_calls;
 use super::Note;
 use crate::agent::workshop::{system_prompt, Kit, Workshop};
 use crate::driver::live::Piece;
 use crate::driver::{render, serve, Driver, Live};
+use crate::guards::stuck::Stuck;
+use crate::guards::{narrowing, promised, text_calls};
 use crate::people::Prompter;
 use bytecode_spec::Code;
 use futures_util::future::BoxFuture;
@@ -336,6 +335,9 @@ struct Conversation {
     touched: Vec<String>,
     /// The model was told once that files its task asks for are missing.
     reminded: bool,
+    /// The loop went nowhere once in a structured session: the tools that only look were
+    /// withdrawn, leaving those that act ([`narrowing`]).
+    narrowed: bool,
 }
 
 impl<D: Driver> Loop<'_, D> {
@@ -477,6 +479,7 @@ impl<D: Driver> Loop<'_, D> {
             found: Vec::new(),
             touched: Vec::new(),
             reminded: false,
+            narrowed: false,
         };
         let mut stuck = Stuck::default();
         let mut taken = 0;
@@ -492,7 +495,11 @@ impl<D: Driver> Loop<'_, D> {
                 ));
             }
             taken += 1;
-            let offered = if c.plain { Vec::new() } else { tools.clone() };
+            let offered = match (c.plain, c.narrowed) {
+                (true, _) => Vec::new(),
+                (false, true) => narrowing::acting(&tools, |name| kit.toolbox.read_only(name)),
+                (false, false) => tools.clone(),
+            };
             let ask = TurnAsk {
                 agent: self.s.agent.clone(),
                 model: self.s.model.clone(),
@@ -629,7 +636,19 @@ impl<D: Driver> Loop<'_, D> {
                 |name: &str| kit.toolbox.get(name).is_some() || kit.withheld.contains_key(name);
             let changes = |name: &str| !kit.toolbox.read_only(name);
             if let Some(why) = stuck.turn(&pairs, known, changes) {
-                self.nudge(&mut c, why);
+                let acting = narrowing::acting(&tools, |name| kit.toolbox.read_only(name));
+                if self.structured && !c.narrowed && !acting.is_empty() {
+                    self.outbox.event(Event::Nudge {
+                        id: self.req.id.clone(),
+                        why: format!("{why}; the tools that only look were withdrawn"),
+                    });
+                    c.narrowed = true;
+                    c.messages.push(Message::User {
+                        content: narrowing::message(&acting, &self.s.prompt),
+                    });
+                } else {
+                    self.nudge(&mut c, why);
+                }
             }
         }
     }

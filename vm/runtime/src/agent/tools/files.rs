@@ -103,6 +103,7 @@ fn read_lines(
         }
         if shown_lines == limit || out.len() >= MAX_READ_BYTES {
             let _ = write!(out, "\n(more lines follow; continue with offset={number})");
+            path.note_read(&meta);
             return Ok(out);
         }
         let text = String::from_utf8_lossy(&line);
@@ -125,6 +126,7 @@ fn read_lines(
             "`{shown}` has {number} lines; offset {offset} is past its end"
         ));
     }
+    path.note_read(&meta);
     Ok(out)
 }
 

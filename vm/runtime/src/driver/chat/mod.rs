@@ -23,8 +23,8 @@ mod wire;
 use super::http::{self, retrying, AttemptError, Events, HttpOptions};
 use super::pace::{self, Limits};
 use super::prices::{price, priced, Price};
-use super::{astray, runaway};
 use super::{render, unanswerable, Driver, Live, Served};
+use crate::guards::{astray, runaway};
 use prose_machine::convert;
 use prose_machine::protocol::{
     Answer, Ask, Failure, Message, Request, Stop, TurnAnswer, TurnAsk, Usage,

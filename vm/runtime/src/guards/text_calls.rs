@@ -6,7 +6,7 @@
 //! anything else, however much it looks like a call, is the model's answer (a model asked
 //! for a greeting that answers `{"name": "greet", ...}` has answered, badly, not called).
 
-use crate::driver::astray;
+use super::astray;
 use prose_machine::protocol::{ToolCall, ToolSpec};
 use serde_json::{Map, Value};
 
