@@ -336,6 +336,9 @@ session: asker
 #[test]
 fn a_run_killed_in_the_middle_of_a_session_repeats_no_side_effect() {
     let dir = scratch("kill");
+    // Commands write below the top of the working directory, as they can under either
+    // confinement (under Landlock nothing is made directly in it).
+    std::fs::create_dir(dir.join("out")).expect("out");
     std::fs::write(
         dir.join("prog.prose"),
         "agent worker:\n  permissions:\n    bash: allow\noutput done = session: worker\n  prompt: \"Do five steps\"\n",
@@ -344,7 +347,7 @@ fn a_run_killed_in_the_middle_of_a_session_repeats_no_side_effect() {
     let mut script: Vec<Value> = (0..5)
         .map(|i| {
             json!({"kind": "turn", "times": 1, "delay_ms": 150, "reply": {"tool_calls": [
-                {"name": "bash", "arguments": {"command": format!("echo step-{i} >> effects.log")}}
+                {"name": "bash", "arguments": {"command": format!("echo step-{i} >> out/effects.log")}}
             ]}})
         })
         .collect();
@@ -394,7 +397,7 @@ fn a_run_killed_in_the_middle_of_a_session_repeats_no_side_effect() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "done: five steps done\n");
     assert_eq!(
-        std::fs::read_to_string(dir.join("effects.log")).expect("effects"),
+        std::fs::read_to_string(dir.join("out/effects.log")).expect("effects"),
         "step-0\nstep-1\nstep-2\nstep-3\nstep-4\n",
         "every step ran exactly once"
     );
@@ -589,6 +592,9 @@ fn a_published_mcp_servers_tools_serve_the_agents_that_name_it() {
 fn a_host_answers_turns_and_permission_prompts_over_stdio() {
     use std::io::{BufRead, BufReader, Write};
     let dir = scratch("stdio-turns");
+    // Commands write below the top of the working directory, as they can under either
+    // confinement (under Landlock nothing is made directly in it).
+    std::fs::create_dir(dir.join("out")).expect("out");
     std::fs::write(
         dir.join("prog.prose"),
         "agent ops:\n  permissions:\n    bash: prompt\noutput r = session: ops\n  prompt: \"Check the disk\"\n",
@@ -626,14 +632,14 @@ fn a_host_answers_turns_and_permission_prompts_over_stdio() {
         .is_some_and(|t| t.iter().any(|t| t["name"] == "bash")));
     reply(
         json!({"id": "0:0#t0", "kind": "turn", "answer": {"text": "", "stop": "tool_use",
-        "tool_calls": [{"id": "b1", "name": "bash", "arguments": {"command": "echo checked > disk.txt"}}]}}),
+        "tool_calls": [{"id": "b1", "name": "bash", "arguments": {"command": "echo checked > out/disk.txt"}}]}}),
     );
     // `bash: prompt`: the VM asks the host, which stands for the person.
     let ask = next();
     assert_eq!(ask["kind"], "permission");
     assert_eq!(ask["id"], "0:0#t0p0");
     assert_eq!(ask["capability"], "bash");
-    assert_eq!(ask["detail"], "echo checked > disk.txt");
+    assert_eq!(ask["detail"], "echo checked > out/disk.txt");
     reply(json!({"id": "0:0#t0p0", "kind": "permission", "answer": "always"}));
     let turn = next();
     assert_eq!(turn["id"], "0:0#t1");
@@ -655,7 +661,7 @@ fn a_host_answers_turns_and_permission_prompts_over_stdio() {
     drop(stdin);
     let _ = child.wait();
     assert_eq!(
-        std::fs::read_to_string(dir.join("disk.txt")).expect("the command ran"),
+        std::fs::read_to_string(dir.join("out/disk.txt")).expect("the command ran"),
         "checked\n"
     );
     // The person's answer is journaled with the session.
@@ -751,6 +757,9 @@ fn an_imported_program_named_as_a_skill_is_a_tool_run_as_a_child_run() {
 #[test]
 fn allow_flags_and_prose_toml_give_capabilities_the_program_leaves_unset() {
     let dir = scratch("allow");
+    // Commands write below the top of the working directory, as they can under either
+    // confinement (under Landlock nothing is made directly in it).
+    std::fs::create_dir(dir.join("out")).expect("out");
     std::fs::write(
         dir.join("prog.prose"),
         "agent plain:\n  prompt: \"You help.\"\nsession: plain\n  prompt: \"Run it\"\n",
@@ -758,7 +767,7 @@ fn allow_flags_and_prose_toml_give_capabilities_the_program_leaves_unset() {
     .expect("program");
     let script = json!([
         {"kind": "turn", "times": 1, "reply": {"tool_calls": [
-            {"name": "bash", "arguments": {"command": "echo ran >> ran.txt"}}]}},
+            {"name": "bash", "arguments": {"command": "echo ran >> out/ran.txt"}}]}},
         {"kind": "turn", "times": 1, "reply": "ok"}
     ]);
     std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
@@ -779,20 +788,20 @@ fn allow_flags_and_prose_toml_give_capabilities_the_program_leaves_unset() {
     let (code, _, err) = run(&[]);
     assert_eq!(code, 0, "{err}");
     assert!(
-        !dir.join("ran.txt").exists(),
+        !dir.join("out/ran.txt").exists(),
         "bash ran without being allowed"
     );
     let (code, _, err) = run(&["--allow", "bash"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        std::fs::read_to_string(dir.join("ran.txt")).expect("ran"),
+        std::fs::read_to_string(dir.join("out/ran.txt")).expect("ran"),
         "ran\n"
     );
     std::fs::write(dir.join("prose.toml"), "allow = [\"bash\"]\n").expect("toml");
     let (code, _, err) = run(&[]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
-        std::fs::read_to_string(dir.join("ran.txt")).expect("ran"),
+        std::fs::read_to_string(dir.join("out/ran.txt")).expect("ran"),
         "ran\nran\n"
     );
     let (code, _, err) = run(&["--allow", "everything"]);

@@ -6,9 +6,11 @@
 
 mod support;
 
+use prose_runtime::agent::confine::{Kind, CHOICE_VAR};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use support::confinements;
 use support::provider::{ok, provider, tool_calls};
 
 fn scratch(name: &str) -> PathBuf {
@@ -29,6 +31,29 @@ fn vm(key: &str) -> Command {
         .env("ANTHROPIC_API_KEY", key)
         .stdin(Stdio::null());
     cmd
+}
+
+/// [`vm`], its commands confined by `kind` alone.
+fn vm_under(key: &str, kind: Kind) -> Command {
+    let mut cmd = vm(key);
+    cmd.env(CHOICE_VAR, kind.name());
+    cmd
+}
+
+/// The `sandbox` events of a `--trace json` stderr: the confinement each names, and its
+/// detail.
+fn sandbox_events(stderr: &str) -> Vec<(String, String)> {
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "sandbox")
+        .map(|e| {
+            (
+                e["confinement"].as_str().expect("confinement").to_string(),
+                e["detail"].as_str().expect("detail").to_string(),
+            )
+        })
+        .collect()
 }
 
 /// The run directories under `state/runs`.
@@ -129,10 +154,19 @@ fn the_vms_own_environment_block_holds_no_key_while_it_runs() {
     );
 }
 
+/// Under each confinement. bubblewrap's `$PPID` is its own init, whose environment is
+/// readable (and keyless); under Landlock `$PPID` is the VM, whose environment no command can
+/// read, nor any other process's outside the sandbox.
 #[test]
 fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
+    for kind in confinements() {
+        the_api_key_never_reaches_anything_under(kind);
+    }
+}
+
+fn the_api_key_never_reaches_anything_under(kind: Kind) {
     const KEY: &str = "sk-sweep-environ-5150";
-    let dir = scratch("environ");
+    let dir = scratch(&format!("environ-{}", kind.name()));
     std::fs::write(
         dir.join("prog.prose"),
         "agent shell:\n  permissions:\n    bash: allow\noutput out = session: shell\n  prompt: \"Look around\"\n",
@@ -162,13 +196,16 @@ fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
         ok("Nothing found."),
     ]);
     let (code, out, err) = support::output(
-        vm(KEY)
+        vm_under(KEY, kind)
             .current_dir(&dir)
             .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
             .args(["--base-url", &url, "--trace", "json"]),
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "out: Nothing found.\n");
+    let told = sandbox_events(&err);
+    assert_eq!(told.len(), 1, "said once, at the first command: {err}");
+    assert_eq!(told[0].0, kind.name(), "{err}");
     let run = &runs(&dir.join(".prose"))[0];
     let records = journal(run);
     for id in ["0:0#t0c0", "0:0#t0c1", "0:0#t0c2"] {
@@ -176,9 +213,21 @@ fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
         assert!(!text.contains(KEY), "{id} read the key: {text}");
     }
     let (text, is_error) = tool_output(&records, "0:0#t0c0");
+    match kind {
+        Kind::Bubblewrap => assert!(
+            !is_error,
+            "the parent's environment is readable, only keyless: {text}"
+        ),
+        Kind::Landlock => assert!(
+            is_error && text.contains("Permission denied"),
+            "the VM's environment is out of reach: {text}"
+        ),
+    }
+    // The host's init, under Landlock (under bubblewrap PID 1 is the sandbox's own, c0).
+    let (text, is_error) = tool_output(&records, "0:0#t0c1");
     assert!(
-        !is_error,
-        "the parent's environment is readable, only keyless: {text}"
+        is_error || kind == Kind::Bubblewrap,
+        "init's environment: {text}"
     );
     assert!(tool_output(&records, "0:0#t0c2").0.contains("walked"));
     let seen = seen.lock().expect("seen");
@@ -197,19 +246,23 @@ fn the_api_key_never_reaches_a_command_the_model_or_the_run_files() {
 /// outside `dir`, where no tool finds it) and `extra` flags; returns the exit code, stdout
 /// and stderr.
 fn run_scripted(dir: &Path, script: Value, extra: &[&str]) -> (i32, String, String) {
-    run_scripted_in(dir, None, script, extra)
+    run_scripted_in(dir, None, None, script, extra)
 }
 
-/// [`run_scripted`], with `HOME` at `home` if given.
+/// [`run_scripted`], commands confined by `kind` if given, with `HOME` at `home` if given.
 fn run_scripted_in(
     dir: &Path,
+    kind: Option<Kind>,
     home: Option<&Path>,
     script: Value,
     extra: &[&str],
 ) -> (i32, String, String) {
     let file = dir.with_extension("script.json");
     std::fs::write(&file, script.to_string()).expect("script");
-    let mut cmd = vm("sk-unused");
+    let mut cmd = match kind {
+        Some(kind) => vm_under("sk-unused", kind),
+        None => vm("sk-unused"),
+    };
     if let Some(home) = home {
         cmd.env("HOME", home);
     }
@@ -228,7 +281,13 @@ fn run_scripted_in(
 /// arguments also expanded, outside the working directory.
 #[test]
 fn execute_patterns_run_the_file_itself_with_literal_arguments() {
-    let root = scratch("execute");
+    for kind in confinements() {
+        execute_patterns_under(kind);
+    }
+}
+
+fn execute_patterns_under(kind: Kind) {
+    let root = scratch(&format!("execute-{}", kind.name()));
     let dir = root.join("work");
     std::fs::create_dir_all(dir.join("scripts")).expect("work");
     std::fs::create_dir_all(root.join("outside")).expect("outside");
@@ -258,7 +317,7 @@ fn execute_patterns_run_the_file_itself_with_literal_arguments() {
         ]}},
         {"kind": "turn", "prompt": "Run the checks", "reply": "checked"}
     ]);
-    let (code, _, err) = run_scripted(&dir, script, &[]);
+    let (code, _, err) = run_scripted_in(&dir, Some(kind), None, script, &[]);
     assert_eq!(code, 0, "{err}");
     let records = journal(&runs(&dir.join(".prose"))[0]);
     let (text, is_error) = tool_output(&records, "0:0#t0c1");
@@ -287,7 +346,13 @@ fn execute_patterns_run_the_file_itself_with_literal_arguments() {
 /// `.prose` was protected.
 #[test]
 fn a_state_directory_inside_the_working_directory_is_out_of_reach() {
-    let dir = scratch("state-dir");
+    for kind in confinements() {
+        a_state_directory_is_out_of_reach_under(kind);
+    }
+}
+
+fn a_state_directory_is_out_of_reach_under(kind: Kind) {
+    let dir = scratch(&format!("state-dir-{}", kind.name()));
     std::fs::write(
         dir.join("prog.prose"),
         r#"agent keeper:
@@ -328,7 +393,13 @@ output out = session: snoop
         "the vault code is 4242\n",
     )
     .expect("memory");
-    let (code, out, err) = run_scripted_in(&dir, Some(&home), script, &["--state-dir", "state"]);
+    let (code, out, err) = run_scripted_in(
+        &dir,
+        Some(kind),
+        Some(&home),
+        script,
+        &["--state-dir", "state"],
+    );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "out: nothing\n");
     let state = dir.join("state");
@@ -374,11 +445,23 @@ output out = session: snoop
 /// Escape 4, through commands: an agent wrote `prose.toml` (the next run then granted bash
 /// and network and sent the key where the agent chose), `.git/config` (`core.fsmonitor`) and
 /// `.git/hooks/*`, which run code the next time a person uses git, or the program itself.
+/// Under each confinement: the top of the working directory (bubblewrap binds what is
+/// there read-only and holds placeholders for what is not; under Landlock nothing can be made
+/// there), and the directory of a file the program imports, which holds a protected file.
 #[test]
 fn commands_cannot_plant_settings_git_hooks_or_change_the_program() {
-    let dir = scratch("persist-bash");
-    let program = "agent tinkerer:\n  permissions:\n    bash: allow\noutput out = session: tinkerer\n  prompt: \"Tinker\"\n";
+    for kind in confinements() {
+        commands_cannot_plant_under(kind);
+    }
+}
+
+fn commands_cannot_plant_under(kind: Kind) {
+    let dir = scratch(&format!("persist-bash-{}", kind.name()));
+    let program = "use \"./lib/helper.prose\" as helper\nagent tinkerer:\n  permissions:\n    bash: allow\noutput out = session: tinkerer\n  prompt: \"Tinker\"\n";
+    let helper = "input topic: \"What\"\noutput summary = session \"Summarize {topic}\"\n";
     std::fs::write(dir.join("prog.prose"), program).expect("program");
+    std::fs::create_dir_all(dir.join("lib")).expect("lib");
+    std::fs::write(dir.join("lib/helper.prose"), helper).expect("helper");
     let git = |args: &[&str]| {
         let out = Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
@@ -395,6 +478,8 @@ fn commands_cannot_plant_settings_git_hooks_or_change_the_program() {
                   git config core.fsmonitor 'touch pwned'; \
                   echo '#!/bin/sh' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
                   echo '# changed' >> prog.prose; mv prog.prose gone.prose; \
+                  echo '# changed' >> lib/helper.prose; mv lib/helper.prose lib/gone.prose; \
+                  echo 'session \"pwned\"' > lib/new.prose; \
                   mkdir -p sub && echo 'allow = [\"bash\"]' > sub/prose.toml; echo tried";
     let script = json!([
         {"kind": "turn", "prompt": "Tinker", "times": 1, "reply": {"tool_calls": [
@@ -402,12 +487,12 @@ fn commands_cannot_plant_settings_git_hooks_or_change_the_program() {
         ]}},
         {"kind": "turn", "prompt": "Tinker", "reply": "done"}
     ]);
-    let (code, _, err) = run_scripted(&dir, script, &[]);
+    let (code, _, err) = run_scripted_in(&dir, Some(kind), None, script, &[]);
     assert_eq!(code, 0, "{err}");
     let records = journal(&runs(&dir.join(".prose"))[0]);
     let (text, _) = tool_output(&records, "0:0#t0c0");
     assert!(text.contains("tried"), "{text}");
-    assert!(!dir.join("prose.toml").exists(), "{text}");
+    assert!(!dir.join("prose.toml").exists(), "{kind:?}: {text}");
     assert_eq!(
         std::fs::read_to_string(dir.join(".git/config")).expect("config"),
         config_before
@@ -418,17 +503,34 @@ fn commands_cannot_plant_settings_git_hooks_or_change_the_program() {
         program
     );
     assert!(!dir.join("gone.prose").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("lib/helper.prose")).expect("helper"),
+        helper,
+        "{kind:?}: {text}"
+    );
+    assert!(!dir.join("lib/gone.prose").exists());
+    // bubblewrap binds the imported file read-only and leaves the rest of its directory
+    // writable; under Landlock the directory holding it is pinned, like the top.
+    assert_eq!(
+        dir.join("lib/new.prose").exists(),
+        kind == Kind::Bubblewrap,
+        "{kind:?}: {text}"
+    );
 
     // Where there is no `.git` yet, none can be made either.
-    let bare = scratch("persist-bash-nogit");
-    std::fs::write(bare.join("prog.prose"), program).expect("program");
+    let bare = scratch(&format!("persist-bash-nogit-{}", kind.name()));
+    std::fs::write(
+        bare.join("prog.prose"),
+        program.replace("use \"./lib/helper.prose\" as helper\n", ""),
+    )
+    .expect("program");
     let script = json!([
         {"kind": "turn", "prompt": "Tinker", "times": 1, "reply": {"tool_calls": [
             {"name": "bash", "arguments": {"command": "git init -q; mkdir -p .git/hooks; echo x > .git/config; ls -a"}}
         ]}},
         {"kind": "turn", "prompt": "Tinker", "reply": "done"}
     ]);
-    let (code, _, err) = run_scripted(&bare, script, &[]);
+    let (code, _, err) = run_scripted_in(&bare, Some(kind), None, script, &[]);
     assert_eq!(code, 0, "{err}");
     assert!(!bare.join(".git").exists(), "a .git was planted");
     assert!(
@@ -531,10 +633,17 @@ fn bin_without_bwrap(dir: &Path, fake_bwrap: bool) -> PathBuf {
     bin
 }
 
+/// The order, without bubblewrap (not installed, or one that cannot make its namespaces):
+/// commands run under Landlock, and the run says so at its first command, with why not
+/// bubblewrap. Where no confinement can be set up (here: bubblewrap forced where it does not
+/// work) commands are refused, saying why, unless the user allows them unsandboxed on the
+/// command line.
 #[test]
-fn where_no_sandbox_can_be_set_up_commands_are_refused_unless_the_user_allows_it() {
+fn without_bubblewrap_commands_run_under_landlock_and_where_nothing_works_they_are_refused() {
+    let landlock = confinements().contains(&Kind::Landlock);
     for fake in [false, true] {
         let dir = scratch(if fake { "nosandbox-fake" } else { "nosandbox" });
+        std::fs::create_dir(dir.join("out")).expect("out");
         std::fs::write(
             dir.join("prog.prose"),
             "agent plain:\n  prompt: \"You help.\"\nsession: plain\n  prompt: \"Run it\"\n",
@@ -543,34 +652,69 @@ fn where_no_sandbox_can_be_set_up_commands_are_refused_unless_the_user_allows_it
         let bin = bin_without_bwrap(&dir, fake);
         let script = json!([
             {"kind": "turn", "times": 1, "reply": {"tool_calls": [
-                {"name": "bash", "arguments": {"command": "touch ran.txt"}}]}},
+                {"name": "bash", "arguments": {"command": "touch out/ran.txt"}}]}},
             {"kind": "turn", "times": 1, "reply": "ok"}
         ]);
         std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
-        let run = |extra: &[&str]| {
+        let run = |choice: &str, trace: &str, extra: &[&str]| {
+            let _ = std::fs::remove_file(dir.join("out/ran.txt"));
             support::output(
                 vm("sk-unused")
                     .current_dir(&dir)
                     .env("PATH", &bin)
+                    .env(CHOICE_VAR, choice)
                     .args(["run", "prog.prose", "--mock-script", "script.json"])
-                    .args(["--trace", "json", "--allow", "bash"])
+                    .args(["--trace", trace, "--allow", "bash"])
                     .args(extra),
             )
         };
-        let (code, _, err) = run(&[]);
-        assert_eq!(code, 0, "{err}");
-        assert!(!dir.join("ran.txt").exists(), "ran without a sandbox");
         let why = if fake {
             "No permissions to create new namespace"
         } else {
             "bubblewrap (`bwrap`) is not installed"
         };
+
+        // The default order: Landlock, said at the first command with why not bubblewrap.
+        let (code, _, err) = run("auto", "json", &[]);
+        assert_eq!(code, 0, "{err}");
+        let told = sandbox_events(&err);
+        assert_eq!(told.len(), 1, "{err}");
+        if landlock {
+            assert!(dir.join("out/ran.txt").exists(), "{err}");
+            assert_eq!(told[0].0, "landlock", "{err}");
+            assert!(
+                told[0].1.starts_with("commands run in Landlock (ABI "),
+                "{err}"
+            );
+            assert!(told[0].1.contains(why), "{err}");
+        } else {
+            assert!(!dir.join("out/ran.txt").exists(), "ran without a sandbox");
+            assert_eq!(told[0].0, "none", "{err}");
+        }
+        // The narration says the same, once.
+        let (code, _, err) = run("auto", "narrate", &[]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(err.matches("[Sandbox] ").count(), 1, "{err}");
+        if landlock {
+            assert!(err.contains("[Sandbox] commands run in Landlock"), "{err}");
+        }
+
+        // bubblewrap alone, where it does not work: refused, saying why and the way out.
+        let (code, _, err) = run("bwrap", "json", &[]);
+        assert_eq!(code, 0, "{err}");
+        assert!(!dir.join("out/ran.txt").exists(), "ran without a sandbox");
         assert!(err.contains(why), "{err}");
         assert!(err.contains("--allow unsandboxed-bash"), "{err}");
+        let told = sandbox_events(&err);
+        assert_eq!(told[0].0, "none", "{err}");
+        assert!(told[0].1.starts_with("commands are refused"), "{err}");
 
-        let (code, _, err) = run(&["--allow", "unsandboxed-bash"]);
+        let (code, _, err) = run("bwrap", "json", &["--allow", "unsandboxed-bash"]);
         assert_eq!(code, 0, "{err}");
-        assert!(dir.join("ran.txt").exists(), "{err}");
+        assert!(dir.join("out/ran.txt").exists(), "{err}");
+        let told = sandbox_events(&err);
+        assert_eq!(told[0].0, "none", "{err}");
+        assert!(told[0].1.contains("WITHOUT an OS sandbox"), "{err}");
     }
     let dir = scratch("nosandbox-toml");
     std::fs::write(dir.join("prog.prose"), "session \"x\"\n").expect("program");
@@ -583,6 +727,20 @@ fn where_no_sandbox_can_be_set_up_commands_are_refused_unless_the_user_allows_it
     ]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("only the command line can"), "{err}");
+    // A confinement the VM does not know is an error before the run starts.
+    let dir = scratch("nosandbox-choice");
+    std::fs::write(dir.join("prog.prose"), "session \"x\"\n").expect("program");
+    let (code, _, err) = support::output(
+        vm("sk-unused")
+            .current_dir(&dir)
+            .env(CHOICE_VAR, "bubblewrap")
+            .args(["run", "prog.prose", "--trace", "quiet", "--allow", "bash"]),
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("PROSE_SANDBOX is `bubblewrap`: it takes `auto`, `bwrap` or `landlock`"),
+        "{err}"
+    );
 }
 
 /// Serves `body` as `text/html` to every request on a loopback port; returns the URL.
@@ -722,14 +880,90 @@ fn sigterm_during_a_fetch_stops_the_run_at_once() {
     assert_eq!(record["status"], "interrupted", "{record}");
 }
 
+/// Waits up to a minute for `check` to hold, polling.
+fn within_a_minute(mut check: impl FnMut() -> bool) -> bool {
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(60) {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    check()
+}
+
+/// A VM killed with `SIGKILL` while a command runs: the command's shell dies with it under
+/// both; under bubblewrap so does everything it started (its PID namespace ends), while under
+/// Landlock a process it left in the background lives on (documented in docs/tools.md).
+#[test]
+fn a_vm_killed_outright_takes_its_commands_shell_along() {
+    for (kind, seconds) in confinements().into_iter().zip(["3131", "3132"]) {
+        let dir = scratch(&format!("vm-killed-{}", kind.name()));
+        std::fs::create_dir(dir.join("out")).expect("out");
+        std::fs::write(
+            dir.join("prog.prose"),
+            "agent shell:\n  permissions:\n    bash: allow\noutput out = session: shell\n  prompt: \"Wait\"\n",
+        )
+        .expect("program");
+        let command = format!("sleep {seconds} & touch out/started; wait");
+        let script = json!([
+            {"kind": "turn", "times": 1, "reply": {"tool_calls": [
+                {"name": "bash", "arguments": {"command": command}}]}},
+            {"kind": "turn", "reply": "done"}
+        ]);
+        let file = dir.with_extension("script.json");
+        std::fs::write(&file, script.to_string()).expect("script");
+        let mut child = vm_under("sk-unused", kind)
+            .current_dir(&dir)
+            .args(["run", "prog.prose", "--trace", "quiet", "--mock-script"])
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prosevm starts");
+        assert!(
+            within_a_minute(|| dir.join("out/started").exists()),
+            "{kind:?}: the command never started"
+        );
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        let shell = ["sh", "-c", command.as_str()];
+        assert!(
+            within_a_minute(|| support::host_processes(&shell).is_empty()),
+            "{kind:?}: the shell outlived the VM"
+        );
+        let sleep = ["sleep", seconds];
+        match kind {
+            Kind::Bubblewrap => assert!(
+                within_a_minute(|| support::host_processes(&sleep).is_empty()),
+                "a background job outlived bubblewrap's sandbox"
+            ),
+            Kind::Landlock => {
+                let left = support::host_processes(&sleep);
+                assert_eq!(left.len(), 1, "the background job lives on");
+                for pid in left {
+                    // SAFETY: kill with a process id and a signal.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+        }
+    }
+}
+
 /// The sandbox works for an unprivileged user as it does for root (CI runs as root: there
 /// the run is made as `nobody` through `setpriv`; elsewhere the tests already run
 /// unprivileged).
 #[test]
 fn commands_are_sandboxed_for_an_unprivileged_user_too() {
-    let root = scratch("unprivileged");
+    for kind in confinements() {
+        commands_are_sandboxed_for_an_unprivileged_user_under(kind);
+    }
+}
+
+fn commands_are_sandboxed_for_an_unprivileged_user_under(kind: Kind) {
+    let root = scratch(&format!("unprivileged-{}", kind.name()));
     let dir = root.join("work");
-    std::fs::create_dir_all(&dir).expect("work");
+    std::fs::create_dir_all(dir.join("out")).expect("work");
     std::fs::write(
         dir.join("prog.prose"),
         "agent shell:\n  permissions:\n    bash: allow\noutput out = session: shell\n  prompt: \"Look\"\n",
@@ -737,7 +971,7 @@ fn commands_are_sandboxed_for_an_unprivileged_user_too() {
     .expect("program");
     let outside = root.join("outside.txt");
     let command = format!(
-        "id -u; echo made > made.txt && echo wrote; echo x > {} || echo refused; echo parent=$PPID",
+        "id -u; echo made > out/made.txt && echo wrote; echo x > {} || echo refused; echo parent=$PPID",
         outside.display()
     );
     let script = json!([
@@ -750,7 +984,7 @@ fn commands_are_sandboxed_for_an_unprivileged_user_too() {
     // SAFETY: geteuid has no preconditions.
     let root_user = unsafe { libc::geteuid() } == 0;
     let mut cmd = if root_user {
-        for p in [&root, &dir] {
+        for p in [&root, &dir, &dir.join("out")] {
             std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o777))
                 .expect("mode");
         }
@@ -762,6 +996,7 @@ fn commands_are_sandboxed_for_an_unprivileged_user_too() {
     } else {
         Command::new(env!("CARGO_BIN_EXE_prosevm"))
     };
+    cmd.env(CHOICE_VAR, kind.name());
     let (code, out, err) = support::output(
         cmd.current_dir(&dir)
             .stdin(Stdio::null())
@@ -780,7 +1015,13 @@ fn commands_are_sandboxed_for_an_unprivileged_user_too() {
         unsafe { libc::geteuid() }
     };
     assert!(text.starts_with(&format!("{uid}\nwrote\n")), "{text}");
-    assert!(text.contains("refused\nparent=1\n"), "{text}");
-    assert!(dir.join("made.txt").is_file());
+    assert!(text.contains("refused\nparent="), "{text}");
+    // bubblewrap's own init is the shell's parent; under Landlock the VM is.
+    assert_eq!(
+        text.contains("\nparent=1\n"),
+        kind == Kind::Bubblewrap,
+        "{text}"
+    );
+    assert!(dir.join("out/made.txt").is_file());
     assert!(!outside.exists());
 }

@@ -231,6 +231,13 @@ pub enum Event {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         restart: bool,
     },
+    /// How the run's commands are confined, said once, at its first `bash` call.
+    Sandbox {
+        /// The confinement: `bwrap`, `landlock`, or `none`.
+        confinement: String,
+        /// What that means here, or why commands run without one or are refused.
+        detail: String,
+    },
     /// A session's agent loop went nowhere; the model is asked for a plain answer without
     /// tools.
     Nudge {
@@ -474,6 +481,7 @@ impl Event {
             Event::Nudge { id, why } => {
                 format!("[Warning] {id}: {why}; asking for an answer without tools")
             }
+            Event::Sandbox { detail, .. } => format!("[Sandbox] {detail}"),
             Event::Retry { id, attempt, error } => format!(
                 "[Warning] {id} failed ({}); attempt {attempt}",
                 short(error)

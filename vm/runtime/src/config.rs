@@ -18,11 +18,14 @@ pub fn tools_choice(tools: &ToolsSettings) -> Result<ToolDefault, String> {
 
 /// Capabilities a user allows every agent: those `prose.toml`'s `allow` names (`bash`,
 /// `network`), then those given with `--allow` (also `unsandboxed-bash`, which only the
-/// command line can allow: settings a project ships must not turn the sandbox off).
+/// command line can allow: settings a project ships must not turn the sandbox off). A bad
+/// `PROSE_SANDBOX` (which confines the commands allowed) is an error here too, before any
+/// run starts.
 pub fn allowances<'a>(
     file: impl IntoIterator<Item = &'a str>,
     command_line: impl IntoIterator<Item = &'a str>,
 ) -> Result<crate::agent::permissions::UserAllow, String> {
+    crate::agent::confine::Choice::from_env()?;
     let mut allow = crate::agent::permissions::UserAllow::default();
     let names = file
         .into_iter()

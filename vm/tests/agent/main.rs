@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
 use prose_machine::protocol::{PermissionQuestion, PromptAnswer, ToolCall};
+use prose_runtime::agent::confine::{Choice, Kind};
 use prose_runtime::agent::permissions::{Policy, Sandbox, UserAllow};
 use prose_runtime::agent::tools::{ToolResult, Toolbox};
 use prose_runtime::people::{Prompter, Unanswered};
@@ -36,6 +37,16 @@ pub fn sandbox(dir: &Path, pairs: &[(&str, &[&str])], user: UserAllow) -> Sandbo
     Sandbox::builder(dir)
         .policy(Policy::from_rules(&rules(pairs)).expect("policy"))
         .user(user)
+        .build()
+        .expect("sandbox")
+}
+
+/// [`sandbox`], its commands confined by `kind` alone.
+pub fn sandbox_in(dir: &Path, pairs: &[(&str, &[&str])], user: UserAllow, kind: Kind) -> Sandbox {
+    Sandbox::builder(dir)
+        .policy(Policy::from_rules(&rules(pairs)).expect("policy"))
+        .user(user)
+        .confine_with(Choice::Only(kind))
         .build()
         .expect("sandbox")
 }

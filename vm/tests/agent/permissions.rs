@@ -5,13 +5,14 @@ use std::fs;
 use std::os::unix::fs::symlink;
 
 use prose_machine::protocol::{Capability, PromptAnswer};
+use prose_runtime::agent::confine::Kind;
 use prose_runtime::agent::permissions::{Action, Policy, Sandbox, UserAllow};
 use prose_runtime::agent::protected::Protected;
 use prose_runtime::people::NoPrompter;
 use serde_json::json;
 
-use crate::support::scratch;
-use crate::{call, err, ok, rules, sandbox, Scripted};
+use crate::support::{confinements, scratch};
+use crate::{call, err, ok, rules, sandbox, sandbox_in, Scripted};
 
 /// A working directory `work` beside a directory `outside` holding `secret.txt`.
 fn world(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
@@ -329,12 +330,15 @@ async fn write_globs_bound_writes_and_name_the_rule() {
 #[tokio::test]
 async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() {
     let (work, _) = world("agent-defaults");
+    // Commands write below the top of the working directory, where they can under either
+    // confinement (under Landlock nothing is made at the top).
+    fs::create_dir(work.join("out")).unwrap();
     let sb = sandbox(&work, &[], UserAllow::default());
-    let r = call(&sb, "bash", json!({"command": "touch made-it"})).await;
+    let r = call(&sb, "bash", json!({"command": "touch out/made-it"})).await;
     let msg = err(&r);
     assert!(msg.contains("bash is off by default"), "{msg}");
     assert!(msg.contains("--allow bash"));
-    assert!(!work.join("made-it").exists());
+    assert!(!work.join("out/made-it").exists());
     assert_eq!(r.decisions[0].action, Action::Bash);
     let r = call(&sb, "web_fetch", json!({"url": "http://127.0.0.1:9/"})).await;
     assert!(err(&r).contains("network is off by default"));
@@ -346,9 +350,9 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
         ..Default::default()
     };
     let sb = sandbox(&work, &[], user);
-    let r = call(&sb, "bash", json!({"command": "touch made-it"})).await;
+    let r = call(&sb, "bash", json!({"command": "touch out/made-it"})).await;
     ok(&r);
-    assert!(work.join("made-it").exists());
+    assert!(work.join("out/made-it").exists());
     assert!(r.decisions[0].reason.contains("the user allowed bash"));
 
     let sb = sandbox(
@@ -360,10 +364,10 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
             ..Default::default()
         },
     );
-    let r = call(&sb, "bash", json!({"command": "touch denied"})).await;
+    let r = call(&sb, "bash", json!({"command": "touch out/denied"})).await;
     assert!(err(&r).contains("`bash: deny` in the agent's permissions"));
     assert!(
-        !work.join("denied").exists(),
+        !work.join("out/denied").exists(),
         "an explicit deny beats the user's allowance"
     );
     let sb = sandbox(
@@ -382,15 +386,16 @@ async fn bash_and_network_are_off_by_default_and_user_allowances_turn_them_on() 
 #[tokio::test]
 async fn prompt_with_no_one_to_ask_is_refused_unless_the_user_allowed_it() {
     let (work, _) = world("agent-prompt-none");
+    fs::create_dir(work.join("out")).unwrap();
     let policy = Policy::from_rules(&rules(&[("bash", &["prompt"])])).unwrap();
     let sb = Sandbox::builder(&work)
         .policy(policy.clone())
         .prompter(std::sync::Arc::new(NoPrompter))
         .build()
         .unwrap();
-    let r = call(&sb, "bash", json!({"command": "touch asked"})).await;
+    let r = call(&sb, "bash", json!({"command": "touch out/asked"})).await;
     assert!(err(&r).contains("there is no one to ask"));
-    assert!(!work.join("asked").exists());
+    assert!(!work.join("out/asked").exists());
 
     let never = Scripted::new(|_| panic!("must not be asked"));
     let sb = Sandbox::builder(&work)
@@ -403,9 +408,9 @@ async fn prompt_with_no_one_to_ask_is_refused_unless_the_user_allowed_it() {
         .prompter(never.clone())
         .build()
         .unwrap();
-    let r = call(&sb, "bash", json!({"command": "touch allowed"})).await;
+    let r = call(&sb, "bash", json!({"command": "touch out/allowed"})).await;
     ok(&r);
-    assert!(work.join("allowed").exists());
+    assert!(work.join("out/allowed").exists());
     assert_eq!(
         never.count(),
         0,
@@ -416,6 +421,7 @@ async fn prompt_with_no_one_to_ask_is_refused_unless_the_user_allowed_it() {
 #[tokio::test]
 async fn prompt_answers_yes_no_and_always_remembered_for_the_session() {
     let (work, _) = world("agent-prompt");
+    fs::create_dir(work.join("out")).unwrap();
     let policy =
         Policy::from_rules(&rules(&[("bash", &["prompt"]), ("network", &["prompt"])])).unwrap();
     let always = Scripted::new(|q| match q.capability {
@@ -428,20 +434,20 @@ async fn prompt_answers_yes_no_and_always_remembered_for_the_session() {
         .prompter(always.clone())
         .build()
         .unwrap();
-    let r = call(&sb, "bash", json!({"command": "touch one"})).await;
+    let r = call(&sb, "bash", json!({"command": "touch out/one"})).await;
     ok(&r);
     assert!(r.decisions[0].reason.contains("a person said always"));
-    let r = call(&sb, "bash", json!({"command": "touch two"})).await;
+    let r = call(&sb, "bash", json!({"command": "touch out/two"})).await;
     ok(&r);
     assert!(r.decisions[0]
         .reason
         .contains("answered \"always\" earlier"));
-    assert!(work.join("one").exists() && work.join("two").exists());
+    assert!(work.join("out/one").exists() && work.join("out/two").exists());
     assert_eq!(always.count(), 1, "always is remembered");
     {
         let asked = always.asked.lock().unwrap();
         assert_eq!(asked[0].agent.as_deref(), Some("builder"));
-        assert_eq!(asked[0].detail, "touch one");
+        assert_eq!(asked[0].detail, "touch out/one");
         assert!(asked[0]
             .text()
             .contains("Agent `builder` wants to run a shell command"));
@@ -470,54 +476,61 @@ async fn prompt_answers_yes_no_and_always_remembered_for_the_session() {
     assert_eq!(yes.count(), 2, "yes is for one call");
 }
 
+/// Under each confinement: a file an `execute` pattern grants runs in the sandbox, and
+/// nothing else does.
 #[tokio::test]
 async fn execute_patterns_run_matching_files_without_bash() {
-    let (work, _) = world("agent-execute");
-    fs::create_dir(work.join("scripts")).unwrap();
-    let script = work.join("scripts/hello.sh");
-    fs::write(&script, "#!/bin/sh\necho hello \"$1\" > greeted.txt\n").unwrap();
-    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    fs::write(work.join("other.sh"), "#!/bin/sh\ntouch other-ran\n").unwrap();
-    fs::set_permissions(
-        work.join("other.sh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let sb = sandbox(
-        &work,
-        &[("execute", &["scripts/*.sh"]), ("bash", &["deny"])],
-        UserAllow::default(),
-    );
-    let r = call(&sb, "bash", json!({"command": "./scripts/hello.sh world"})).await;
-    ok(&r);
-    assert!(r.decisions[0]
-        .reason
-        .contains("execute rule \"scripts/*.sh\""));
-    assert_eq!(
-        fs::read_to_string(work.join("greeted.txt")).unwrap(),
-        "hello world\n"
-    );
+    for kind in confinements() {
+        let (work, _) = world(&format!("agent-execute-{}", kind.name()));
+        fs::create_dir(work.join("scripts")).unwrap();
+        fs::create_dir(work.join("out")).unwrap();
+        let script = work.join("scripts/hello.sh");
+        fs::write(&script, "#!/bin/sh\necho hello \"$1\" > out/greeted.txt\n").unwrap();
+        fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        fs::write(work.join("other.sh"), "#!/bin/sh\ntouch out/other-ran\n").unwrap();
+        fs::set_permissions(
+            work.join("other.sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let sb = sandbox_in(
+            &work,
+            &[("execute", &["scripts/*.sh"]), ("bash", &["deny"])],
+            UserAllow::default(),
+            kind,
+        );
+        let r = call(&sb, "bash", json!({"command": "./scripts/hello.sh world"})).await;
+        ok(&r);
+        assert!(r.decisions[0]
+            .reason
+            .contains("execute rule \"scripts/*.sh\""));
+        assert_eq!(
+            fs::read_to_string(work.join("out/greeted.txt")).unwrap(),
+            "hello world\n",
+            "{kind:?}"
+        );
 
-    let r = call(
-        &sb,
-        "bash",
-        json!({"command": "./scripts/hello.sh x; touch pwned"}),
-    )
-    .await;
-    let msg = err(&r);
-    assert!(
-        msg.contains("`bash: deny`") && msg.contains("metacharacter ';'"),
-        "{msg}"
-    );
-    assert!(!work.join("pwned").exists());
-    let r = call(&sb, "bash", json!({"command": "sh scripts/hello.sh"})).await;
-    assert!(err(&r).contains("not written as a path"));
-    let r = call(&sb, "bash", json!({"command": "./other.sh"})).await;
-    assert!(err(&r).contains("matches none of them"));
-    assert!(!work.join("other-ran").exists());
-    let r = call(&sb, "bash", json!({"command": "./scripts/../other.sh"})).await;
-    err(&r);
-    assert!(!work.join("other-ran").exists());
+        let r = call(
+            &sb,
+            "bash",
+            json!({"command": "./scripts/hello.sh x; touch out/pwned"}),
+        )
+        .await;
+        let msg = err(&r);
+        assert!(
+            msg.contains("`bash: deny`") && msg.contains("metacharacter ';'"),
+            "{msg}"
+        );
+        assert!(!work.join("out/pwned").exists());
+        let r = call(&sb, "bash", json!({"command": "sh scripts/hello.sh"})).await;
+        assert!(err(&r).contains("not written as a path"));
+        let r = call(&sb, "bash", json!({"command": "./other.sh"})).await;
+        assert!(err(&r).contains("matches none of them"));
+        assert!(!work.join("out/other-ran").exists());
+        let r = call(&sb, "bash", json!({"command": "./scripts/../other.sh"})).await;
+        err(&r);
+        assert!(!work.join("out/other-ran").exists());
+    }
 }
 
 #[tokio::test]
@@ -621,11 +634,19 @@ fn fixture() -> &'static Fixture {
 
 /// Escape 7 of the attack sweep, first half: a hard link inside the working directory to a
 /// file outside is the same file under another name, so path checks cannot see it.
+/// The second name is given by a command, under each confinement.
 #[tokio::test]
 async fn hard_links_to_files_the_session_did_not_create_are_refused() {
-    let (work, outside) = world("agent-hardlink");
+    for kind in confinements() {
+        hard_links_under(kind).await;
+    }
+}
+
+async fn hard_links_under(kind: Kind) {
+    let (work, outside) = world(&format!("agent-hardlink-{}", kind.name()));
     fs::hard_link(outside.join("secret.txt"), work.join("planted.txt")).unwrap();
-    let sb = sandbox(&work, &[("bash", &["allow"])], UserAllow::default());
+    fs::create_dir(work.join("d")).unwrap();
+    let sb = sandbox_in(&work, &[("bash", &["allow"])], UserAllow::default(), kind);
     let r = call(&sb, "read_file", json!({"path": "planted.txt"})).await;
     assert!(err(&r).contains("hard links"), "{}", r.output.content);
     assert!(!r.output.content.contains("top secret"));
@@ -660,25 +681,35 @@ async fn hard_links_to_files_the_session_did_not_create_are_refused() {
     ok(&call(
         &sb,
         "write_file",
-        json!({"path": "mine.txt", "content": "mine\n"}),
+        json!({"path": "d/mine.txt", "content": "mine\n"}),
     )
     .await);
-    ok(&call(&sb, "bash", json!({"command": "ln mine.txt alias.txt"})).await);
-    let r = call(&sb, "read_file", json!({"path": "alias.txt"})).await;
+    ok(&call(&sb, "bash", json!({"command": "ln d/mine.txt d/alias.txt"})).await);
+    // A command cannot give one outside a second name inside: bubblewrap's mounts and
+    // Landlock's rules each refuse a link from a place the command may only read.
+    let r = call(
+        &sb,
+        "bash",
+        json!({"command": format!("ln {} d/stolen.txt", outside.join("secret.txt").display())}),
+    )
+    .await;
+    err(&r);
+    assert!(!work.join("d/stolen.txt").exists(), "{kind:?}");
+    let r = call(&sb, "read_file", json!({"path": "d/alias.txt"})).await;
     assert!(ok(&r).contains("mine"));
     ok(&call(
         &sb,
         "write_file",
-        json!({"path": "alias.txt", "content": "still mine\n"}),
+        json!({"path": "d/alias.txt", "content": "still mine\n"}),
     )
     .await);
     assert_eq!(
-        fs::read_to_string(work.join("mine.txt")).unwrap(),
+        fs::read_to_string(work.join("d/mine.txt")).unwrap(),
         "still mine\n"
     );
     // Another session did not make it.
     let other = sandbox(&work, &[], UserAllow::default());
-    let r = call(&other, "read_file", json!({"path": "alias.txt"})).await;
+    let r = call(&other, "read_file", json!({"path": "d/alias.txt"})).await;
     assert!(err(&r).contains("hard links"), "{}", r.output.content);
 }
 

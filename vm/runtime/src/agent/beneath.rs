@@ -176,6 +176,49 @@ impl Root {
         Ok(())
     }
 
+    /// Removes `rel` beneath this directory whatever it is (a directory with everything in
+    /// it), following no link: a link is removed itself, never what it leads to. Nothing
+    /// there is not an error.
+    pub fn remove_tree(&self, rel: &Path) -> io::Result<()> {
+        let parts = components(rel)?;
+        let Some((last, dirs)) = parts.split_last() else {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        let parent = self.walk(dirs, false)?;
+        // SAFETY: `stat` is plain data; zeroed is a valid value for fstatat to fill in.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: an open directory, a valid C string and a valid `stat` to write.
+        let found = unsafe {
+            libc::fstatat(
+                parent.as_raw_fd(),
+                last.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if found != 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::NotFound {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            // The parent held open, named through its descriptor: std's removal opens each
+            // directory without following links from there.
+            let here = Path::new("/proc/self/fd")
+                .join(parent.as_raw_fd().to_string())
+                .join(std::ffi::OsStr::from_bytes(last.as_bytes()));
+            return std::fs::remove_dir_all(here);
+        }
+        // SAFETY: an open directory and a valid C string.
+        if unsafe { libc::unlinkat(parent.as_raw_fd(), last.as_ptr(), 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Opens the directories `parts` one after the other with `O_NOFOLLOW`, creating those
     /// missing when `create` is set.
     fn walk(&self, parts: &[CString], create: bool) -> io::Result<OwnedFd> {
@@ -204,6 +247,68 @@ impl Root {
         }
         Ok(dir)
     }
+}
+
+/// What an [`Entry`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Link,
+    /// Anything else: a file, a device, a socket, a FIFO.
+    Other,
+}
+
+/// One entry of a directory, opened as a handle (`O_PATH`) without following it.
+#[derive(Debug)]
+pub struct Entry {
+    /// Its name in the directory.
+    pub name: std::ffi::OsString,
+    /// The handle: it grants no access by itself.
+    pub handle: OwnedFd,
+    /// What it is.
+    pub kind: EntryKind,
+}
+
+/// The entries of the directory `dir` (open, or a handle), each opened as a handle relative
+/// to it without following links; an entry removed meanwhile is left out.
+pub fn entries(dir: &OwnedFd) -> io::Result<Vec<Entry>> {
+    let listed = std::fs::read_dir(Path::new("/proc/self/fd").join(dir.as_raw_fd().to_string()))?;
+    let mut found = Vec::new();
+    for item in listed {
+        let name = item?.file_name();
+        let c = cstring(name.as_bytes())?;
+        let handle = match openat(dir, &c, libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC) {
+            Ok(h) => h,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        let kind = File::from(handle.try_clone()?).metadata()?.file_type();
+        let kind = if kind.is_dir() {
+            EntryKind::Dir
+        } else if kind.is_symlink() {
+            EntryKind::Link
+        } else {
+            EntryKind::Other
+        };
+        found.push(Entry { name, handle, kind });
+    }
+    Ok(found)
+}
+
+/// A handle (`O_PATH`) to the absolute path `path`, whose last component is not followed
+/// if it is a link.
+pub fn handle(path: &Path) -> io::Result<OwnedFd> {
+    let c = cstring(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a valid NUL-terminated string; the returned descriptor is checked and
+    // then owned.
+    owned(unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })
 }
 
 /// The normal components of `rel` as C strings; `..`, a root or a prefix is an error.

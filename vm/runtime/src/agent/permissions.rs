@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use super::beneath::Root;
 use super::checked::SessionFiles;
-use super::confine::{self, Confinement, Invocation, Plan, Support};
+use super::confine::{self, Choice, Confinement, Invocation, Plan, Support};
 use super::protected::{Protected, CONFIG_FILE, GIT_DIR};
 use super::skills::Skill;
 use crate::people::{NoPrompter, Prompter, Unanswered};
@@ -498,9 +498,17 @@ pub struct SandboxBuilder {
     agent: Option<String>,
     roots: Vec<(String, PathBuf)>,
     protected: Protected,
+    choice: Option<Choice>,
 }
 
 impl SandboxBuilder {
+    /// The OS sandbox commands run in (default: what [`confine::CHOICE_VAR`] says, read
+    /// when the sandbox is built).
+    pub fn confine_with(mut self, choice: Choice) -> Self {
+        self.choice = Some(choice);
+        self
+    }
+
     /// The agent's permissions (default: [`Policy::default`]).
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
@@ -569,6 +577,7 @@ impl SandboxBuilder {
                 agent: self.agent,
                 roots,
                 protected: self.protected,
+                choice: self.choice.map_or_else(Choice::from_env, Ok),
                 always: Mutex::new(HashSet::new()),
                 asking: tokio::sync::Mutex::new(()),
             }),
@@ -598,6 +607,9 @@ struct Inner {
     agent: Option<String>,
     roots: Vec<ReadRoot>,
     protected: Protected,
+    /// The OS sandbox commands run in, or why none can be chosen (a bad
+    /// [`confine::CHOICE_VAR`]: commands are refused, whatever the user allowed).
+    choice: Result<Choice, String>,
     /// Capabilities answered "always" in this session.
     always: Mutex<HashSet<Capability>>,
     /// Held while a question is asked, so concurrent calls ask once.
@@ -635,6 +647,7 @@ impl Sandbox {
             agent: None,
             roots: Vec::new(),
             protected: Protected::default(),
+            choice: None,
         }
     }
 
@@ -825,11 +838,16 @@ impl Sandbox {
         Ok(granted)
     }
 
+    /// How commands of this session are confined: what the probes found for its choice.
+    pub fn support(&self) -> Result<Support, String> {
+        self.inner.choice.clone().map(confine::support)
+    }
+
     /// Whether commands run without the OS sandbox (`Ok(true)`: none can be set up and the
     /// user allowed that), inside it (`Ok(false)`), or not at all (why).
     fn unsandboxed(&self) -> Result<bool, String> {
-        match confine::support() {
-            Support::Bubblewrap(_) => Ok(false),
+        match self.support()? {
+            Support::Bubblewrap(_) | Support::Landlock { .. } => Ok(false),
             Support::Unavailable(_) if self.inner.user.unsandboxed_bash => Ok(true),
             Support::Unavailable(why) => Err(format!(
                 "commands run only inside an OS sandbox, and none can be set up here: {why}; \
@@ -838,11 +856,37 @@ impl Sandbox {
         }
     }
 
-    /// The OS sandbox a command of this session runs in, made now (it holds placeholders
-    /// for missing protected paths until dropped); `None` when commands run without one
-    /// (see [`Sandbox::check_bash`]).
+    /// How this session's commands run, for the narration: the confinement's name (as
+    /// [`confine::CHOICE_VAR`] takes it, or `none`) and what that means here.
+    pub fn confinement_summary(&self) -> (String, String) {
+        match self.support() {
+            Ok(Support::Unavailable(why)) if self.inner.user.unsandboxed_bash => (
+                "none".into(),
+                format!(
+                    "commands run WITHOUT an OS sandbox (--allow unsandboxed-bash), since none \
+                     can be set up here: {why}"
+                ),
+            ),
+            Ok(Support::Unavailable(why)) => (
+                "none".into(),
+                format!(
+                    "commands are refused: no OS sandbox can be set up here ({why}); \
+                     --allow unsandboxed-bash runs them without one"
+                ),
+            ),
+            Ok(support) => (
+                support.kind().map_or("none", confine::Kind::name).into(),
+                format!("commands run in {}", support.describe()),
+            ),
+            Err(why) => ("none".into(), format!("commands are refused: {why}")),
+        }
+    }
+
+    /// The OS sandbox a command of this session runs in, made now (it holds what it set up
+    /// until dropped); `None` when commands run without one (see [`Sandbox::check_bash`]).
     pub fn confinement(&self) -> Result<Option<Confinement>, String> {
-        if !matches!(confine::support(), Support::Bubblewrap(_)) {
+        let support = self.support()?;
+        if support.kind().is_none() {
             return Ok(None);
         }
         let inner = &self.inner;
@@ -868,13 +912,16 @@ impl Sandbox {
         let mut hidden = vec![workdir.join(STATE_DIR)];
         hidden.extend(protected.hidden().iter().cloned());
         protect.extend(hidden.iter().map(|h| (h.clone(), true)));
-        Confinement::new(Plan {
-            workdir: &inner.root,
-            network: self.commands_reach_network(),
-            writable,
-            protect,
-            hidden,
-        })
+        Confinement::new(
+            &support,
+            Plan {
+                workdir: &inner.root,
+                network: self.commands_reach_network(),
+                writable,
+                protect,
+                hidden,
+            },
+        )
         .map(Some)
     }
 

@@ -15,6 +15,7 @@ use prose_machine::protocol::SessionAsk;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 /// What the VM tells a model that is offered tools, before the agent's own prompt (small
@@ -105,6 +106,9 @@ pub struct Kit {
     pub withheld: BTreeMap<String, String>,
     /// Where and how they may act.
     pub sandbox: Sandbox,
+    /// Set once the run has said how its commands are confined (the run's first `bash`
+    /// call); shared by every session of the run.
+    pub sandbox_told: Arc<AtomicBool>,
 }
 
 /// The run's shared equipment for agent loops.
@@ -134,6 +138,8 @@ pub struct Workshop {
     plain: Arc<[String]>,
     /// Taken when the run ends (while sessions may still hold the workshop).
     mcp: Mutex<Option<McpHub>>,
+    /// Set once the run has said how its commands are confined.
+    sandbox_told: Arc<AtomicBool>,
 }
 
 impl Workshop {
@@ -152,6 +158,7 @@ impl Workshop {
             used: Vec::new(),
             plain: names(&offered(Toolbox::builtin(), &Policy::default(), user, false).0),
             mcp: Mutex::new(None),
+            sandbox_told: Arc::default(),
         }
     }
 
@@ -364,6 +371,7 @@ impl Workshop {
             toolbox,
             withheld,
             sandbox,
+            sandbox_told: self.sandbox_told.clone(),
         })
     }
 }

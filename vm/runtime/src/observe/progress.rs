@@ -374,7 +374,10 @@ impl Observer for Progress {
                 "↻ {id} attempt {attempt} after: {}",
                 first_line(error, 100)
             )),
-            Event::Warning { .. } | Event::RequestFailed { .. } | Event::Catch { .. } => {
+            Event::Warning { .. }
+            | Event::RequestFailed { .. }
+            | Event::Catch { .. }
+            | Event::Sandbox { .. } => {
                 if let Some(line) = e.narrate() {
                     self.println(line)
                 }

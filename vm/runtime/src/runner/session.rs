@@ -39,6 +39,7 @@ use prose_machine::protocol::{
 };
 use prose_machine::trace::Event;
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot};
@@ -953,6 +954,13 @@ impl<D: Driver> Loop<'_, D> {
                 arguments: call.arguments.clone(),
                 asked: false,
             });
+            if call.name == "bash" && !kit.sandbox_told.swap(true, Ordering::Relaxed) {
+                let (confinement, detail) = kit.sandbox.confinement_summary();
+                self.outbox.event(Event::Sandbox {
+                    confinement,
+                    detail,
+                });
+            }
             let result = kit.toolbox.call(call, &kit.sandbox).await;
             if let Some(waiting) = grants.take_wait() {
                 return Err(Halt::Waits(Box::new(waiting)));

@@ -2,11 +2,11 @@
 //!
 //! The command runs as `sh -c COMMAND` (or, granted by an `execute` pattern, as the file
 //! itself) inside the session's OS sandbox (`crate::agent::confine`), with stdin empty and
-//! stdout and stderr sent to one pipe (so their lines interleave as written). The sandbox has
-//! its own PID namespace: when the shell exits, everything it started dies with it, even
-//! processes that left its session or process group, so a call leaves no process behind. On
-//! timeout, and when the call's future is dropped (the session was cancelled), the sandbox is
-//! killed, and the kernel kills everything inside.
+//! stdout and stderr sent to one pipe (so their lines interleave as written), in a process
+//! group of its own that is killed when the shell exits, on timeout, and when the call's
+//! future is dropped (the session was cancelled). Under bubblewrap the sandbox has its own
+//! PID namespace, so the kernel also kills processes that left the group; under Landlock none
+//! can leave it. A call leaves no process behind.
 //!
 //! Where no sandbox can be set up and the user allowed commands without one, the command
 //! runs in its own process group instead: when the shell exits, output still arriving is read
@@ -72,20 +72,34 @@ impl BuiltIn for Bash {
                 .timeout_s
                 .unwrap_or(DEFAULT_TIMEOUT_S)
                 .clamp(1, MAX_TIMEOUT_S);
-            // Held until the command has ended: it keeps the protected paths' placeholders.
-            let confinement = match cx.sandbox().confinement() {
+            // Held until the command has ended: it keeps what the sandbox set up (the
+            // protected paths' placeholders, the command's temporary directory).
+            let mut confinement = match cx.sandbox().confinement() {
                 Ok(c) => c,
                 Err(e) => {
                     return ToolOutput::error(format!("the sandbox could not be set up: {e}"))
                 }
             };
-            run(
+            let mut out = run(
                 &how,
                 confinement.as_ref(),
                 cx.sandbox().workdir(),
                 Duration::from_secs(timeout),
             )
-            .await
+            .await;
+            if let Some(c) = confinement.as_mut() {
+                if out.is_error && out.content.contains("Permission denied") {
+                    if let Some(room) = c.where_to_write() {
+                        out.content.push('\n');
+                        out.content.push_str(&room);
+                    }
+                }
+                for line in c.settle() {
+                    out.content.push('\n');
+                    out.content.push_str(&line);
+                }
+            }
+            out
         })
     }
 }
@@ -138,7 +152,8 @@ impl CappedOutput {
     }
 }
 
-/// The process that runs `how`: inside `confinement`, or plainly when there is none.
+/// The process that runs `how`: inside `confinement`, or plainly when there is none; either
+/// way in a process group of its own, whose id is its process id.
 fn command(how: &Invocation, confinement: Option<&Confinement>) -> tokio::process::Command {
     let (program, args): (OsString, Vec<OsString>) = match how {
         Invocation::Shell(command) => ("sh".into(), vec!["-c".into(), command.into()]),
@@ -151,7 +166,7 @@ fn command(how: &Invocation, confinement: Option<&Confinement>) -> tokio::proces
         Some(c) => c.command(&program, &args),
         None => {
             let mut cmd = tokio::process::Command::new(program);
-            cmd.args(args);
+            cmd.args(args).process_group(0);
             cmd
         }
     }
@@ -189,7 +204,6 @@ async fn run(
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
-        .process_group(0)
         .kill_on_drop(true);
     for var in crate::secrets::SECRET_VARS {
         cmd.env_remove(var);

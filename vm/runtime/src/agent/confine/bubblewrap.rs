@@ -1,32 +1,28 @@
-//! The OS sandbox commands run in (`bash`, and files run through `execute` patterns), built
-//! with bubblewrap (`bwrap`) on Linux.
+//! Commands confined by bubblewrap (`bwrap`), where it is installed and can create its
+//! namespaces.
 //!
 //! A command sees the whole file system read-only, except:
 //!
 //! - its **write roots** (the directories the agent's `write` patterns name, or the working
 //!   directory when it has none) are writable;
-//! - the **protected** places inside them (`super::protected`) stay read-only: an existing
-//!   `.git` or `prose.toml` is bound read-only over itself, and a missing one gets a read-only
-//!   placeholder for the command's lifetime (removed after), so it cannot be created either;
-//!   the directories leading to a protected path are bound over themselves, which makes them
-//!   mount points that cannot be renamed or removed to take the path away;
+//! - the **protected** places inside them (`super::super::protected`) stay read-only: an
+//!   existing `.git` or `prose.toml` is bound read-only over itself, and a missing one gets a
+//!   read-only placeholder for the command's lifetime (removed after), so it cannot be
+//!   created either; the directories leading to a protected path are bound over themselves,
+//!   which makes them mount points that cannot be renamed or removed to take the path away;
 //! - the **state directories** are replaced by empty read-only directories (hidden);
 //! - `/tmp` is a private, empty tmpfs, `/dev` holds only the basic devices, and `/proc` is
 //!   the sandbox's own; when the working directory lies under `/tmp`, the directory of
 //!   `/tmp` that holds it is bound read-only into the private one
-//!   ([`shared_tmp_tree`]), so the working directory and the tree around it look as they
-//!   would anywhere else (read-only but for the write roots), while the rest of `/tmp` stays
-//!   out of sight.
+//!   ([`super::shared_tmp_tree`]), so the working directory and the tree around it look as
+//!   they would anywhere else (read-only but for the write roots), while the rest of `/tmp`
+//!   stays out of sight.
 //!
 //! It runs in its own user, PID, IPC and (unless the agent has the network) network
 //! namespaces, with no capabilities and no way to create further user namespaces: the VM and
 //! every other process are invisible, and when the command's shell exits, or the VM kills
 //! the sandbox, the kernel kills everything left inside. It is a new session, so it cannot
 //! push input into the VM's terminal.
-//!
-//! Whether the sandbox can be set up is probed once per process ([`support`]). Where it
-//! cannot, commands are refused unless the user allowed unsandboxed commands
-//! (`--allow unsandboxed-bash`); then they run as plain processes in their own process group.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -34,54 +30,20 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::beneath::{is_link_error, Mode, Root, Strategy};
+use super::super::beneath::{is_link_error, Mode, Root, Strategy};
+use super::{shared_tmp_tree, Plan};
 
 /// The bubblewrap program looked for on `PATH`.
 pub const BWRAP: &str = "bwrap";
 
-/// How a granted command is started.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Invocation {
-    /// A shell command, run as `sh -c COMMAND`.
-    Shell(String),
-    /// A file run directly, with literal arguments and no shell (an `execute` pattern's
-    /// grant).
-    Exec {
-        /// The file (canonical).
-        program: PathBuf,
-        /// Its arguments, passed as they are.
-        args: Vec<String>,
-    },
-}
-
-/// Whether commands can be sandboxed in this process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Support {
-    /// bubblewrap works here: this program.
-    Bubblewrap(PathBuf),
-    /// No sandbox can be set up, and why.
-    Unavailable(String),
-}
-
-/// Whether commands can be sandboxed here: bubblewrap is on `PATH` and a trial sandbox with
-/// every namespace the real ones use starts. Probed once per process.
-pub fn support() -> &'static Support {
-    static SUPPORT: OnceLock<Support> = OnceLock::new();
-    SUPPORT.get_or_init(probe)
-}
-
-fn probe() -> Support {
+/// Where bubblewrap is, if a trial sandbox with every namespace the real ones use starts;
+/// otherwise why not.
+pub(super) fn probe() -> Result<PathBuf, String> {
     if !cfg!(target_os = "linux") {
-        return Support::Unavailable(
-            "commands are sandboxed with bubblewrap, which needs Linux".into(),
-        );
+        return Err("bubblewrap needs Linux".into());
     }
     let Some(bwrap) = find_on_path(BWRAP) else {
-        return Support::Unavailable(
-            "bubblewrap (`bwrap`) is not installed (on Debian and Ubuntu: `apt-get install \
-             bubblewrap`)"
-                .into(),
-        );
+        return Err("bubblewrap (`bwrap`) is not installed".into());
     };
     let mut cmd = std::process::Command::new(&bwrap);
     cmd.args(base_args(false, None))
@@ -90,10 +52,10 @@ fn probe() -> Support {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     match cmd.output() {
-        Ok(out) if out.status.success() => Support::Bubblewrap(bwrap),
+        Ok(out) if out.status.success() => Ok(bwrap),
         Ok(out) => {
             let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-            Support::Unavailable(format!(
+            Err(format!(
                 "bubblewrap cannot create a sandbox here ({}); the kernel must allow user \
                  namespaces (sysctl kernel.unprivileged_userns_clone=1, or \
                  user.max_user_namespaces above 0)",
@@ -104,7 +66,7 @@ fn probe() -> Support {
                 }
             ))
         }
-        Err(e) => Support::Unavailable(format!(
+        Err(e) => Err(format!(
             "bubblewrap (`{}`) could not be started: {e}",
             bwrap.display()
         )),
@@ -116,17 +78,6 @@ fn find_on_path(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|dir| dir.join(program))
         .find(|p| p.is_file())
-}
-
-/// The directory directly under `/tmp` that holds `workdir` (canonical), or `/tmp` itself
-/// when that is the working directory; `None` when the working directory is elsewhere.
-fn shared_tmp_tree(workdir: &Path) -> Option<PathBuf> {
-    let tmp = Path::new("/tmp");
-    let rest = workdir.strip_prefix(tmp).ok()?;
-    Some(match rest.components().next() {
-        Some(top) => tmp.join(top),
-        None => tmp.to_path_buf(),
-    })
 }
 
 /// The arguments every sandbox starts with: namespaces, no capabilities, the file system
@@ -169,16 +120,17 @@ fn base_args(network: bool, tmp_tree: Option<&Path>) -> Vec<OsString> {
     args
 }
 
-/// What a command may touch: built by the session's sandbox
-/// (`super::permissions::Sandbox::confinement`) for each command, and kept until the command
-/// has ended (dropping it removes the placeholders it made).
+/// What a command may touch under bubblewrap, kept until the command has ended (dropping it
+/// removes the placeholders it made).
 ///
 /// Every path it makes writable or read-only is opened first, beneath the working directory
-/// and following no link (`super::beneath`), and handed to bubblewrap as a descriptor
+/// and following no link (`super::super::beneath`), and handed to bubblewrap as a descriptor
 /// (`--bind-fd`, `--ro-bind-fd`): a link another process swaps in meanwhile can make the
 /// sandbox fail to set up, never mount something else in its place.
 #[derive(Debug)]
 pub struct Confinement {
+    /// The bubblewrap program.
+    bwrap: PathBuf,
     workdir: PathBuf,
     network: bool,
     /// What is mounted, in order, after the base arguments.
@@ -217,37 +169,22 @@ fn placeholders() -> &'static Mutex<HashMap<PathBuf, usize>> {
     HELD.get_or_init(Default::default)
 }
 
-/// What a [`Confinement`] is built from.
-pub struct Plan<'a> {
-    /// The working directory, held open; its path is canonical.
-    pub workdir: &'a Arc<Root>,
-    /// Whether the network is reachable.
-    pub network: bool,
-    /// Writable paths inside the working directory, canonical: the working directory
-    /// itself when the agent may write anywhere.
-    pub writable: Vec<PathBuf>,
-    /// Protected files and directories (canonical) that stay read-only if they are inside a
-    /// writable path, whether they exist or not, with whether each is a directory.
-    pub protect: Vec<(PathBuf, bool)>,
-    /// Directories to hide where they exist (list them in `protect` too, so that a missing
-    /// one cannot be created).
-    pub hidden: Vec<PathBuf>,
+/// Whether a confinement of this process holds a placeholder at `path` now.
+pub(super) fn holds(path: &Path) -> bool {
+    placeholders()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains_key(path)
 }
 
 impl Confinement {
-    /// The confinement of `plan`: writable roots without nesting, protected paths sorted into
-    /// those that exist (bound read-only) and those that do not (placeholders made now).
-    pub fn new(plan: Plan<'_>) -> Result<Confinement, String> {
+    /// The confinement of `plan` run by `bwrap`: writable roots without nesting, protected
+    /// paths sorted into those that exist (bound read-only) and those that do not
+    /// (placeholders made now).
+    pub fn new(plan: Plan<'_>, bwrap: &Path) -> Result<Confinement, String> {
         let base = plan.workdir.clone();
         let workdir = base.path().to_path_buf();
-        let mut writable = plan.writable;
-        writable.sort();
-        writable.dedup();
-        let roots: Vec<PathBuf> = writable
-            .iter()
-            .filter(|w| !writable.iter().any(|o| o != *w && w.starts_with(o)))
-            .cloned()
-            .collect();
+        let roots = plan.roots();
         let inside = |path: &Path| roots.iter().any(|w| path.starts_with(w));
         let hidden: Vec<PathBuf> = plan
             .hidden
@@ -256,6 +193,7 @@ impl Confinement {
             .collect();
         let mut read_only: Vec<PathBuf> = Vec::new();
         let mut confinement = Confinement {
+            bwrap: bwrap.to_path_buf(),
             workdir,
             network: plan.network,
             mounts: Vec::new(),
@@ -389,17 +327,14 @@ impl Confinement {
         Ok(())
     }
 
-    /// The command that runs `program` with `args` inside this confinement (bubblewrap
-    /// found by [`support`]), inheriting the descriptors of what it binds.
+    /// The command that runs `program` with `args` inside this confinement, inheriting the
+    /// descriptors of what it binds, in a process group of its own (bubblewrap's).
     pub fn command(&self, program: &OsStr, args: &[OsString]) -> tokio::process::Command {
-        let bwrap = match support() {
-            Support::Bubblewrap(path) => path.as_os_str(),
-            // A confinement is only made where bubblewrap works; were it missing now, the
-            // command would fail to start rather than run unconfined.
-            Support::Unavailable(_) => OsStr::new(BWRAP),
-        };
-        let mut cmd = tokio::process::Command::new(bwrap);
-        cmd.args(self.bwrap_args()).arg(program).args(args);
+        let mut cmd = tokio::process::Command::new(&self.bwrap);
+        cmd.args(self.bwrap_args())
+            .arg(program)
+            .args(args)
+            .process_group(0);
         let fds: Vec<RawFd> = self
             .mounts
             .iter()
