@@ -629,6 +629,40 @@ fn every_example_runs_as_the_examples_readme_says() {
     }
 }
 
+/// Every example has its tests beside it (`NAME.test.toml`), and they pass offline: the
+/// mock, mock scripts and tapes recorded on the local model answer, so CI checks that each
+/// example still does its job at no cost.
+#[test]
+fn every_example_has_tests_and_they_pass_without_a_model() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut dirs = vec![root.join("examples")];
+    let mut programs = 0;
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "prose") {
+                programs += 1;
+                assert!(
+                    path.with_extension("test.toml").is_file(),
+                    "{} has no tests beside it",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(programs >= 13, "{programs} examples");
+    let scratch = support::scratch("cli-example-tests");
+    let (code, out, err) = run(
+        "prosevm",
+        &scratch,
+        &["test", &root.join("examples").display().to_string()],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("test result: ok."), "{out}");
+}
+
 /// The driver settings run `id` under `dir`'s state directory recorded.
 fn recorded_driver(dir: &Path, id: &str) -> Value {
     let text = std::fs::read_to_string(dir.join(".prose/runs").join(id).join("run.json"))
