@@ -194,3 +194,77 @@ fn a_tape_answers_only_the_requests_it_holds() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("holds no reply to this request"), "{err}");
 }
+
+/// The acting suite (`tests/real/acting`: 30 tasks in 10 kinds, docs/models.md) as
+/// measured on the local model, replayed from its tapes: every row scores as it did live
+/// (`acting/recorded.json`, row name to passed, or null for a row whose tape cannot
+/// replay), so a change to what the model sees or to
+/// how its steps are read shows here as a row whose tape no longer fits or whose score moved.
+#[test]
+fn the_acting_suite_replays_with_the_scores_it_had_on_the_model() {
+    // Its commands ran under bubblewrap: under Landlock they may not create files at the
+    // top of the working directory, and their outputs, so the conversations, would differ.
+    use prose_runtime::agent::confine::Kind;
+    if !support::confinements().contains(&Kind::Bubblewrap) {
+        eprintln!(
+            "the acting suite is replayed only under bubblewrap, which it was recorded under"
+        );
+        return;
+    }
+    let acting = real().join("acting");
+    let dir = support::scratch("real-acting");
+    for f in ["act.prose", "tasks.jsonl"] {
+        std::fs::copy(acting.join(f), dir.join(f)).expect("suite file");
+    }
+    // Recorded with one try per row.
+    let eval = std::fs::read_to_string(acting.join("act.eval.toml")).expect("eval file");
+    let once: String = eval
+        .lines()
+        .map(|l| match l.starts_with("tries") {
+            true => "tries = 1\n".to_string(),
+            false => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(dir.join("act.eval.toml"), once).expect("eval file");
+    let recorded: serde_json::Map<String, Value> = serde_json::from_str(
+        &std::fs::read_to_string(acting.join("recorded.json")).expect("recorded.json"),
+    )
+    .expect("recorded scores");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    for var in ["OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"] {
+        cmd.env_remove(var);
+    }
+    let (code, out, err) = support::output(
+        cmd.current_dir(&dir)
+            .args([
+                "eval",
+                "act.eval.toml",
+                "--driver",
+                "openai",
+                "--model",
+                MODEL,
+            ])
+            .args(["--jobs", "2", "--format", "json"])
+            .arg("--replay-tapes")
+            .arg(acting.join("tapes")),
+    );
+    assert!(code == 0 || code == 1, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|_| panic!("{out}{err}"));
+    let results = doc["variants"][0]["results"].as_array().expect("results");
+    assert_eq!(results.len(), recorded.len(), "{out}");
+    for r in results {
+        let name = r["name"].as_str().expect("name");
+        // `null`: the row's tape holds the path of the eval's scratch directory (a
+        // command's error named it), which differs in every eval, so it cannot replay.
+        if recorded.get(name) == Some(&Value::Null) {
+            continue;
+        }
+        let error = r["error"].as_str().unwrap_or("");
+        assert!(!error.contains("tape"), "{name}: {error}");
+        assert_eq!(
+            Some(&r["passed"]),
+            recorded.get(name),
+            "{name} scored otherwise than on the model: {r}"
+        );
+    }
+}
