@@ -491,6 +491,15 @@ enum Halt {
 /// How an attempt ended without an answer.
 type AttemptError = Halt;
 
+/// A model turn as the loop takes it.
+struct Turned {
+    answer: TurnAnswer,
+    /// It was replayed from the journal.
+    replayed: bool,
+    /// Why its answer shows the model confused, if it does (`text_calls::confusion`).
+    confused: Option<String>,
+}
+
 /// Where an attempt's conversation stands.
 struct Conversation {
     messages: Vec<Message>,
@@ -535,7 +544,7 @@ impl<D: Driver> Loop<'_, D> {
     /// Returns the answer and whether it was replayed. A tool call written as text, of a
     /// tool on offer, is taken as the call it means (before it is journaled, so that a
     /// replay reads it the same way).
-    async fn turn(&mut self, ask: TurnAsk) -> Result<(TurnAnswer, bool), AttemptError> {
+    async fn turn(&mut self, ask: TurnAsk) -> Result<Turned, AttemptError> {
         let n = self.turn;
         self.turn += 1;
         let id = self.req.id.step(Step::Turn(n));
@@ -545,6 +554,15 @@ impl<D: Driver> Loop<'_, D> {
             ask.tools.clone()
         };
         let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
+        // An answer without calls, offered tools natively, that shows the model confused
+        // (declarations written back, a made-up tool): asked once, for live and replayed
+        // turns alike.
+        let structured = self.structured;
+        let confusion =
+            |a: &TurnAnswer| match a.tool_calls.is_empty() && !offered.is_empty() && !structured {
+                true => text_calls::confusion(&a.text, &offered),
+                false => None,
+            };
         let turn_req = Request {
             id: id.clone(),
             site: self.req.site.clone(),
@@ -570,8 +588,8 @@ impl<D: Driver> Loop<'_, D> {
                 }
                 let mut confused = false;
                 if let Ok(Answer::Turn(a)) = &mut r.outcome {
-                    if a.tool_calls.is_empty() && !offered.is_empty() && !self.structured {
-                        confused = text_calls::confusion(&a.text, &offered).is_some();
+                    confused = confusion(a).is_some();
+                    if a.tool_calls.is_empty() && !offered.is_empty() && !structured {
                         if let (false, Some(calls)) =
                             (confused, text_calls::parse(&a.text, &names, n))
                         {
@@ -610,7 +628,11 @@ impl<D: Driver> Loop<'_, D> {
             *self.usage.get_or_insert_with(Usage::default) += u;
         }
         match reply.outcome {
-            Ok(Answer::Turn(a)) => Ok((a, replayed)),
+            Ok(Answer::Turn(answer)) => Ok(Turned {
+                confused: confusion(&answer),
+                answer,
+                replayed,
+            }),
             Ok(other) => Err(Halt::Failed(
                 Failure(format!(
                     "a turn was answered with a `{}` answer",
@@ -685,14 +707,12 @@ impl<D: Driver> Loop<'_, D> {
                 tools_off: false,
             };
             let turn = self.turn;
-            let declared = ask.tools.clone();
-            let (answer, replayed) = self.turn(ask).await?;
+            let Turned {
+                answer,
+                replayed,
+                confused,
+            } = self.turn(ask).await?;
             replaying = replayed;
-            let confused =
-                match answer.tool_calls.is_empty() && !declared.is_empty() && !self.structured {
-                    true => text_calls::confusion(&answer.text, &declared),
-                    false => None,
-                };
             if let Some(why) = confused {
                 self.nudge(&mut c, why);
                 continue;
@@ -772,8 +792,8 @@ impl<D: Driver> Loop<'_, D> {
                         tools_off: !declared.is_empty(),
                         tools: declared,
                     };
-                    let (update, _) = self.turn(ask).await?;
-                    Some(update.text)
+                    let update = self.turn(ask).await?;
+                    Some(update.answer.text)
                 } else {
                     None
                 };
