@@ -7,6 +7,10 @@
 use prose_machine::protocol::Usage;
 use std::sync::{Arc, Mutex};
 
+/// The failure given to a request the budget kept from being sent: the run is pausing, and
+/// the request is asked again when it resumes with a larger budget.
+pub(crate) const PAUSED: &str = "paused at the budget";
+
 /// A run's budget and what it has used. Cheap to clone (clones share the account).
 #[derive(Clone, Debug, Default)]
 pub struct Budget {

@@ -110,7 +110,12 @@ async fn serve_with_retry<D: Driver>(
             None => match serve_within(&*driver, &req, &cfg, &live).await {
                 Some(r) => r,
                 // Over budget: nothing was sent, and the run is pausing.
-                None => return (Reply::failed(req.id.clone(), req.kind(), "paused"), events),
+                None => {
+                    return (
+                        Reply::failed(req.id.clone(), req.kind(), budget::PAUSED),
+                        events,
+                    )
+                }
             },
         };
         if let Some(u) = reply.usage {

@@ -580,7 +580,7 @@ impl<D: Driver> Loop<'_, D> {
                     super::serve_within(self.driver, &turn_req, self.cfg, &live).await
                 else {
                     // Over budget: nothing was sent, and the run is pausing.
-                    return Err(Halt::Failed(Failure("paused at the budget".into()), false));
+                    return Err(Halt::Failed(Failure(super::budget::PAUSED.into()), false));
                 };
                 if let (Some(t), None) = (live.first_token_ms(), self.first_token_ms) {
                     let before = started.duration_since(self.started).as_millis() as u64;
