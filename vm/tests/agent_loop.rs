@@ -20,19 +20,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn vm() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
-    for var in [
-        "OPENAI_BASE_URL",
-        "OPENAI_MODEL",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_MODEL",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("OPENAI_API_KEY", KEY)
-        .env("ANTHROPIC_API_KEY", KEY)
-        .stdin(Stdio::null());
-    cmd
+    support::prosevm_keyed(KEY)
 }
 
 /// The run directory of the only run under `dir/.prose`.

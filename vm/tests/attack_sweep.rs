@@ -18,19 +18,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn vm(key: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
-    for var in [
-        "OPENAI_BASE_URL",
-        "OPENAI_MODEL",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_MODEL",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("OPENAI_API_KEY", key)
-        .env("ANTHROPIC_API_KEY", key)
-        .stdin(Stdio::null());
-    cmd
+    support::prosevm_keyed(key)
 }
 
 /// [`vm`], its commands confined by `kind` alone.

@@ -17,19 +17,8 @@ const PROGRAM: &str = "let a = session \"Name a river\"\noutput b = session \"Na
 /// `prosevm` in `dir`, with no provider settings from the environment and `key` as both
 /// providers' key.
 fn vm(dir: &Path, key: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
-    for var in [
-        "OPENAI_BASE_URL",
-        "OPENAI_MODEL",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_MODEL",
-        "PROSE_STORE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.current_dir(dir)
-        .env("OPENAI_API_KEY", key)
-        .env("ANTHROPIC_API_KEY", key);
+    let mut cmd = support::prosevm_keyed(key);
+    cmd.current_dir(dir);
     cmd
 }
 

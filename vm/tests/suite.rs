@@ -14,17 +14,8 @@ use support::billing::{last_user_line, Answerer, Fake, Say};
 
 /// `prosevm` in `dir`, with no provider settings from the environment.
 fn vm(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
-    for var in [
-        "OPENAI_BASE_URL",
-        "OPENAI_MODEL",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_MODEL",
-        "PROSE_STORE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.current_dir(dir).env("OPENAI_API_KEY", "sk-suite-test");
+    let mut cmd = support::prosevm_keyed("sk-suite-test");
+    cmd.current_dir(dir);
     cmd
 }
 

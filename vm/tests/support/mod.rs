@@ -8,7 +8,30 @@ pub mod pg;
 pub mod provider;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+
+/// Settings a `prosevm` run would take from the test's own environment (a developer's
+/// provider, model or store), cleared by [`prosevm_keyed`].
+const BORROWED: [&str; 5] = [
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
+    "PROSE_STORE",
+];
+
+/// This build's `prosevm`, with `key` as both APIs' key, nothing borrowed from the test's
+/// environment ([`BORROWED`]) and no stdin: it talks only to the provider a test names.
+pub fn prosevm_keyed(key: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    for var in BORROWED {
+        cmd.env_remove(var);
+    }
+    cmd.env("OPENAI_API_KEY", key)
+        .env("ANTHROPIC_API_KEY", key)
+        .stdin(Stdio::null());
+    cmd
+}
 
 /// The OS sandboxes every sandbox test runs under, one after the other: both, where they
 /// can be set up. On CI (`CI=true`) both are required; elsewhere one that cannot be set up
