@@ -577,6 +577,22 @@ fn check_and_fmt_of_a_directory_leave_out_run_records_hidden_and_ignored_files()
     assert_eq!(code, 1);
 }
 
+/// The programs under `root`'s `examples/`, at any depth.
+fn example_programs(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut all = Vec::new();
+    let mut dirs = vec![root.join("examples")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.path().is_dir() {
+                dirs.push(e.path());
+            } else if e.path().extension().is_some_and(|x| x == "prose") {
+                all.push(e.path());
+            }
+        }
+    }
+    all
+}
+
 #[test]
 fn every_example_runs_as_the_examples_readme_says() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -609,18 +625,8 @@ fn every_example_runs_as_the_examples_readme_says() {
         assert_eq!(code, 0, "`{line}` fails:\n{out}{err}");
         assert!(err.contains("[Program] Program complete"), "{line}:\n{err}");
     }
-    let mut all = Vec::new();
-    let mut dirs = vec![root.join("examples")];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            if e.path().is_dir() {
-                dirs.push(e.path());
-            } else if e.path().extension().is_some_and(|x| x == "prose") {
-                all.push(std::fs::canonicalize(e.path()).unwrap());
-            }
-        }
-    }
-    for f in all {
+    for f in example_programs(&root) {
+        let f = std::fs::canonicalize(f).unwrap();
         assert!(
             covered.contains(&f),
             "{} has no line in examples/README.md",
@@ -635,24 +641,15 @@ fn every_example_runs_as_the_examples_readme_says() {
 #[test]
 fn every_example_has_tests_and_they_pass_without_a_model() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut dirs = vec![root.join("examples")];
-    let mut programs = 0;
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(d).unwrap().flatten() {
-            let path = e.path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|x| x == "prose") {
-                programs += 1;
-                assert!(
-                    path.with_extension("test.toml").is_file(),
-                    "{} has no tests beside it",
-                    path.display()
-                );
-            }
-        }
+    let programs = example_programs(&root);
+    assert!(programs.len() >= 13, "{programs:?}");
+    for path in programs {
+        assert!(
+            path.with_extension("test.toml").is_file(),
+            "{} has no tests beside it",
+            path.display()
+        );
     }
-    assert!(programs >= 13, "{programs} examples");
     let scratch = support::scratch("cli-example-tests");
     let (code, out, err) = run(
         "prosevm",

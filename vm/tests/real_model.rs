@@ -18,6 +18,15 @@ fn real() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/real")
 }
 
+/// `prosevm` with no provider, model or key from the environment: the tapes answer.
+fn offline() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    for var in ["OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
 /// Replays tape `name` for the program at `program` (relative to tests/real), run in a
 /// scratch directory holding `fixtures` (and the program's own `prose.toml`, if any);
 /// returns exit code, stdout, the trace's events and the scratch directory.
@@ -42,12 +51,9 @@ fn replay(
         std::fs::write(dir.join(f), text).expect("fixture");
     }
     let tape = real().join("tapes").join(format!("{name}.tape"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
-    for var in ["OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"] {
-        cmd.env_remove(var);
-    }
     let (code, out, err) = support::output(
-        cmd.current_dir(&dir)
+        offline()
+            .current_dir(&dir)
             .args([
                 "run",
                 &file,
@@ -230,12 +236,9 @@ fn the_acting_suite_replays_with_the_scores_it_had_on_the_model() {
         &std::fs::read_to_string(acting.join("recorded.json")).expect("recorded.json"),
     )
     .expect("recorded scores");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
-    for var in ["OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"] {
-        cmd.env_remove(var);
-    }
     let (code, out, err) = support::output(
-        cmd.current_dir(&dir)
+        offline()
+            .current_dir(&dir)
             .args([
                 "eval",
                 "act.eval.toml",

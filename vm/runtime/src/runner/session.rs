@@ -680,6 +680,8 @@ impl<D: Driver> Loop<'_, D> {
             narrowed: false,
         };
         let mut stuck = Stuck::default();
+        // The tools left to a session narrowed to acting ([`narrowing`]).
+        let acting = narrowing::acting(&tools, |name| kit.toolbox.read_only(name));
         let mut taken = 0;
         let mut replaying = true;
         loop {
@@ -695,7 +697,7 @@ impl<D: Driver> Loop<'_, D> {
             taken += 1;
             let offered = match (c.plain, c.narrowed) {
                 (true, _) => Vec::new(),
-                (false, true) => narrowing::acting(&tools, |name| kit.toolbox.read_only(name)),
+                (false, true) => acting.clone(),
                 (false, false) => tools.clone(),
             };
             let ask = TurnAsk {
@@ -832,7 +834,6 @@ impl<D: Driver> Loop<'_, D> {
                 |name: &str| kit.toolbox.get(name).is_some() || kit.withheld.contains_key(name);
             let changes = |name: &str| !kit.toolbox.read_only(name);
             if let Some(why) = stuck.turn(&pairs, known, changes) {
-                let acting = narrowing::acting(&tools, |name| kit.toolbox.read_only(name));
                 if self.structured && !c.narrowed && !acting.is_empty() {
                     self.outbox.event(Event::Nudge {
                         id: self.req.id.clone(),
