@@ -12,19 +12,20 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StructuredTurns {
-    /// Structured where the server is known to decode under a schema (the default).
-    #[default]
+    /// Structured where the server is known to decode under a schema.
     Auto,
     /// Always structured.
     On,
-    /// Never: tools are offered natively.
+    /// Never: tools are offered natively (the default: on the acting suite structured turns
+    /// did more tool work but answered tool-less tasks worse, so they are asked for).
+    #[default]
     Off,
 }
 
 impl StructuredTurns {
-    /// Whether this is the default, `auto`.
+    /// Whether this is the default, `off`.
     pub fn is_default(&self) -> bool {
-        *self == StructuredTurns::Auto
+        *self == StructuredTurns::Off
     }
 
     /// The setting's value as `prose.toml` and the command line write it.
@@ -66,6 +67,6 @@ mod tests {
             assert_eq!(c.as_str().parse(), Ok(c));
         }
         assert!("yes".parse::<StructuredTurns>().is_err());
-        assert_eq!(StructuredTurns::default(), StructuredTurns::Auto);
+        assert_eq!(StructuredTurns::default(), StructuredTurns::Off);
     }
 }

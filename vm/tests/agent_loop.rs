@@ -957,7 +957,8 @@ fn turns_at_a_server_that_decodes_under_a_schema_are_one_step_each() {
     let (code, out, err) = support::output(
         vm().current_dir(&dir)
             .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
-            .args(["--base-url", &url, "--trace", "quiet"]),
+            .args(["--base-url", &url, "--trace", "quiet"])
+            .args(["--structured-turns", "auto"]),
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "r: {\"name\": \"write_file\"} done: 50\n");
@@ -994,13 +995,12 @@ fn turns_at_a_server_that_decodes_under_a_schema_are_one_step_each() {
     );
     drop(seen);
 
-    // Off: the tools offered natively, no schema.
+    // Off, the default even at such a server: the tools offered natively, no schema.
     let (url, seen) = support::provider::llama_provider(vec![ok("Nothing to do.")]);
     let (code, _, err) = support::output(
         vm().current_dir(&dir)
             .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
-            .args(["--base-url", &url, "--trace", "quiet"])
-            .args(["--structured-turns", "off"]),
+            .args(["--base-url", &url, "--trace", "quiet"]),
     );
     assert_eq!(code, 0, "{err}");
     let seen = seen.lock().expect("seen");
@@ -1034,7 +1034,8 @@ fn a_structured_session_that_keeps_looking_is_left_only_the_tools_that_act() {
     let (code, out, err) = support::output(
         vm().current_dir(&dir)
             .args(["run", "prog.prose", "--driver", "openai", "--model", "m"])
-            .args(["--base-url", &url, "--trace", "quiet"]),
+            .args(["--base-url", &url, "--trace", "quiet"])
+            .args(["--structured-turns", "auto"]),
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "r: 91\n");

@@ -247,7 +247,14 @@ fn the_acting_suite_replays_with_the_scores_it_had_on_the_model() {
                 "--model",
                 MODEL,
             ])
-            .args(["--jobs", "2", "--format", "json"])
+            .args([
+                "--jobs",
+                "2",
+                "--format",
+                "json",
+                "--structured-turns",
+                "auto",
+            ])
             .arg("--replay-tapes")
             .arg(acting.join("tapes")),
     );

@@ -139,8 +139,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "all|none", value_parser = parse_tools)]
     pub tools: Option<ToolDefault>,
     /// Ask agent-loop turns as one JSON step under a schema (a call of one tool, or the
-    /// answer) rather than offering the tools natively: `auto` (the default: where the
-    /// server is known to decode under a schema, llama.cpp's), `on` or `off`; also
+    /// answer) rather than offering the tools natively: `auto` (where the server is known
+    /// to decode under a schema, llama.cpp's), `on` or `off` (the default); also
     /// `structured_turns` in prose.toml (openai driver).
     #[arg(long, value_name = "auto|on|off", value_parser = parse_structured)]
     pub structured_turns: Option<StructuredTurns>,

@@ -40,7 +40,7 @@ pub struct EvalArgs {
     max_concurrency: Option<usize>,
     /// Ask agent-loop turns as one JSON step under a schema: `auto` (where the server is
     /// known to decode under one, llama.cpp's), `on` or `off` (default: `structured_turns`
-    /// in prose.toml, else `auto`).
+    /// in prose.toml, else `off`).
     #[arg(long, value_name = "auto|on|off", value_parser = parse_structured)]
     structured_turns: Option<StructuredTurns>,
     /// Rows (and tries) run at once (default 4).
