@@ -307,7 +307,7 @@ async fn writes_stay_inside_the_agents_write_paths() {
                  echo changed > src/lib.txt || echo src-refused; touch top.txt || echo top-refused; \
                  touch {root}/escaped || echo outside-refused; \
                  touch notes/n.md || echo notes-refused; \
-                 touch {host_tmp} && echo host-tmp; touch ${{TMPDIR:-/tmp}}/x && echo own-tmp; \
+                 touch {host_tmp} && echo host-tmp; touch ${{TMPDIR:-/tmp}}/prose-own-tmp-probe && echo own-tmp; \
                  touch $HOME/.prose-probe || echo home-refused",
                 root = root.display()
             )}),
@@ -569,7 +569,7 @@ async fn a_working_directory_under_tmp_is_seen_whole_and_its_ancestors_stay_read
                  touch {project}/escaped || echo ancestor-refused; \
                  cat {neighbour} || echo neighbour-hidden; \
                  touch /tmp/scratch-file-{kind} && echo host-tmp; \
-                 touch ${{TMPDIR:-/tmp}}/x && echo own-tmp",
+                 touch ${{TMPDIR:-/tmp}}/prose-own-tmp-probe && echo own-tmp",
                 project = top.join("project").display(),
                 neighbour = neighbour.display(),
                 kind = kind.name(),
