@@ -64,7 +64,11 @@ fn served() -> &'static Served {
             trust: Vec::new(),
             max_runs: 2,
             max_requests: 16,
+            body_timeout: std::time::Duration::from_secs(5),
+            max_client_connections: 64,
             queue: None,
+            webhooks: None,
+            mcp: None,
         };
         runtime.spawn(prosevm::serve::serve(
             listener,
