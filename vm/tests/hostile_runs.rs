@@ -313,8 +313,9 @@ fn readers_leave_a_held_run_untouched() {
     let prog = write_program(&dir);
     let expected = reference(&dir, &prog);
     let state = dir.join("state");
-    // The holder waits a long time for its first answer.
-    let mut holder = start(&prog, &state, 5_000);
+    // The holder waits for its first answer longer than the readers below can take on a
+    // loaded machine (it is killed before it gets one).
+    let mut holder = start(&prog, &state, 120_000);
     wait_for(|| {
         run_ids(&state).first().is_some_and(|id| {
             std::fs::read_to_string(run_dir(&state, id).join("lock"))
@@ -323,8 +324,19 @@ fn readers_leave_a_held_run_untouched() {
     });
     let id = run_ids(&state).remove(0);
     let run = run_dir(&state, &id);
-    // As if the holder were in the middle of appending a record.
     let journal = run.join("journal.log");
+    // The holder has read its journal and opened it to append: a tail torn before then
+    // would be its own to cut (it reads a new run's journal after taking the lock).
+    let fds = std::path::PathBuf::from(format!("/proc/{}/fd", holder.id()));
+    let journal = std::fs::canonicalize(&journal).expect("journal");
+    wait_for(|| {
+        std::fs::read_dir(&fds).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| std::fs::read_link(e.path()).is_ok_and(|to| to == journal))
+        })
+    });
+    // As if the holder were in the middle of appending a record.
     let mut torn = std::fs::read(&journal).expect("journal");
     torn.extend_from_slice(b"0badc0de {\"id\":\"0:0\",\"kind\":\"ses");
     std::fs::write(&journal, &torn).expect("torn");
