@@ -358,7 +358,9 @@ fn openai_defaults(
     use prose_runtime::driver::settings::{DriverChoice, DriverKind};
     use prose_runtime::runner::RunConfig;
     let settings = DriverChoice {
-        driver: Some(DriverKind::Openai),
+        driver: Some(DriverKind::Chat(
+            prose_runtime::driver::chat::dialect::Provider::OpenAi,
+        )),
         base_url: Some(base_url.to_string()),
         ..DriverChoice::default()
     }

@@ -95,6 +95,14 @@ pub enum Provider {
 }
 
 impl Provider {
+    /// Every provider.
+    pub const ALL: [Provider; 2] = [Provider::OpenAi, Provider::Anthropic];
+
+    /// The provider named `name` (`openai`, `anthropic`), if any.
+    pub fn named(name: &str) -> Option<Provider> {
+        Provider::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// The driver's name (`openai`, `anthropic`), as `[models.<driver>]` names it.
     pub fn name(self) -> &'static str {
         match self {

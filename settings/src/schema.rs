@@ -105,6 +105,16 @@ pub struct ProvidersSettings {
     pub anthropic: ProviderSettings,
 }
 
+impl ProvidersSettings {
+    /// The settings of `provider`.
+    pub fn of(&self, provider: crate::models::Provider) -> ProviderSettings {
+        match provider {
+            crate::models::Provider::OpenAi => self.openai,
+            crate::models::Provider::Anthropic => self.anthropic,
+        }
+    }
+}
+
 /// One provider's settings.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -74,7 +74,7 @@ pub fn test(args: TestArgs) -> ExitCode {
     }
     let record = match (args.record, args.driver) {
         (false, _) => None,
-        (true, Some(kind @ (DriverKind::Openai | DriverKind::Anthropic))) => Some(DriverChoice {
+        (true, Some(kind @ DriverKind::Chat(_))) => Some(DriverChoice {
             driver: Some(kind),
             base_url: args.base_url.clone(),
             model: args.model.clone(),

@@ -3,8 +3,9 @@
 //! resumed run continues with the driver it started with. [`DriverSettings::connect`]
 //! builds the driver; [`AnyDriver`] lets the runner serve any of them without boxing.
 
+use super::chat::dialect::{self, Provider};
 use super::chat::tape::{Player, Recorder};
-use super::chat::{Api, ChatDriver, Models};
+use super::chat::{ChatDriver, Models};
 use super::command::CommandDriver;
 use super::http::HttpOptions;
 use super::mock::{Mock, MockOptions};
@@ -14,7 +15,6 @@ use super::stdio::StdioDriver;
 use super::{Driver, Live, Served};
 use prose_machine::protocol::{Reply, Request};
 use prose_settings::cache::PromptCache;
-use prose_settings::models::Provider;
 use prose_settings::turns::StructuredTurns;
 use prose_settings::{SamplingTable, Settings};
 use serde::{Deserialize, Serialize};
@@ -129,6 +129,14 @@ pub enum AnyDriver {
 }
 
 impl DriverSettings {
+    /// The settings of `provider`'s chat driver.
+    pub fn chat(provider: Provider, chat: ChatSettings) -> DriverSettings {
+        match provider {
+            Provider::OpenAi => DriverSettings::Openai(chat),
+            Provider::Anthropic => DriverSettings::Anthropic(chat),
+        }
+    }
+
     /// Requests a run on this driver has in flight at once unless told otherwise: the HTTP
     /// drivers' ceiling (their windows adapt to the provider under it); none for the
     /// others, which take the runner's default.
@@ -299,44 +307,48 @@ impl DriverSettings {
             DriverSettings::Stdio { timeout_s, turns } => {
                 AnyDriver::Stdio(StdioDriver::start(timeout(*timeout_s)?, *turns))
             }
-            DriverSettings::Openai(c) | DriverSettings::Anthropic(c) => {
-                let api = match self {
-                    DriverSettings::Anthropic(_) => Api::Anthropic,
-                    _ => Api::OpenAi,
-                };
-                let http = HttpOptions {
-                    timeout: timeout(c.timeout_s)?,
-                    idle: timeout(c.idle_s)?,
-                    retries: c.retries,
-                    backoff: Duration::from_millis(c.backoff_ms),
-                };
-                let chat = match &c.tape {
-                    Some(Tape::Replay(path)) => {
-                        let player = Player::open(path)?;
-                        if player.api() != api {
-                            return Err(format!(
-                                "--replay {}: the tape was recorded from another API than {}'s",
-                                path.display(),
-                                self.name()
-                            ));
-                        }
-                        ChatDriver::replaying(player, &c.base_url, c.models.clone(), http)
-                    }
-                    Some(Tape::Record(path)) => {
-                        http_driver(api, c, http)?.recording(Recorder::open(path, api)?)
-                    }
-                    None => http_driver(api, c, http)?,
-                };
-                AnyDriver::Chat(Box::new(
-                    chat.with_concurrency(c.max_concurrency)
-                        .with_sampling(c.sampling.clone())
-                        .with_prices(c.prices.clone())
-                        .with_cache(c.prompt_cache)
-                        .with_structured(c.structured_turns),
-                ))
-            }
+            DriverSettings::Openai(c) => chat_driver(Provider::OpenAi, c, timeout)?,
+            DriverSettings::Anthropic(c) => chat_driver(Provider::Anthropic, c, timeout)?,
         })
     }
+}
+
+/// The chat driver of `provider` as `c` describes it, its time limits read by `timeout`.
+fn chat_driver(
+    provider: Provider,
+    c: &ChatSettings,
+    timeout: impl Fn(f64) -> Result<Duration, String>,
+) -> Result<AnyDriver, String> {
+    let http = HttpOptions {
+        timeout: timeout(c.timeout_s)?,
+        idle: timeout(c.idle_s)?,
+        retries: c.retries,
+        backoff: Duration::from_millis(c.backoff_ms),
+    };
+    let chat = match &c.tape {
+        Some(Tape::Replay(path)) => {
+            let player = Player::open(path)?;
+            if player.provider() != provider {
+                return Err(format!(
+                    "--replay {}: the tape was recorded from another API than {}'s",
+                    path.display(),
+                    provider.name()
+                ));
+            }
+            ChatDriver::replaying(player, &c.base_url, c.models.clone(), http)
+        }
+        Some(Tape::Record(path)) => {
+            http_driver(provider, c, http)?.recording(Recorder::open(path, provider)?)
+        }
+        None => http_driver(provider, c, http)?,
+    };
+    Ok(AnyDriver::Chat(Box::new(
+        chat.with_concurrency(c.max_concurrency)
+            .with_sampling(c.sampling.clone())
+            .with_prices(c.prices.clone())
+            .with_cache(c.prompt_cache)
+            .with_structured(c.structured_turns),
+    )))
 }
 
 /// `, recording to FILE` when `c` records.
@@ -352,8 +364,12 @@ fn absolute(path: &std::path::Path) -> std::path::PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// The chat driver of `c` for `api`, on HTTP, with its key from the environment.
-fn http_driver(api: Api, c: &ChatSettings, http: HttpOptions) -> Result<ChatDriver, String> {
+/// The chat driver of `c` for `provider`, on HTTP, with its key from the environment.
+fn http_driver(
+    provider: Provider,
+    c: &ChatSettings,
+    http: HttpOptions,
+) -> Result<ChatDriver, String> {
     let url =
         reqwest::Url::parse(&c.base_url).map_err(|e| format!("base URL {:?}: {e}", c.base_url))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
@@ -362,15 +378,8 @@ fn http_driver(api: Api, c: &ChatSettings, http: HttpOptions) -> Result<ChatDriv
             c.base_url
         ));
     }
-    let var = match api {
-        Api::OpenAi => "OPENAI_API_KEY",
-        Api::Anthropic => "ANTHROPIC_API_KEY",
-    };
-    let key = crate::secrets::get(var);
-    if key.is_none() && api == Api::OpenAi && url.host_str() == Some("api.openai.com") {
-        return Err(format!("the OpenAI API needs {var}"));
-    }
-    ChatDriver::new(api, &c.base_url, key, c.models.clone(), http).map_err(|e| e.0)
+    let key = crate::secrets::get(dialect::of(provider).key_var());
+    ChatDriver::new(provider, &c.base_url, key, c.models.clone(), http).map_err(|e| e.0)
 }
 
 /// Calls `$call` on whichever driver `$any` holds.
@@ -440,10 +449,9 @@ pub enum DriverKind {
     Command,
     /// An agent host on stdin and stdout.
     Stdio,
-    /// An OpenAI-compatible chat completions server.
-    Openai,
-    /// Anthropic's Messages API.
-    Anthropic,
+    /// A chat provider's API: an OpenAI-compatible chat completions server, or Anthropic's
+    /// Messages API.
+    Chat(Provider),
 }
 
 impl DriverKind {
@@ -452,8 +460,8 @@ impl DriverKind {
         ("mock", DriverKind::Mock),
         ("command", DriverKind::Command),
         ("stdio", DriverKind::Stdio),
-        ("openai", DriverKind::Openai),
-        ("anthropic", DriverKind::Anthropic),
+        ("openai", DriverKind::Chat(Provider::OpenAi)),
+        ("anthropic", DriverKind::Chat(Provider::Anthropic)),
     ];
 }
 
@@ -521,15 +529,11 @@ impl DriverChoice {
     pub fn settings(&self, file: &Settings) -> Result<DriverSettings, String> {
         let kind = match (self.driver, &self.replay, file.driver.as_deref()) {
             (Some(k), _, _) => k,
-            (None, Some(tape), _) => match Player::open(tape)?.api() {
-                Api::OpenAi => DriverKind::Openai,
-                Api::Anthropic => DriverKind::Anthropic,
-            },
+            (None, Some(tape), _) => DriverKind::Chat(Player::open(tape)?.provider()),
             (None, None, Some(name)) => name.parse().map_err(|e| format!("prose.toml: {e}"))?,
             (None, None, None) => DriverKind::Mock,
         };
-        if (self.record.is_some() || self.replay.is_some())
-            && !matches!(kind, DriverKind::Openai | DriverKind::Anthropic)
+        if (self.record.is_some() || self.replay.is_some()) && !matches!(kind, DriverKind::Chat(_))
         {
             return Err(format!(
                 "--record and --replay keep the exchanges of the openai and anthropic drivers, not {}'s",
@@ -568,18 +572,10 @@ impl DriverChoice {
                 timeout_s,
                 turns: self.host_turns,
             },
-            DriverKind::Openai | DriverKind::Anthropic => {
-                let api = if kind == DriverKind::Openai {
-                    Api::OpenAi
-                } else {
-                    Api::Anthropic
-                };
-                let (prefix, public) = match api {
-                    Api::OpenAi => ("OPENAI", "https://api.openai.com/v1"),
-                    Api::Anthropic => ("ANTHROPIC", "https://api.anthropic.com"),
-                };
+            DriverKind::Chat(provider) => {
+                let dialect = dialect::of(provider);
                 let env = |name: &str| {
-                    std::env::var(format!("{prefix}_{name}"))
+                    std::env::var(format!("{}_{name}", dialect.env_prefix()))
                         .ok()
                         .filter(|v| !v.is_empty())
                 };
@@ -588,11 +584,7 @@ impl DriverChoice {
                     .clone()
                     .or_else(|| env("BASE_URL"))
                     .or_else(|| file.base_url.clone())
-                    .unwrap_or_else(|| public.into());
-                let provider = match api {
-                    Api::OpenAi => Provider::OpenAi,
-                    Api::Anthropic => Provider::Anthropic,
-                };
+                    .unwrap_or_else(|| dialect.public_base_url().into());
                 let model = self
                     .model
                     .clone()
@@ -624,31 +616,25 @@ impl DriverChoice {
                     },
                     prices: file.prices.clone(),
                     prompt_cache: file.prompt_cache.unwrap_or_default(),
-                    structured_turns: match (
-                        api,
-                        self.structured_turns.or(file.structured_turns),
-                    ) {
-                        (Api::Anthropic, Some(StructuredTurns::On)) => {
-                            return Err("structured turns are for the openai driver: the anthropic driver offers tools natively".into())
+                    structured_turns: match self.structured_turns.or(file.structured_turns) {
+                        Some(StructuredTurns::On) if !dialect.structures_turns() => {
+                            return Err(format!(
+                                "structured turns are for the openai driver: the {} driver offers tools natively",
+                                dialect.name()
+                            ))
                         }
-                        (_, s) => s.unwrap_or_default(),
+                        s => s.unwrap_or_default(),
                     },
                     max_concurrency: {
                         let run = self
                             .max_concurrency
                             .or(file.max_concurrency)
                             .unwrap_or(pace::DEFAULT_CEILING);
-                        let provider = match api {
-                            Api::OpenAi => file.providers.openai,
-                            Api::Anthropic => file.providers.anthropic,
-                        };
+                        let provider = file.providers.of(provider);
                         provider.max_concurrency.map_or(run, |p| p.min(run)).max(1)
                     },
                 };
-                match api {
-                    Api::OpenAi => DriverSettings::Openai(chat),
-                    Api::Anthropic => DriverSettings::Anthropic(chat),
-                }
+                DriverSettings::chat(provider, chat)
             }
         })
     }

@@ -3,28 +3,30 @@
 //! when there is one, as a bearer token. `anthropic`: the Messages API at
 //! `{base_url}/v1/messages` with `x-api-key`. Both answer model turns of the VM's agent loop
 //! (the conversation, with the agent's prompt as the system prompt, and the tools on offer:
-//! OpenAI `tools`/`tool_calls`, Anthropic `tool_use`/`tool_result`; `wire` translates).
+//! OpenAI `tools`/`tool_calls`, Anthropic `tool_use`/`tool_result`); what differs between
+//! the two is each one's [`dialect`], and everything else here is shared.
 //! Conditions, choices and conversions use a constrained prompt whose reply is parsed
 //! strictly, with one corrective re-ask.
 //!
 //! Prompt caching: what every request sends first is what changes least (the tools, in a
 //! fixed order, then the agent's system prompt, then the conversation, each turn's the
 //! previous one's plus what came since), so that a provider serves the prefix from its
-//! cache. The `anthropic` driver marks where cached prefixes end ([`wire::anthropic_breakpoints`],
+//! cache. The `anthropic` driver marks where cached prefixes end ([`dialect::anthropic::breakpoints`],
 //! `prompt_cache` in `prose.toml`); OpenAI-compatible servers find prefixes themselves. The
 //! tokens a provider read from and wrote to its cache are kept apart from plain input and
 //! priced at their own rates.
 
+pub mod dialect;
 mod stream;
 pub mod structured;
 pub mod tape;
-mod wire;
 
 use super::http::{self, retrying, AttemptError, Events, HttpOptions};
 use super::pace::{self, Limits};
 use super::prices::{price, priced, Price};
 use super::{render, unanswerable, Driver, Live, Served};
 use crate::guards::{astray, runaway};
+use dialect::{Dialect, Provider};
 use prose_machine::convert;
 use prose_machine::protocol::{
     Answer, Ask, Failure, Message, Request, Stop, TurnAnswer, TurnAsk, Usage,
@@ -38,16 +40,6 @@ use std::collections::BTreeMap;
 use stream::Assembly;
 use tape::{Player, Recorder, Sent};
 
-/// Which API a [`ChatDriver`] speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Api {
-    /// OpenAI chat completions.
-    OpenAi,
-    /// Anthropic messages.
-    Anthropic,
-}
-
-/// A request body ready to send, with what bounds its cost.
 /// The names of the tools a request's body offers (OpenAI's `tools[].function.name`,
 /// Anthropic's `tools[].name`).
 fn offered_tools(body: &serde_json::Value) -> Vec<String> {
@@ -67,6 +59,7 @@ fn gone_astray(text: &str, offered: &[String]) -> bool {
         || astray::made_up_call(text, |n| offered.iter().any(|o| o == n)).is_some()
 }
 
+/// A request body ready to send, with what bounds its cost.
 struct Prepared<'a> {
     model: &'a str,
     body: serde_json::Value,
@@ -85,7 +78,8 @@ enum Transport {
 
 /// Talks to a chat API.
 pub struct ChatDriver {
-    api: Api,
+    /// The API's wire format.
+    dialect: &'static dyn Dialect,
     transport: Transport,
     /// Where every exchange is also kept, when recording.
     recorder: Option<Recorder>,
@@ -109,32 +103,34 @@ pub struct ChatDriver {
 }
 
 impl ChatDriver {
-    /// A driver for `api` at `base_url` (e.g. `https://api.openai.com/v1` or
+    /// A driver for `provider`'s API at `base_url` (e.g. `https://api.openai.com/v1` or
     /// `https://api.anthropic.com`), with an API key (optional for local OpenAI-compatible
     /// servers) and the model ids to use.
     pub fn new(
-        api: Api,
+        provider: Provider,
         base_url: &str,
         key: Option<String>,
         models: Models,
         http: HttpOptions,
     ) -> Result<ChatDriver, Failure> {
+        let dialect = dialect::of(provider);
         let key = key.filter(|k| !k.is_empty());
-        if api == Api::Anthropic && key.is_none() {
-            return Err(Failure(
-                "the anthropic driver needs ANTHROPIC_API_KEY".into(),
-            ));
-        }
         let base = base_url.trim_end_matches('/');
+        let host = reqwest::Url::parse(base)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string));
+        if key.is_none() && dialect.needs_key(host.as_deref()) {
+            return Err(Failure(format!(
+                "the {} driver needs {}",
+                dialect.name(),
+                dialect.key_var()
+            )));
+        }
         let client = http::client_for(base).map_err(Failure)?;
-        let url = match api {
-            Api::OpenAi => format!("{base}/chat/completions"),
-            Api::Anthropic => format!("{base}/v1/messages"),
-        };
         Ok(ChatDriver::with(
-            api,
+            dialect,
             Transport::Http(client),
-            url,
+            dialect.endpoint(base),
             base,
             key,
             models,
@@ -142,10 +138,10 @@ impl ChatDriver {
         ))
     }
 
-    /// A driver of `api` over `transport`, with the default sampling, prices, cache marks
+    /// A driver of `dialect` over `transport`, with the default sampling, prices, cache marks
     /// and ceiling (the builder methods below change them).
     fn with(
-        api: Api,
+        dialect: &'static dyn Dialect,
         transport: Transport,
         url: String,
         base_url: &str,
@@ -154,7 +150,7 @@ impl ChatDriver {
         http: HttpOptions,
     ) -> ChatDriver {
         ChatDriver {
-            api,
+            dialect,
             transport,
             recorder: None,
             url,
@@ -180,7 +176,7 @@ impl ChatDriver {
         http: HttpOptions,
     ) -> ChatDriver {
         ChatDriver::with(
-            player.api(),
+            dialect::of(player.provider()),
             Transport::Replay(player),
             String::new(),
             base_url.trim_end_matches('/'),
@@ -224,7 +220,7 @@ impl ChatDriver {
     /// Whether agent-loop turns are asked structured, as far as decided: `auto` counts as
     /// off until [`Driver::structured_turns`] has asked.
     fn structured_now(&self) -> bool {
-        self.api == Api::OpenAi
+        self.dialect.structures_turns()
             && match self.structured {
                 StructuredTurns::On => true,
                 StructuredTurns::Off => false,
@@ -248,24 +244,9 @@ impl ChatDriver {
         let max_out = sampling
             .max_output_tokens
             .unwrap_or_else(|| prose_settings::prices::max_output_tokens(self.name()));
-        let mut body = match self.api {
-            Api::OpenAi => {
-                let mut body = if self.structured_now() && structured::applies(turn) {
-                    structured::body(model, turn)
-                } else {
-                    wire::openai_body(model, turn)
-                };
-                body["max_tokens"] = max_out.into();
-                body["stream"] = true.into();
-                body["stream_options"] = serde_json::json!({"include_usage": true});
-                body
-            }
-            Api::Anthropic => {
-                let mut body = wire::anthropic_body(model, max_out, turn);
-                body["stream"] = true.into();
-                body
-            }
-        };
+        let mut body = self
+            .dialect
+            .body(model, max_out, turn, self.structured_now());
         if let Some(t) = sampling.temperature {
             body["temperature"] = t.into();
         }
@@ -276,21 +257,8 @@ impl ChatDriver {
     /// headers, with the model's sampling.
     fn prepare<'a>(&'a self, turn: &'a TurnAsk) -> Prepared<'a> {
         let (model, mut body, max_out) = self.body(turn);
-        let key = self.key.as_deref();
-        let headers = match self.api {
-            Api::OpenAi => key
-                .map(|k| ("authorization", format!("Bearer {k}")))
-                .into_iter()
-                .collect(),
-            Api::Anthropic => {
-                wire::anthropic_breakpoints(&mut body, self.cache);
-                let mut headers = vec![("anthropic-version", "2023-06-01".to_string())];
-                if let Some(k) = key {
-                    headers.push(("x-api-key", k.to_string()));
-                }
-                headers
-            }
-        };
+        self.dialect.mark_cache(&mut body, self.cache);
+        let headers = self.dialect.headers(self.key.as_deref());
         Prepared {
             model,
             body,
@@ -445,7 +413,7 @@ impl ChatDriver {
                 }
             }
         };
-        let mut assembly = Assembly::new(self.api);
+        let mut assembly = Assembly::new(self.dialect);
         let mut watch = runaway::Watch::default();
         let offered = offered_tools(&p.body);
         while let Some((event, data)) = source.next().await? {
@@ -484,11 +452,7 @@ impl ChatDriver {
         body: &serde_json::Value,
         live: &Live,
     ) -> Result<(TurnAnswer, Option<Usage>), AttemptError> {
-        let (answer, usage) = match self.api {
-            Api::OpenAi => wire::openai_answer(body),
-            Api::Anthropic => wire::anthropic_answer(body),
-        }
-        .map_err(AttemptError::fatal)?;
+        let (answer, usage) = self.dialect.answer(body).map_err(AttemptError::fatal)?;
         live.started();
         live.text(&answer.text);
         Ok((answer, usage))
@@ -527,24 +491,14 @@ impl ChatDriver {
 
     /// The ids of the models the provider offers (`GET .../models`), when it says.
     async fn offered_models(&self) -> Option<Vec<String>> {
-        let url = match self.api {
-            Api::OpenAi => self.url.strip_suffix("/chat/completions")?.to_string() + "/models",
-            Api::Anthropic => self.url.strip_suffix("/messages")?.to_string() + "/models",
-        };
         let Transport::Http(client) = &self.transport else {
             return None;
         };
         let mut req = client
-            .get(&url)
+            .get(self.dialect.models_endpoint(&self.base_url))
             .timeout(self.http.timeout.min(std::time::Duration::from_secs(10)));
-        match (self.api, self.key.as_deref()) {
-            (Api::OpenAi, Some(k)) => req = req.bearer_auth(k),
-            (Api::Anthropic, Some(k)) => {
-                req = req
-                    .header("x-api-key", k)
-                    .header("anthropic-version", "2023-06-01")
-            }
-            _ => {}
+        for (name, value) in self.dialect.headers(self.key.as_deref()) {
+            req = req.header(name, value);
         }
         let resp = req.send().await.ok()?;
         if !resp.status().is_success() {
@@ -743,10 +697,7 @@ impl ChatDriver {
 
 impl Driver for ChatDriver {
     fn name(&self) -> &str {
-        match self.api {
-            Api::OpenAi => "openai",
-            Api::Anthropic => "anthropic",
-        }
+        self.dialect.name()
     }
 
     async fn answer(&self, req: &Request, live: &Live) -> Served {
@@ -760,7 +711,7 @@ impl Driver for ChatDriver {
     }
 
     async fn structured_turns(&self) -> bool {
-        if self.api != Api::OpenAi || self.structured != StructuredTurns::Auto {
+        if !self.dialect.structures_turns() || self.structured != StructuredTurns::Auto {
             return self.structured_now();
         }
         *self
@@ -839,7 +790,6 @@ impl Driver for ChatDriver {
 mod tests {
     use super::*;
     use prose_machine::protocol::ToolSpec;
-    use prose_settings::models::Provider;
     use std::time::Duration;
 
     fn anthropic(cache: PromptCache) -> ChatDriver {
@@ -850,7 +800,7 @@ mod tests {
             backoff: Duration::ZERO,
         };
         ChatDriver::new(
-            Api::Anthropic,
+            Provider::Anthropic,
             "http://127.0.0.1:9",
             Some("k".into()),
             Models::defaults(Provider::Anthropic),

@@ -3,24 +3,15 @@
 //! response would have held, so that journals, resumes and replays do not depend on whether
 //! a reply streamed.
 //!
-//! OpenAI chat completions (`"stream": true`, with `stream_options.include_usage`): each
-//! event's data is a chunk whose `choices[0].delta` carries `content` text or `tool_calls`
-//! pieces (by `index`: the `id` and `function.name` once, `function.arguments` in parts);
-//! `finish_reason` comes with the last chunk of the message, the usage in a chunk of its own
-//! after it, and the stream ends with `data: [DONE]`.
-//!
-//! Anthropic messages (`"stream": true`): `message_start` (with the input tokens),
-//! `content_block_start` (a `text` or `tool_use` block), `content_block_delta` (`text_delta`
-//! or `input_json_delta`), `content_block_stop`, `message_delta` (the stop reason and output
-//! tokens), `message_stop`; `ping`s in between, and `error` when the provider fails
-//! mid-answer.
+//! How each API's events read is its dialect's ([`super::dialect`]); the assembly keeps
+//! what they add up to: the text, the tool calls by the provider's index, the stop reason
+//! and the usage reported so far.
 //!
 //! Every fault (an event that is not JSON, an `error` event, anything after the end, a stream
 //! that stops before the end) is an error the driver treats like a 5xx: the turn is tried
 //! again, and a half answer is never taken for a whole one.
 
-use super::wire::{anthropic_stop, anthropic_usage, openai_stop, openai_usage, parse_arguments};
-use super::Api;
+use super::dialect::{parse_arguments, Dialect};
 use prose_machine::protocol::ToolCall;
 use prose_machine::protocol::{TurnAnswer, Usage};
 use serde_json::Value;
@@ -36,18 +27,20 @@ pub struct Added {
 
 /// A tool call as its pieces arrive.
 #[derive(Debug, Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
+pub struct PartialCall {
+    /// The provider's id of the call.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments' JSON text so far.
+    pub arguments: String,
     /// Anthropic: the `input` of `content_block_start`, used when no JSON pieces follow.
-    input: Option<Value>,
+    pub input: Option<Value>,
 }
 
 /// A streamed answer being put together.
-#[derive(Debug)]
 pub struct Assembly {
-    api: Api,
+    dialect: &'static dyn Dialect,
     text: String,
     /// Tool calls by the provider's index (OpenAI's `index`, Anthropic's block index).
     calls: Vec<(u64, PartialCall)>,
@@ -60,9 +53,9 @@ pub struct Assembly {
 
 impl Assembly {
     /// Nothing received yet.
-    pub fn new(api: Api) -> Assembly {
+    pub fn new(dialect: &'static dyn Dialect) -> Assembly {
         Assembly {
-            api,
+            dialect,
             text: String::new(),
             calls: Vec::new(),
             reason: None,
@@ -92,7 +85,7 @@ impl Assembly {
     }
 
     /// Takes the fields of a `usage` object the provider reported.
-    fn report(&mut self, usage: &Value) {
+    pub fn report(&mut self, usage: &Value) {
         if let Some(fields) = usage.as_object() {
             for (k, v) in fields {
                 if !v.is_null() {
@@ -103,10 +96,7 @@ impl Assembly {
     }
 
     fn usage_of(&self, u: &Value) -> Option<Usage> {
-        match self.api {
-            Api::OpenAi => openai_usage(u),
-            Api::Anthropic => anthropic_usage(u),
-        }
+        self.dialect.usage(u)
     }
 
     /// Takes one event: its name (`event:`, if any) and its data.
@@ -114,13 +104,12 @@ impl Assembly {
         if self.ended {
             return Err("the provider's stream went on after its end".into());
         }
-        match self.api {
-            Api::OpenAi => self.openai(data),
-            Api::Anthropic => self.anthropic(event, data),
-        }
+        let dialect = self.dialect;
+        dialect.feed(self, event, data)
     }
 
-    fn call(&mut self, index: u64) -> &mut PartialCall {
+    /// The tool call at the provider's `index`, begun if new.
+    pub fn call(&mut self, index: u64) -> &mut PartialCall {
         let at = match self.calls.iter().position(|(i, _)| *i == index) {
             Some(at) => at,
             None => {
@@ -131,125 +120,32 @@ impl Assembly {
         &mut self.calls[at].1
     }
 
-    fn openai(&mut self, data: &str) -> Result<Added, String> {
-        if data.trim() == "[DONE]" {
-            self.ended = true;
-            return Ok(Added::default());
-        }
-        let chunk = json(data)?;
-        if !chunk["error"].is_null() {
-            return Err(format!(
-                "the provider failed mid-answer: {}",
-                error_text(&chunk["error"])
-            ));
-        }
-        if let Some(u) = chunk.get("usage") {
-            self.report(u);
-        }
-        let mut added = Added::default();
-        let Some(choice) = chunk["choices"].get(0) else {
-            return Ok(added);
-        };
-        let delta = &choice["delta"];
-        if let Some(t) = delta["content"].as_str() {
-            self.text.push_str(t);
-            added.text = t.to_string();
-            added.content |= !t.is_empty();
-        }
-        if let Some(pieces) = delta["tool_calls"].as_array() {
-            for (n, piece) in pieces.iter().enumerate() {
-                let index = piece["index"].as_u64().unwrap_or(n as u64);
-                let call = self.call(index);
-                if let Some(id) = piece["id"].as_str() {
-                    call.id = id.to_string();
-                }
-                if let Some(name) = piece["function"]["name"].as_str() {
-                    call.name.push_str(name);
-                }
-                if let Some(args) = piece["function"]["arguments"].as_str() {
-                    call.arguments.push_str(args);
-                }
-                added.content = true;
-            }
-        }
-        if let Some(r) = choice["finish_reason"].as_str() {
-            self.reason = Some(r.to_string());
-        }
-        Ok(added)
+    /// Adds the text `t` of the answer, saying so in `added`.
+    pub fn push_text(&mut self, t: &str, added: &mut Added) {
+        self.text.push_str(t);
+        added.text.push_str(t);
+        added.content |= !t.is_empty();
     }
 
-    fn anthropic(&mut self, event: Option<&str>, data: &str) -> Result<Added, String> {
-        let ev = json(data)?;
-        let kind = ev["type"].as_str().or(event).unwrap_or_default();
-        let mut added = Added::default();
-        match kind {
-            "message_start" => self.report(&ev["message"]["usage"]),
-            "content_block_start" => {
-                let index = ev["index"].as_u64().unwrap_or_default();
-                let block = &ev["content_block"];
-                match block["type"].as_str() {
-                    Some("text") => {
-                        let t = block["text"].as_str().unwrap_or_default();
-                        self.text.push_str(t);
-                        added.text = t.to_string();
-                        added.content |= !t.is_empty();
-                    }
-                    Some("tool_use") => {
-                        let call = self.call(index);
-                        call.id = block["id"].as_str().unwrap_or_default().to_string();
-                        call.name = block["name"].as_str().unwrap_or_default().to_string();
-                        call.input = Some(block["input"].clone());
-                        added.content = true;
-                    }
-                    _ => {}
-                }
-            }
-            "content_block_delta" => {
-                let index = ev["index"].as_u64().unwrap_or_default();
-                let delta = &ev["delta"];
-                match delta["type"].as_str() {
-                    Some("text_delta") => {
-                        let t = delta["text"].as_str().unwrap_or_default();
-                        self.text.push_str(t);
-                        added.text = t.to_string();
-                        added.content |= !t.is_empty();
-                    }
-                    Some("input_json_delta") => {
-                        let piece = delta["partial_json"].as_str().unwrap_or_default();
-                        self.call(index).arguments.push_str(piece);
-                        added.content = true;
-                    }
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                if let Some(r) = ev["delta"]["stop_reason"].as_str() {
-                    self.reason = Some(r.to_string());
-                }
-                self.report(&ev["usage"]);
-            }
-            "message_stop" => self.ended = true,
-            "error" => {
-                return Err(format!(
-                    "the provider failed mid-answer: {}",
-                    error_text(&ev["error"])
-                ))
-            }
-            // `ping`, `content_block_stop` and kinds added later carry nothing to keep.
-            _ => {}
-        }
-        Ok(added)
+    /// Keeps the provider's stop or finish reason.
+    pub fn set_reason(&mut self, reason: &str) {
+        self.reason = Some(reason.to_string());
+    }
+
+    /// The provider's stop or finish reason, once given.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// Notes that the stream said it is complete.
+    pub fn end(&mut self) {
+        self.ended = true;
     }
 
     /// The whole answer and its usage. A stream that ended before the provider said the
     /// answer was complete is an error: a half answer is never an answer.
     pub fn finish(self) -> Result<(TurnAnswer, Option<Usage>), String> {
-        let complete = match self.api {
-            // `[DONE]` may be missing from a server that closes after the finish reason.
-            Api::OpenAi => self.reason.is_some(),
-            Api::Anthropic => self.ended,
-        };
-        if !complete {
+        if !self.dialect.complete(&self) {
             return Err(format!(
                 "the provider's stream stopped before the answer was complete (after {} bytes of text)",
                 self.text.len()
@@ -275,38 +171,20 @@ impl Assembly {
             .collect();
         let has_calls = !tool_calls.is_empty();
         let reason = self.reason.as_deref();
-        let stop = match self.api {
-            Api::OpenAi => openai_stop(reason, has_calls),
-            Api::Anthropic => anthropic_stop(reason, has_calls),
-        };
+        let stop = self.dialect.stop(reason, has_calls);
         Ok((TurnAnswer::new(self.text, tool_calls, stop), usage))
     }
-}
-
-fn json(data: &str) -> Result<Value, String> {
-    serde_json::from_str(data).map_err(|e| {
-        format!(
-            "the provider sent an event that is not JSON ({e}): {:?}",
-            data.chars().take(80).collect::<String>()
-        )
-    })
-}
-
-fn error_text(e: &Value) -> String {
-    e["message"]
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| e.to_string().chars().take(200).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::chat::dialect::{self, Provider};
     use prose_machine::protocol::Stop;
     use serde_json::json;
 
-    fn feed_all(api: Api, events: &[(Option<&str>, Value)]) -> Assembly {
-        let mut a = Assembly::new(api);
+    fn feed_all(api: Provider, events: &[(Option<&str>, Value)]) -> Assembly {
+        let mut a = Assembly::new(dialect::of(api));
         for (name, data) in events {
             a.feed(*name, &data.to_string()).expect("event");
         }
@@ -316,7 +194,7 @@ mod tests {
     #[test]
     fn openai_text_and_tool_call_pieces_make_the_whole_message() {
         let mut a = feed_all(
-            Api::OpenAi,
+            Provider::OpenAi,
             &[
                 (
                     None,
@@ -367,7 +245,7 @@ mod tests {
     #[test]
     fn anthropic_blocks_make_the_whole_message() {
         let a = feed_all(
-            Api::Anthropic,
+            Provider::Anthropic,
             &[
                 (
                     Some("message_start"),
@@ -422,7 +300,7 @@ mod tests {
 
     #[test]
     fn faults_are_errors_never_answers() {
-        let mut a = Assembly::new(Api::OpenAi);
+        let mut a = Assembly::new(dialect::of(Provider::OpenAi));
         assert!(a.feed(None, "{not json").is_err());
         a.feed(
             None,
@@ -435,7 +313,7 @@ mod tests {
             "{cut}"
         );
 
-        let mut a = Assembly::new(Api::Anthropic);
+        let mut a = Assembly::new(dialect::of(Provider::Anthropic));
         let e = a
             .feed(
                 Some("error"),
@@ -445,14 +323,14 @@ mod tests {
             .expect_err("an error event");
         assert!(e.contains("Overloaded"), "{e}");
         let a = feed_all(
-            Api::Anthropic,
+            Provider::Anthropic,
             &[(
                 Some("content_block_delta"),
                 json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "partial"}}),
             )],
         );
         assert!(a.finish().is_err(), "no message_stop: not complete");
-        let mut a = Assembly::new(Api::Anthropic);
+        let mut a = Assembly::new(dialect::of(Provider::Anthropic));
         a.feed(None, &json!({"type": "message_stop"}).to_string())
             .expect("stop");
         assert!(a.feed(None, &json!({"type": "ping"}).to_string()).is_err());
@@ -461,7 +339,7 @@ mod tests {
     #[test]
     fn a_cut_off_answer_says_so() {
         let a = feed_all(
-            Api::OpenAi,
+            Provider::OpenAi,
             &[(
                 None,
                 json!({"choices": [{"delta": {"content": "and so"}, "finish_reason": "length"}]}),

@@ -7,7 +7,7 @@
 //!
 //! The file starts with a header line naming the API it was recorded from.
 
-use super::Api;
+use super::dialect::Provider;
 use crate::driver::http::Refusal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -68,13 +68,6 @@ pub struct Exchange {
     pub reply: Reply,
 }
 
-fn api_name(api: Api) -> &'static str {
-    match api {
-        Api::OpenAi => "openai",
-        Api::Anthropic => "anthropic",
-    }
-}
-
 /// Appends exchanges to a tape file.
 pub struct Recorder {
     path: PathBuf,
@@ -83,7 +76,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// Records to `path` (appending to a tape of the same API, or starting one).
-    pub fn open(path: &Path, api: Api) -> Result<Recorder, String> {
+    pub fn open(path: &Path, api: Provider) -> Result<Recorder, String> {
         let fail = |e: std::io::Error| format!("--record {}: {e}", path.display());
         if let Ok(text) = std::fs::read_to_string(path) {
             if let Some(first) = text.lines().next() {
@@ -93,12 +86,12 @@ impl Recorder {
                         path.display()
                     )
                 })?;
-                if header.api != api_name(api) {
+                if header.api != api.name() {
                     return Err(format!(
                         "--record {}: a tape of the {} API, not {}",
                         path.display(),
                         header.api,
-                        api_name(api)
+                        api.name()
                     ));
                 }
             }
@@ -111,7 +104,7 @@ impl Recorder {
         if file.metadata().map_err(fail)?.len() == 0 {
             let header = Header {
                 prose_tape: VERSION,
-                api: api_name(api).into(),
+                api: api.name().into(),
             };
             writeln!(file, "{}", json_line(&header)).map_err(fail)?;
         }
@@ -137,7 +130,7 @@ fn json_line(v: &impl Serialize) -> String {
 /// Answers requests from a tape.
 pub struct Player {
     path: PathBuf,
-    api: Api,
+    api: Provider,
     /// Exchanges not yet replayed, in the order they were recorded.
     left: Mutex<Vec<Exchange>>,
 }
@@ -161,10 +154,8 @@ impl Player {
                 header.prose_tape
             )));
         }
-        let api = match header.api.as_str() {
-            "openai" => Api::OpenAi,
-            "anthropic" => Api::Anthropic,
-            other => return Err(what(format!("a tape of an unknown API `{other}`"))),
+        let Some(api) = Provider::named(&header.api) else {
+            return Err(what(format!("a tape of an unknown API `{}`", header.api)));
         };
         let mut left = Vec::new();
         for (n, line) in lines {
@@ -180,7 +171,7 @@ impl Player {
     }
 
     /// The API the tape was recorded from.
-    pub fn api(&self) -> Api {
+    pub fn provider(&self) -> Provider {
         self.api
     }
 
@@ -260,7 +251,7 @@ mod tests {
         let path = dir.join("t.jsonl");
         let _ = std::fs::remove_file(&path);
         let req = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-        let rec = Recorder::open(&path, Api::OpenAi).expect("open");
+        let rec = Recorder::open(&path, Provider::OpenAi).expect("open");
         rec.write(&Exchange {
             request: req.clone(),
             reply: Reply::Refused(Refusal {
@@ -280,11 +271,11 @@ mod tests {
         .expect("write");
         drop(rec);
         assert!(
-            Recorder::open(&path, Api::Anthropic).is_err(),
+            Recorder::open(&path, Provider::Anthropic).is_err(),
             "another API"
         );
         let player = Player::open(&path).expect("load");
-        assert_eq!(player.api(), Api::OpenAi);
+        assert_eq!(player.provider(), Provider::OpenAi);
         assert!(matches!(
             player.reply(&req),
             Ok(Reply::Refused(Refusal { status: 503, .. }))
