@@ -4,7 +4,7 @@
 //! the middle of a session resumes without repeating a side effect; skills join the system
 //! prompt; a published MCP server's tools are used.
 
-mod support;
+use crate::support;
 
 use prose_runtime::agent::workshop::WITH_TOOLS;
 use serde_json::{json, Value};

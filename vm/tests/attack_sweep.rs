@@ -4,7 +4,7 @@
 //! found, and checks on disk, in the journal and in what reached the provider that it stays
 //! closed.
 
-mod support;
+use crate::support;
 
 use prose_runtime::agent::confine::{Kind, CHOICE_VAR};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! left, or the run pauses (status `paused`, exit 3), resumable with a larger budget; costs
 //! are counted per reply from a price table and kept in the journal and the run record.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::Path;

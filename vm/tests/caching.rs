@@ -4,7 +4,7 @@
 //! own rates. Against a fake provider on loopback that bills caching as the real APIs do
 //! ([`support::billing`]).
 
-mod support;
+use crate::support;
 
 use prose_runtime::observe::grouped;
 use serde_json::{json, Value};

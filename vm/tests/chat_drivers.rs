@@ -3,7 +3,7 @@
 //! response slower than the timeout, a yes/no answer that needs the re-ask, and a key that
 //! must not leak.
 
-mod support;
+use crate::support;
 
 use prose_runtime::agent::workshop::WITH_TOOLS;
 use serde_json::{json, Value};

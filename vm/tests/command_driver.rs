@@ -1,7 +1,7 @@
 //! The command driver with small shell scripts: what the command receives (stdin and
 //! environment), how its replies are read, and its failures, retries and timeouts.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! run finishes), resuming a finished run, a changed program, a torn and a
 //! corrupted journal, and two runs side by side.
 
-mod support;
+use crate::support;
 use support::{files_in, journal_ids, output, outputs, run_ids};
 
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! short or given a second answer, symbolic links planted in a run directory, and crafted
 //! names that would become paths outside it.
 
-mod support;
+use crate::support;
 use support::{journal_ids, output, outputs, run_ids};
 
 use prose_machine::protocol::{Answer, Reply, SessionAnswer};

@@ -1,7 +1,7 @@
 //! Indexing an answer: a literal index says the value is a list, so a session's text is read
 //! as one first, from either end.
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -3,7 +3,7 @@
 //! input), never taking a model's guess. `prosevm answer` or `resume --input` gives it what
 //! it needs; an unknown name is an error with the closest declared name.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -4,7 +4,7 @@
 //! clear error naming the limit and the statement, the process exits normally, and the run
 //! can be resumed with a larger limit.
 
-mod support;
+use crate::support;
 use support::{output, run_ids};
 
 use std::path::{Path, PathBuf};

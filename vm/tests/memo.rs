@@ -4,7 +4,7 @@
 //! a memo that cannot be written a warning. Against the fake provider of
 //! [`support::billing`], whose answers name the task they were given.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::Path;

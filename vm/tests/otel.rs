@@ -4,7 +4,7 @@
 //! session that calls a tool through a fake OpenAI-compatible provider. The span tree, names,
 //! parent links and GenAI attributes are checked for both encodings.
 
-mod support;
+use crate::support;
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;

@@ -3,7 +3,7 @@
 //! separate `prosevm worker` processes, killed with SIGKILL or stopped with SIGTERM; the
 //! command driver's own log says who asked what, so a completed request asked twice shows.
 
-mod support;
+use crate::support;
 
 use prose_machine::protocol::{Answer, Reply, RequestId, SessionAnswer};
 use prose_store::pg::journal::PgJournal;

@@ -2,7 +2,7 @@
 //! lists exactly the kinds `prose_machine::protocol` defines, and the example exchange, replayed
 //! against the real VM, is what the VM writes line for line.
 
-mod support;
+use crate::support;
 
 use prose_machine::protocol::Kind;
 use std::io::Write;

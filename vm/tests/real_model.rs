@@ -5,7 +5,7 @@
 //! explanations, tool declarations written back, calls written as text, made-up tools,
 //! answers cut off at the output limit) is tested here without a model.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! required on CI (`.ci/run` installs it); a developer machine without it skips the browser
 //! part, saying so.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! are kept where the edited program asks the same question from an unchanged statement
 //! (lines may move), and the rest is asked again and listed.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! Runs housekeeping through `prosevm runs`: the JSON listing, filters by status, and
 //! `runs prune` by age and status, with a dry run, and never a run a process is running.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

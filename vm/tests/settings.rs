@@ -3,7 +3,7 @@
 //! agent are sent; a bad base URL, a missing key or a model the provider does not offer is
 //! an error before the run starts.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! driver's whole process group killed), answers already given stay journaled, the run is
 //! marked interrupted and resumes to the end.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -1,7 +1,7 @@
 //! The stdio protocol, with this test playing the agent host: it reads the VM's request lines
 //! from its stdout and writes reply lines to its stdin.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};

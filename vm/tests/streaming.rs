@@ -4,7 +4,7 @@
 //! that is not JSON, a stream cut off mid-answer, one that stalls, and one that goes on after
 //! its end.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::Path;

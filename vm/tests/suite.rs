@@ -5,7 +5,7 @@
 //! prompt edit made worse, asks again with the memo only what an edit changed, and resumes
 //! after an interrupt; both keep their runs (and evals) in every store.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use std::path::Path;

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-mod support;
+use crate::support;
 
 /// The sweep's seed: change it to explore, keep it fixed in the repository.
 const SEED: u64 = 0x5EED_0017_0000_0001;

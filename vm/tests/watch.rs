@@ -2,7 +2,7 @@
 //! trace's envelope (run id, sequence number, time, error and end events), and how both
 //! report a failed run and the command that resumes it.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

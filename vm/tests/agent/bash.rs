@@ -14,8 +14,8 @@ use prose_runtime::agent::confine::{support, Choice, Kind, Support};
 use prose_runtime::agent::permissions::{Sandbox, UserAllow};
 use serde_json::json;
 
+use super::{call, err, ok, sandbox_in};
 use crate::support::{confinements, host_processes, scratch};
-use crate::{call, err, ok, sandbox_in};
 
 /// A scratch directory `name` (for `kind`) with an `out/` subdirectory, and a sandbox there
 /// that may run commands.

@@ -5,8 +5,8 @@ use std::fs;
 use prose_runtime::agent::permissions::UserAllow;
 use serde_json::json;
 
+use super::{call, err, ok, sandbox};
 use crate::support::scratch;
-use crate::{call, err, ok, sandbox};
 
 #[tokio::test]
 async fn write_file_creates_parents_and_replaces() {

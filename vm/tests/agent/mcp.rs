@@ -19,8 +19,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{schemars, tool, tool_handler, tool_router, ServerHandler};
 use serde_json::json;
 
+use super::{call_with, err, ok, sandbox};
 use crate::support::scratch;
-use crate::{call_with, err, ok, sandbox};
 
 #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
 struct AddArgs {

@@ -11,8 +11,8 @@ use prose_runtime::agent::protected::Protected;
 use prose_runtime::people::NoPrompter;
 use serde_json::json;
 
+use super::{call, err, ok, rules, sandbox, sandbox_in, Scripted};
 use crate::support::{confinements, scratch};
-use crate::{call, err, ok, rules, sandbox, sandbox_in, Scripted};
 
 /// A working directory `work` beside a directory `outside` holding `secret.txt`.
 fn world(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {

@@ -9,8 +9,8 @@ use prose_runtime::agent::permissions::{Policy, Sandbox, UserAllow};
 use prose_runtime::agent::skills::{system_prompt, unpack, SkillError, SkillSearch};
 use serde_json::json;
 
+use super::{call, err, ok, rules};
 use crate::support::scratch;
-use crate::{call, err, ok, rules};
 
 fn skill(dir: &Path, name: &str, description: &str, body: &str) {
     fs::create_dir_all(dir).unwrap();

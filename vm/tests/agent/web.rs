@@ -10,8 +10,8 @@ use prose_runtime::agent::tools::Toolbox;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::{call, call_with, err, ok, rules, sandbox, Scripted};
 use crate::support::scratch;
-use crate::{call, call_with, err, ok, rules, sandbox, Scripted};
 
 /// Serves a few fixed routes on 127.0.0.1 until the test ends; returns the port.
 /// How long `/slow` takes to answer.

@@ -1,5 +1,4 @@
-//! Helpers shared by the VM's process-level tests (each test file is its own crate and uses
-//! only some of them).
+//! Helpers shared by the VM's tests (each suite uses only some of them).
 #![allow(dead_code)]
 
 pub mod billing;

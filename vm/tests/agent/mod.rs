@@ -3,9 +3,6 @@
 //! process groups, web_fetch against a loopback server, skills lookup, and MCP servers (one
 //! written with rmcp in this test, and a published one from npm).
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod bash;
 mod files;
 mod mcp;
