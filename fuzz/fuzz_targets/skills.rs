@@ -10,7 +10,7 @@
 use bytecode_spec::bundle::{BundledFile, BundledSkill, SKILL_FILE};
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use prose_runtime::agent::skills::unpack;
+use prose_agent::skills::unpack;
 use std::path::{Path, PathBuf};
 
 /// A skill from `u`: a name, then up to 8 files, the first often `SKILL.md`, each with its

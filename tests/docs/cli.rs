@@ -42,13 +42,13 @@ fn code_default(flag: &str) -> Option<String> {
         "request-timeout" => DEFAULT_TIMEOUT_S.to_string(),
         "http-retries" => DEFAULT_HTTP_RETRIES.to_string(),
         "idle-timeout" => DEFAULT_IDLE_S.to_string(),
-        "max-turns" => prose_runtime::agent::workshop::DEFAULT_MAX_TURNS.to_string(),
+        "max-turns" => prose_agent::workshop::DEFAULT_MAX_TURNS.to_string(),
         "max-value-size" => exec.max_value_size.to_string(),
         "max-frame-memory" => exec.max_frame_memory.to_string(),
         "max-branches" => exec.max_branches.to_string(),
-        "state-dir" => prose_runtime::agent::protected::STATE_DIR.to_string(),
+        "state-dir" => prose_agent::protected::STATE_DIR.to_string(),
         "tools" => {
-            let v = serde_json::to_value(prose_runtime::agent::workshop::ToolDefault::default())
+            let v = serde_json::to_value(prose_agent::workshop::ToolDefault::default())
                 .expect("serialises");
             v.as_str().expect("a name").to_string()
         }

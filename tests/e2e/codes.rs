@@ -137,10 +137,10 @@ async fn a_journal_that_cannot_be_written_is_e214() {
         batch: false,
         approvals: Vec::new(),
     };
-    let workshop = Arc::new(prose_runtime::agent::workshop::Workshop::new(
+    let workshop = Arc::new(prose_agent::workshop::Workshop::new(
         ".".into(),
         Default::default(),
-        prose_runtime::people::People::Nobody,
+        prose_agent::people::People::Nobody,
     ));
     let e = run_durable(
         machine,

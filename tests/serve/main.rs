@@ -350,7 +350,7 @@ impl Drop for Server {
 
 /// The HTTP client of the tests.
 pub fn client() -> Client {
-    prose_runtime::tls::install_crypto_provider();
+    prose_agent::tls::install_crypto_provider();
     Client::builder()
         .timeout(Duration::from_secs(120))
         .build()

@@ -412,7 +412,7 @@ fn main() -> ExitCode {
         cli::trace_json();
     }
     // Still one thread: the keys leave the environment before anything can start a child.
-    prose_runtime::secrets::take();
+    prose_agent::secrets::take();
     let json = Console::json();
     match cli.command {
         Command::Exec {

@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use prose_runtime::agent::workshop::WITH_TOOLS;
+use prose_agent::workshop::WITH_TOOLS;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use prose_runtime::agent::confine::{Kind, CHOICE_VAR};
+use prose_agent::confine::{Kind, CHOICE_VAR};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

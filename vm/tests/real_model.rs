@@ -210,7 +210,7 @@ fn a_tape_answers_only_the_requests_it_holds() {
 fn the_acting_suite_replays_with_the_scores_it_had_on_the_model() {
     // Its commands ran under bubblewrap: under Landlock they may not create files at the
     // top of the working directory, and their outputs, so the conversations, would differ.
-    use prose_runtime::agent::confine::Kind;
+    use prose_agent::confine::Kind;
     if !support::confinements().contains(&Kind::Bubblewrap) {
         eprintln!(
             "the acting suite is replayed only under bubblewrap, which it was recorded under"

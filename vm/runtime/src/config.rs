@@ -2,7 +2,7 @@
 //! layered there): the capabilities allowed to every agent, and the tools sessions are
 //! offered. Flags win over the environment, which wins over the files.
 
-use crate::agent::workshop::ToolDefault;
+use prose_agent::workshop::ToolDefault;
 use prose_settings::ToolsSettings;
 
 /// The tools sessions are offered when their agent says nothing, as `[tools] default`
@@ -24,9 +24,9 @@ pub fn tools_choice(tools: &ToolsSettings) -> Result<ToolDefault, String> {
 pub fn allowances<'a>(
     file: impl IntoIterator<Item = &'a str>,
     command_line: impl IntoIterator<Item = &'a str>,
-) -> Result<crate::agent::permissions::UserAllow, String> {
-    crate::agent::confine::Choice::from_env()?;
-    let mut allow = crate::agent::permissions::UserAllow::default();
+) -> Result<prose_agent::permissions::UserAllow, String> {
+    prose_agent::confine::Choice::from_env()?;
+    let mut allow = prose_agent::permissions::UserAllow::default();
     let names = file
         .into_iter()
         .map(|n| (n, false))

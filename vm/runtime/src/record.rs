@@ -2,13 +2,13 @@
 //! how it is going or how it ended. Typed, so the CLI, the benches and every store read and
 //! write one shape, and built in one place ([`RunRecord::new`]).
 
-use crate::agent::permissions::UserAllow;
-use crate::agent::skills::UsedSkill;
-use crate::agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
 use crate::approvals::{ApprovalId, WaitingApproval};
 use crate::driver::settings::DriverSettings;
 use crate::program::Program;
 use bytecode_spec::verify::Verified;
+use prose_agent::permissions::UserAllow;
+use prose_agent::skills::UsedSkill;
+use prose_agent::workshop::{ToolDefault, DEFAULT_MAX_TURNS};
 use prose_machine::protocol::RequestId;
 use prose_machine::value::Bounds;
 use prose_machine::value::Value;

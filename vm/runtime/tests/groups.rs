@@ -1,5 +1,5 @@
 //! A process that must end at once (a second Ctrl-C) kills the process groups of the
-//! commands still running first ([`prose_runtime::group::kill_all`]): exiting drops nothing,
+//! commands still running first ([`prose_agent::group::kill_all`]): exiting drops nothing,
 //! and a command's group of its own would outlive it. In a test binary of its own, as it
 //! kills every group this process holds.
 
@@ -57,7 +57,7 @@ fn ending_at_once_kills_the_command_drivers_groups() {
         .parse()
         .expect("pgid");
     assert!(group_alive(pgid));
-    prose_runtime::group::kill_all();
+    prose_agent::group::kill_all();
     let deadline = Instant::now() + Duration::from_secs(5);
     while group_alive(pgid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));

@@ -3,12 +3,12 @@
 //! `prose.toml`.
 
 use clap::{Args, ValueEnum};
+use prose_agent::people::People;
+use prose_agent::workshop::ToolDefault;
 use prose_machine::value::Value;
-use prose_runtime::agent::workshop::ToolDefault;
 use prose_runtime::config;
 use prose_runtime::driver::mock::{Conditions, MockOptions, Rule};
 use prose_runtime::driver::settings::{DriverChoice, DriverKind, DriverSettings};
-use prose_runtime::people::People;
 use prose_runtime::record::{ExecOptions, RunStatus};
 use prose_runtime::runner::RunConfig;
 use prose_settings::turns::StructuredTurns;

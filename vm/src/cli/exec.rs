@@ -231,7 +231,7 @@ pub fn stop_on_signals(
             if stop.asked() {
                 eprintln!("{who}: stopping at once");
                 // Exiting drops nothing: the commands' process groups are killed first.
-                prose_runtime::group::kill_all();
+                prose_agent::group::kill_all();
                 std::process::exit(130);
             }
             eprintln!("{who}: {first}");

@@ -3,7 +3,7 @@
 
 use super::args::RunArgs;
 use super::{fail, open_store, runtime};
-use prose_runtime::people::People;
+use prose_agent::people::People;
 use prose_runtime::runner::Stop;
 use prosec::console::Exit;
 use prosevm::serve::{self, auth::Token};

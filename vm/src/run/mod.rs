@@ -20,20 +20,20 @@ use bytecode_spec::bundle::BundledSkill;
 use bytecode_spec::signature::{self, TrustKey};
 use bytecode_spec::verify::Verified;
 use bytecode_spec::Code;
+use prose_agent::mcp::McpHub;
+use prose_agent::people::People;
+use prose_agent::protected::Protected;
+use prose_agent::skills::{bundled_skills_dir, user_skills_dir, SkillSearch};
+use prose_agent::workshop::{SkillPlaces, Workshop};
 use prose_machine::protocol::{Kind, Reply, Request, RequestId};
 use prose_machine::snapshot::Snapshot;
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
 use prose_machine::{Machine, RuntimeError};
-use prose_runtime::agent::mcp::McpHub;
-use prose_runtime::agent::protected::Protected;
-use prose_runtime::agent::skills::{bundled_skills_dir, user_skills_dir, SkillSearch};
-use prose_runtime::agent::workshop::{SkillPlaces, Workshop};
 use prose_runtime::driver::settings::{AnyDriver, DriverSettings};
 use prose_runtime::driver::Driver;
 use prose_runtime::memo::{MemoStore, Memoised};
 use prose_runtime::observe::Observer;
-use prose_runtime::people::People;
 use prose_runtime::program::Program;
 use prose_runtime::record::{
     new_machine, ExecOptions, RunFailure, RunRecord, RunStatus, WaitingInput,
@@ -856,7 +856,7 @@ impl Run {
                     weak.clone(),
                     config.clone(),
                 )?;
-                Some(Arc::new(tool) as Arc<dyn prose_runtime::agent::tools::Tool>)
+                Some(Arc::new(tool) as Arc<dyn prose_agent::tools::Tool>)
             });
             workshop
         });

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use prose_runtime::agent::confine::{support, Choice, Kind, Support};
-use prose_runtime::agent::permissions::{Sandbox, UserAllow};
+use prose_agent::confine::{support, Choice, Kind, Support};
+use prose_agent::permissions::{Sandbox, UserAllow};
 use serde_json::json;
 
 use super::{call, err, ok, sandbox_in};

@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use prose_runtime::agent::permissions::UserAllow;
+use prose_agent::permissions::UserAllow;
 use serde_json::json;
 
 use super::{call, err, ok, sandbox};

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
-use prose_runtime::agent::mcp::{McpError, McpHub};
-use prose_runtime::agent::permissions::{Action, UserAllow};
-use prose_runtime::agent::tools::Toolbox;
+use prose_agent::mcp::{McpError, McpHub};
+use prose_agent::permissions::{Action, UserAllow};
+use prose_agent::tools::Toolbox;
 use prose_settings::{McpConfig, McpServerConfig};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;

@@ -1,4 +1,4 @@
-//! The agent library (`prose_runtime::agent`) through its public API: every built-in tool against a
+//! The agent library (`prose_agent`) through its public API: every built-in tool against a
 //! scratch directory checked on disk, every way out of the sandbox refused, prompts, bash
 //! process groups, web_fetch against a loopback server, skills lookup, and MCP servers (one
 //! written with rmcp in this test, and a published one from npm).
@@ -14,11 +14,11 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
+use prose_agent::confine::{Choice, Kind};
+use prose_agent::people::{Prompter, Unanswered};
+use prose_agent::permissions::{Policy, Sandbox, UserAllow};
+use prose_agent::tools::{ToolResult, Toolbox};
 use prose_machine::protocol::{PermissionQuestion, PromptAnswer, ToolCall};
-use prose_runtime::agent::confine::{Choice, Kind};
-use prose_runtime::agent::permissions::{Policy, Sandbox, UserAllow};
-use prose_runtime::agent::tools::{ToolResult, Toolbox};
-use prose_runtime::people::{Prompter, Unanswered};
 use serde_json::Value;
 
 /// A `permissions:` block as the compiler hands it over.

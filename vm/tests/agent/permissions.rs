@@ -4,11 +4,11 @@
 use std::fs;
 use std::os::unix::fs::symlink;
 
+use prose_agent::confine::Kind;
+use prose_agent::people::NoPrompter;
+use prose_agent::permissions::{Action, Policy, Sandbox, UserAllow};
+use prose_agent::protected::Protected;
 use prose_machine::protocol::{Capability, PromptAnswer};
-use prose_runtime::agent::confine::Kind;
-use prose_runtime::agent::permissions::{Action, Policy, Sandbox, UserAllow};
-use prose_runtime::agent::protected::Protected;
-use prose_runtime::people::NoPrompter;
 use serde_json::json;
 
 use super::{call, err, ok, rules, sandbox, sandbox_in, Scripted};
@@ -618,11 +618,10 @@ fn fixture() -> &'static Fixture {
         )
         .unwrap();
         symlink(outside.join("secret.txt"), skill_dir.join("escape")).unwrap();
-        let skill =
-            prose_runtime::agent::skills::SkillSearch::new(&outside, outside.join(".prose"))
-                .with_user_dir(None)
-                .find("skill")
-                .unwrap();
+        let skill = prose_agent::skills::SkillSearch::new(&outside, outside.join(".prose"))
+            .with_user_dir(None)
+            .find("skill")
+            .unwrap();
         let sandbox = Sandbox::builder(&work).skill(&skill).build().unwrap();
         Fixture {
             work: work.canonicalize().unwrap(),

@@ -5,8 +5,8 @@ use std::fs;
 use std::path::Path;
 
 use bytecode_spec::bundle::{BundledFile, BundledSkill};
-use prose_runtime::agent::permissions::{Policy, Sandbox, UserAllow};
-use prose_runtime::agent::skills::{system_prompt, unpack, SkillError, SkillSearch};
+use prose_agent::permissions::{Policy, Sandbox, UserAllow};
+use prose_agent::skills::{system_prompt, unpack, SkillError, SkillSearch};
 use serde_json::json;
 
 use super::{call, err, ok, rules};

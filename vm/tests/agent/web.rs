@@ -3,10 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prose_agent::permissions::{Action, Policy, Sandbox, UserAllow};
+use prose_agent::tools::web::{FetchLimits, WebFetch};
+use prose_agent::tools::Toolbox;
 use prose_machine::protocol::{Capability, PromptAnswer};
-use prose_runtime::agent::permissions::{Action, Policy, Sandbox, UserAllow};
-use prose_runtime::agent::tools::web::{FetchLimits, WebFetch};
-use prose_runtime::agent::tools::Toolbox;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -35,8 +35,8 @@ pub fn prosevm_keyed(key: &str) -> Command {
 /// The OS sandboxes every sandbox test runs under, one after the other: both, where they
 /// can be set up. On CI (`CI=true`) both are required; elsewhere one that cannot be set up
 /// here (no bubblewrap installed, a kernel without Landlock) is left out, saying why.
-pub fn confinements() -> Vec<prose_runtime::agent::confine::Kind> {
-    use prose_runtime::agent::confine::{support, Choice, Kind};
+pub fn confinements() -> Vec<prose_agent::confine::Kind> {
+    use prose_agent::confine::{support, Choice, Kind};
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     Kind::ALL
         .into_iter()

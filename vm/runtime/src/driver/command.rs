@@ -8,7 +8,7 @@
 //! the request's failure, carrying the program's stderr.
 
 use super::{render, unanswerable, Driver, Live, Served};
-use crate::group::ProcessGroup;
+use prose_agent::group::ProcessGroup;
 use prose_machine::convert;
 use prose_machine::protocol::{Answer, Ask, Failure, Request};
 use prose_machine::value::Value;

@@ -226,7 +226,7 @@ pub fn client_for(base_url: &str) -> Result<reqwest::Client, String> {
     if let Some(c) = clients.get(base_url) {
         return Ok(c.clone());
     }
-    crate::tls::install_crypto_provider();
+    prose_agent::tls::install_crypto_provider();
     let client = reqwest::Client::builder()
         .pool_idle_timeout(POOL_IDLE)
         .tcp_keepalive(POOL_IDLE)

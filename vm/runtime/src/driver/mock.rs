@@ -143,7 +143,7 @@ struct MockState {
 const ANSWER_CHARS: usize = 120;
 
 /// A short deterministic answer derived from a prompt: its first eight words, at most
-/// [`ANSWER_CHARS`] characters of them.
+/// `ANSWER_CHARS` characters of them.
 pub fn answer_for(prompt: &str) -> String {
     let first: String = prompt
         .split_whitespace()

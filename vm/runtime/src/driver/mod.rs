@@ -148,7 +148,7 @@ pub trait Driver: Send + Sync + 'static {
 
     /// Whether the driver asks for agent-loop turns structured: each turn one JSON object
     /// decoded under a schema, a call of one tool on offer or the answer, rather than with
-    /// the tools offered natively ([`chat::structured`]); the runner then shows the model
+    /// the tools offered natively ([`chat::dialect::openai::structured`]); the runner then shows the model
     /// its tools and the files it may read in the system prompt. Decided once.
     fn structured_turns(&self) -> impl Future<Output = bool> + Send {
         std::future::ready(false)

@@ -378,7 +378,7 @@ fn http_driver(
             c.base_url
         ));
     }
-    let key = crate::secrets::get(dialect::of(provider).key_var());
+    let key = prose_agent::secrets::get(dialect::of(provider).key_var());
     ChatDriver::new(provider, &c.base_url, key, c.models.clone(), http).map_err(|e| e.0)
 }
 

@@ -30,7 +30,7 @@
 //!    first time [`narrowing`] withdraws the tools that only look; otherwise (and the second
 //!    time) the conversation starts again without tools, asking for a plain answer.
 //!
-//! In the tools themselves (`crate::agent::checked`): a file that exists and is not empty
+//! In the tools themselves (`prose_agent::checked`): a file that exists and is not empty
 //! is overwritten or edited only after the session has read it, so that a model cannot
 //! write what it guesses a file holds.
 

@@ -1,4 +1,4 @@
-//! Narrowing: a structured session ([`crate::driver::chat::structured`]) whose loop went
+//! Narrowing: a structured session ([`crate::driver::chat::dialect::openai::structured`]) whose loop went
 //! nowhere ([`super::stuck`]) keeps only the tools that act. Small models read and search
 //! the same file over and over instead of acting on what they found; withdrawing the tools
 //! that only look leaves the schema of the next step no way to look again.

@@ -72,8 +72,8 @@ impl Live {
         }
         m.push_str(&format!(" · {}", first_line(&self.text, 48)));
         // The streamed line fits the terminal, after its 8 columns of indent and arrow.
-        let room =
-            crate::terminal::width().map_or(STREAM_SHOWN, |w| usize::from(w).saturating_sub(9));
+        let room = prose_agent::terminal::width()
+            .map_or(STREAM_SHOWN, |w| usize::from(w).saturating_sub(9));
         let tail = last_line(&self.streamed, room.min(STREAM_SHOWN));
         if !tail.is_empty() {
             m.push_str(&format!("\n      ↳ {tail}"));
@@ -159,7 +159,7 @@ impl Progress {
     pub fn stderr(limits: SessionLimits) -> Progress {
         let mut p = Progress::to(ProgressDrawTarget::stderr(), Some(TICK));
         p.limits = Some(limits);
-        p.registered = crate::terminal::register(Some(p.multi.clone()));
+        p.registered = prose_agent::terminal::register(Some(p.multi.clone()));
         p
     }
 
@@ -196,7 +196,7 @@ impl Progress {
         }
         self.status.finish_and_clear();
         if self.registered {
-            crate::terminal::register(None);
+            prose_agent::terminal::register(None);
             self.registered = false;
         }
     }

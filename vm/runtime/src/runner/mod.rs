@@ -12,14 +12,14 @@ mod structured;
 pub use budget::Budget;
 pub use stop::Stop;
 
-use crate::agent::workshop::Workshop;
 use crate::approvals::WaitingApproval;
 use crate::driver::{serve, Driver, Live, Served};
 use crate::observe::Observer;
-use crate::people::People;
 use bytecode_spec::Backoff;
 use bytecode_spec::Code;
 use journal::{JournalSink, Replies};
+use prose_agent::people::People;
+use prose_agent::workshop::Workshop;
 use prose_machine::protocol::{
     Answer, Ask, Failure, Party, Reply, Request, RequestId, Step, Usage,
 };

@@ -8,12 +8,12 @@
 //! interrupted when it resumes (the model may call it again).
 
 use super::run_durable;
-use crate::agent::tools::{Tool, ToolContext};
-use crate::agent::workshop::Workshop;
 use crate::driver::Driver;
 use bytecode_spec::verify::Verified;
 use bytecode_spec::TplPart;
 use futures_util::future::BoxFuture;
+use prose_agent::tools::{Tool, ToolContext};
+use prose_agent::workshop::Workshop;
 use prose_machine::protocol::{ToolOutput, ToolSpec};
 use prose_machine::value::Value;
 use prose_machine::{Limits, Machine};

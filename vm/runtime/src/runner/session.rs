@@ -20,15 +20,15 @@
 
 use super::structured::{self, Listing};
 use super::Note;
-use crate::agent::workshop::{system_prompt, Kit, Workshop};
 use crate::approvals::{Asking, WaitingApproval};
 use crate::driver::live::Piece;
 use crate::driver::{render, serve, Driver, Live};
 use crate::guards::stuck::Stuck;
 use crate::guards::{narrowing, promised, text_calls};
-use crate::people::{Prompter, Unanswered};
 use bytecode_spec::Code;
 use futures_util::future::BoxFuture;
+use prose_agent::people::{Prompter, Unanswered};
+use prose_agent::workshop::{system_prompt, Kit, Workshop};
 use prose_machine::protocol::Site;
 use prose_machine::protocol::{
     Answer, Ask, Failure, Kind, Message, Reply, Request, RequestId, SessionAnswer, SessionAsk,
@@ -826,7 +826,7 @@ impl<D: Driver> Loop<'_, D> {
                         "### {} {}\n\n{}\n",
                         call.name,
                         short_arguments(&call.arguments),
-                        crate::agent::tools::truncate_at(&out.content, FOUND_BYTES)
+                        prose_agent::tools::truncate_at(&out.content, FOUND_BYTES)
                     ));
                 }
             }

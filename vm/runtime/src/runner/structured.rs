@@ -1,13 +1,13 @@
 //! What a model is shown in a session whose turns are structured
-//! ([`crate::driver::chat::structured`]): each reply is one step, a call of one tool or the
+//! ([`crate::driver::chat::dialect::openai::structured`]): each reply is one step, a call of one tool or the
 //! answer, decoded under a schema. The schema makes every reply well-formed; what a small
 //! model still lacks is the lay of the land, so the system prompt says what a step is, lists
 //! the tools with their arguments (no API carries them: the schema holds only their
 //! shapes), and names the files of the working directory the agent may read, so that the
 //! first step can be to look at the right one rather than to guess what it holds.
 
-use crate::agent::permissions::Sandbox;
-use crate::agent::tools::search;
+use prose_agent::permissions::Sandbox;
+use prose_agent::tools::search;
 use prose_machine::protocol::ToolSpec;
 
 /// Files of the working directory named in the system prompt, at most.

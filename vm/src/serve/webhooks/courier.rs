@@ -64,7 +64,7 @@ impl Courier {
         owner: String,
         payload: Payload,
     ) -> Result<(Courier, tokio::task::JoinHandle<()>), String> {
-        prose_runtime::tls::install_crypto_provider();
+        prose_agent::tls::install_crypto_provider();
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(TRY_FOR)

@@ -17,8 +17,6 @@
 //! priced at their own rates.
 
 pub mod dialect;
-mod stream;
-pub mod structured;
 pub mod tape;
 
 use super::http::{self, retrying, AttemptError, Events, HttpOptions};
@@ -26,6 +24,8 @@ use super::pace::{self, Limits};
 use super::prices::{price, priced, Price};
 use super::{render, unanswerable, Driver, Live, Served};
 use crate::guards::{astray, runaway};
+use dialect::openai::structured;
+use dialect::stream::Assembly;
 use dialect::{Dialect, Provider};
 use prose_machine::convert;
 use prose_machine::protocol::{
@@ -37,7 +37,6 @@ pub use prose_settings::models::Models;
 use prose_settings::turns::StructuredTurns;
 use prose_settings::SamplingTable;
 use std::collections::BTreeMap;
-use stream::Assembly;
 use tape::{Player, Recorder, Sent};
 
 /// The names of the tools a request's body offers (OpenAI's `tools[].function.name`,

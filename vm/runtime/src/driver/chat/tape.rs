@@ -179,7 +179,8 @@ impl Player {
     /// requests was): replayed, they are asked the same way.
     pub fn structured(&self) -> bool {
         let left = self.left.lock().unwrap_or_else(|e| e.into_inner());
-        left.iter().any(|x| super::structured::asked(&x.request))
+        left.iter()
+            .any(|x| super::dialect::openai::structured::asked(&x.request))
     }
 
     /// The reply recorded for `request` (the first not yet replayed, when it was sent more

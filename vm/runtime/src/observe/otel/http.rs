@@ -17,7 +17,7 @@ impl BlockingClient {
     /// A client whose requests give up after `timeout`. Must not be called on a thread
     /// running an async runtime.
     pub fn new(timeout: Duration) -> Result<BlockingClient, String> {
-        crate::tls::install_crypto_provider();
+        prose_agent::tls::install_crypto_provider();
         reqwest::blocking::Client::builder()
             .timeout(timeout)
             .build()

@@ -6,7 +6,7 @@
 //! provider fails mid-answer. Prefixes for the provider's prompt cache are marked
 //! ([`breakpoints`]).
 
-use super::super::stream::{Added, Assembly};
+use super::stream::{Added, Assembly};
 use super::{error_text, event_json, Dialect, Provider};
 use prose_machine::protocol::{Message, Stop, ToolCall, TurnAnswer, TurnAsk, Usage};
 use prose_settings::cache::PromptCache;

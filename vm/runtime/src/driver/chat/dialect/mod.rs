@@ -16,12 +16,13 @@
 
 pub mod anthropic;
 pub mod openai;
+pub mod stream;
 
-use super::stream::{Added, Assembly};
 use prose_machine::protocol::{Stop, TurnAnswer, TurnAsk, Usage};
 use prose_settings::cache::PromptCache;
 pub use prose_settings::models::Provider;
 use serde_json::Value;
+use stream::{Added, Assembly};
 
 /// What one chat API does its own way.
 pub trait Dialect: Sync {

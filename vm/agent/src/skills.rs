@@ -13,7 +13,7 @@
 //!
 //! The first directory with a `SKILL.md` wins. A resolved [`Skill`]'s instructions go into the
 //! agent's system prompt ([`system_prompt`]) and its directory becomes readable by the agent
-//! ([`crate::agent::permissions::SandboxBuilder::skill`]).
+//! ([`crate::permissions::SandboxBuilder::skill`]).
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -14,7 +14,7 @@
 //! - `/tmp` is a private, empty tmpfs, `/dev` holds only the basic devices, and `/proc` is
 //!   the sandbox's own; when the working directory lies under `/tmp`, the directory of
 //!   `/tmp` that holds it is bound read-only into the private one
-//!   ([`super::shared_tmp_tree`]), so the working directory and the tree around it look as
+//!   (`shared_tmp_tree`), so the working directory and the tree around it look as
 //!   they would anywhere else (read-only but for the write roots), while the rest of `/tmp`
 //!   stays out of sight.
 //!

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{blocking, truncate_at, BuiltIn, ToolContext};
-use crate::agent::permissions::{PatternSet, Sandbox, STATE_DIR};
-use crate::agent::protected::GIT_DIR;
+use crate::permissions::{PatternSet, Sandbox, STATE_DIR};
+use crate::protected::GIT_DIR;
 use futures_util::future::BoxFuture;
 use prose_machine::protocol::ToolOutput;
 

@@ -335,7 +335,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 }
 
 /// Cuts `text` to at most `max` bytes at a character boundary.
-pub(crate) fn truncate_at(text: &str, max: usize) -> &str {
+pub fn truncate_at(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }

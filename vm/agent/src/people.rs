@@ -1,7 +1,7 @@
 //! Who answers the questions meant for a person (a mid-program input, a permission an agent's
 //! `permissions:` say to ask for) when the driver's host does not: a person at the terminal,
 //! or no one. Never a model: with no one to ask, an input without a value, and in a durable
-//! run a tool call its permissions say `prompt` for ([`crate::approvals`]), make the run wait
+//! run a tool call its permissions say `prompt` for (the runtime's `approvals`), make the run wait
 //! for an answer from outside (status `waiting`); elsewhere such a call is refused.
 //! Permission questions go through a [`Prompter`], which the agent's sandbox holds.
 

@@ -11,7 +11,6 @@
 //! written in text ([`ToolCall::in_text`]), its results going back as text, as for any model
 //! that writes its calls; the answer step becomes the answer's text.
 
-use super::dialect::openai;
 use prose_machine::protocol::{Stop, ToolCall, ToolSpec, TurnAnswer, TurnAsk};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -29,7 +28,7 @@ pub fn applies(turn: &TurnAsk) -> bool {
 /// The OpenAI body asking `turn` structured: the conversation without `tools`, and the
 /// schema of one step as `response_format`.
 pub fn body(model: &str, turn: &TurnAsk) -> Value {
-    let mut body = openai::body(model, turn);
+    let mut body = super::body(model, turn);
     if let Some(map) = body.as_object_mut() {
         map.remove("tools");
         map.remove("tool_choice");
@@ -179,7 +178,7 @@ mod tests {
             json!(["path"])
         );
         assert_eq!(steps[1]["required"], json!(["answer"]));
-        assert!(!asked(&openai::body("m", &turn())));
+        assert!(!asked(&super::super::body("m", &turn())));
         // Tools switched off: the answer is the only step.
         let off = TurnAsk {
             tools_off: true,

@@ -398,9 +398,8 @@ fn offered(
     user: UserAllow,
     skill_dirs: bool,
 ) -> (Toolbox, BTreeMap<String, String>) {
-    let nothing = |set: Option<&crate::agent::permissions::PatternSet>| {
-        set.is_some_and(|s| s.patterns().is_empty())
-    };
+    let nothing =
+        |set: Option<&crate::permissions::PatternSet>| set.is_some_and(|s| s.patterns().is_empty());
     let mut toolbox = Toolbox::new();
     let mut withheld = BTreeMap::new();
     for spec in all.specs() {

@@ -1,7 +1,7 @@
 //! `bash {command, timeout_s?}`: a shell command in the working directory.
 //!
 //! The command runs as `sh -c COMMAND` (or, granted by an `execute` pattern, as the file
-//! itself) inside the session's OS sandbox (`crate::agent::confine`), with stdin empty and
+//! itself) inside the session's OS sandbox (`crate::confine`), with stdin empty and
 //! stdout and stderr sent to one pipe (so their lines interleave as written), in a process
 //! group of its own that is killed when the shell exits, on timeout, and when the call's
 //! future is dropped (the session was cancelled). Under bubblewrap the sandbox has its own
@@ -23,7 +23,7 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
 use super::{BuiltIn, ToolContext};
-use crate::agent::confine::{Confinement, Invocation};
+use crate::confine::{Confinement, Invocation};
 use crate::group::ProcessGroup;
 use futures_util::future::BoxFuture;
 use prose_machine::protocol::ToolOutput;

@@ -6,8 +6,9 @@
 //! `function.arguments` in parts); `finish_reason` comes with the message's last chunk, the
 //! usage in a chunk of its own after it, and the stream ends with `data: [DONE]`.
 
-use super::super::stream::{Added, Assembly};
-use super::super::structured;
+pub mod structured;
+
+use super::stream::{Added, Assembly};
 use super::{error_text, event_json, parse_arguments, Dialect, Provider};
 use prose_machine::protocol::{Message, Stop, ToolCall, ToolSpec, TurnAnswer, TurnAsk, Usage};
 use prose_settings::cache::PromptCache;

@@ -20,7 +20,7 @@
 //!   `allow`; an explicit `deny` always wins. `prompt` asks a person through a [`Prompter`]; an
 //!   "always" answer holds for the rest of the session (the sandbox's lifetime) for that
 //!   capability; with no one to ask the call is refused (a durable run waits for an answer
-//!   from outside instead: [`crate::approvals`]).
+//!   from outside instead: the runtime's `approvals`).
 //! - **`execute`** lets a command run even when `bash` is not allowed, provided the command is a
 //!   plain invocation of a file matching an execute pattern: its program (first word) is
 //!   written as a path (it contains a `/`, as in `./test.sh` or `scripts/check`) and is not a

@@ -61,7 +61,7 @@ impl BuiltIn for ReadFile {
 }
 
 fn read_lines(
-    path: &crate::agent::permissions::CheckedPath,
+    path: &crate::permissions::CheckedPath,
     offset: u64,
     limit: usize,
 ) -> Result<String, String> {
@@ -222,7 +222,7 @@ impl BuiltIn for EditFile {
     }
 }
 
-fn edit(path: &crate::agent::permissions::CheckedPath, args: &EditArgs) -> Result<String, String> {
+fn edit(path: &crate::permissions::CheckedPath, args: &EditArgs) -> Result<String, String> {
     let shown = path.display();
     let (mut file, _) = path.open_edit()?;
     let mut bytes = Vec::new();

@@ -1,7 +1,7 @@
 //! Sessions that act: the tools a session's model may call, the permissions that bound them,
 //! the skills that extend an agent, and the MCP servers whose tools join the built-in ones.
 //!
-//! This module is a library the agent loop calls; it knows nothing of drivers, requests or the
+//! This crate is a library the agent loop calls; it knows nothing of drivers, requests or the
 //! journal. The pieces, in the order a run uses them:
 //!
 //! 1. **Before the run**, resolve every agent's `skills:` with [`skills::SkillSearch`] (an
@@ -20,9 +20,9 @@
 //!    `description`, and a JSON schema usable as OpenAI's `function.parameters` and Anthropic's
 //!    `input_schema`). [`tools::Toolbox::builtin`] has the seven built-in tools;
 //!    [`mcp::McpHub::add_tools`] adds the servers' tools.
-//! 4. **Run** each [`tools::ToolCall`] the model makes with [`tools::Toolbox::call`], the only
+//! 4. **Run** each [`prose_machine::protocol::ToolCall`] the model makes with [`tools::Toolbox::call`], the only
 //!    way to run a tool. It never fails: a refused or failing call comes back as a
-//!    [`tools::ToolOutput`] with `is_error: true` for the model to read, together with the
+//!    [`prose_machine::protocol::ToolOutput`] with `is_error: true` for the model to read, together with the
 //!    permission [`permissions::Decision`]s taken (tool, action, target, allowed or refused, and
 //!    why) for the trace. [`tools::Toolbox::read_only`] says whether a call may simply be run
 //!    again after a crash.
@@ -39,9 +39,14 @@
 pub mod beneath;
 mod checked;
 pub mod confine;
+pub mod group;
 pub mod mcp;
+pub mod people;
 pub mod permissions;
 pub mod protected;
+pub mod secrets;
 pub mod skills;
+pub mod terminal;
+pub mod tls;
 pub mod tools;
 pub mod workshop;

@@ -3,7 +3,7 @@
 //! response would have held, so that journals, resumes and replays do not depend on whether
 //! a reply streamed.
 //!
-//! How each API's events read is its dialect's ([`super::dialect`]); the assembly keeps
+//! How each API's events read is its dialect's ([`super`]); the assembly keeps
 //! what they add up to: the text, the tool calls by the provider's index, the stop reason
 //! and the usage reported so far.
 //!
@@ -11,7 +11,7 @@
 //! that stops before the end) is an error the driver treats like a 5xx: the turn is tried
 //! again, and a half answer is never taken for a whole one.
 
-use super::dialect::{parse_arguments, Dialect};
+use super::{parse_arguments, Dialect};
 use prose_machine::protocol::ToolCall;
 use prose_machine::protocol::{TurnAnswer, Usage};
 use serde_json::Value;
