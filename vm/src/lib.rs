@@ -7,6 +7,7 @@
 //! report ([`report`]), the Postgres store's worker ([`worker`]), the HTTP service
 //! ([`serve`]), and the `prosevm` CLI.
 
+pub mod observe;
 pub mod report;
 pub mod run;
 pub mod serve;

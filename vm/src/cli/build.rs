@@ -65,7 +65,7 @@ pub enum Warnings {
 /// `warning` line of the JSON trace each (so stderr stays JSON under `--trace json`).
 fn show_warnings(c: &prosec::compile::Compilation) {
     if super::tracing_json() {
-        let mut env = prose_runtime::observe::envelope::Envelope::unstarted();
+        let mut env = prosevm::observe::envelope::Envelope::unstarted();
         for d in prosec::diagnostics::render_json(&c.sources, &c.diagnostics) {
             let text = format!(
                 "{}:{}:{}: warning[{}]: {}",

@@ -15,9 +15,9 @@ pub mod test;
 pub mod worker;
 
 use bytecode_spec::Code;
-use prose_runtime::observe::envelope::Envelope;
 use prose_store::{Locator, Store, StoreError};
 use prosec::console::{self, Console, Exit};
+use prosevm::observe::envelope::Envelope;
 use prosevm::run::RunError;
 use std::path::Path;
 use std::process::ExitCode;

@@ -126,7 +126,7 @@ pub fn answer(at: &At, run: &str, answers: &[String], approvals: &Approvals) -> 
         }
     }
     if let Some(a) = left {
-        let resume = prose_runtime::observe::summary::resume_command(&a.id, at.flags().as_deref());
+        let resume = prosevm::observe::summary::resume_command(&a.id, at.flags().as_deref());
         let approvals: Vec<&str> = a.approvals.iter().map(ApprovalId::as_str).collect();
         if Console::json() {
             println!(

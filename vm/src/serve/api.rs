@@ -1,6 +1,6 @@
 //! The HTTP API under `/v1`, JSON in and out, and its OpenAPI document. Each handler carries
 //! its own `#[utoipa::path]`; the router and the document are both made from those
-//! annotations ([`routes`]), so the document describes exactly what is served.
+//! annotations ([`routes()`]), so the document describes exactly what is served.
 
 use super::conductor::{Conductor, Resumption};
 use super::events::{self, EventLog};

@@ -7,8 +7,8 @@
 //! them. Each drive starts again from `program_start` (a resumed run replays its journal),
 //! so a client showing the run starts over when it sees one.
 
+use crate::observe::envelope::Envelope;
 use prose_machine::trace::Event;
-use prose_runtime::observe::envelope::Envelope;
 use prose_runtime::record::RunStatus;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -103,7 +103,7 @@ impl CaseRun {
 }
 
 /// The text of `rel` under `dir`, when `rel` stays inside it and names a regular file that
-/// is not a link (cut at [`MAX_FILE_READ`]).
+/// is not a link (cut at `MAX_FILE_READ`).
 pub fn read_inside(dir: &Path, rel: &str) -> Option<String> {
     use std::io::Read;
     let rel = Path::new(rel);

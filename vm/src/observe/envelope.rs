@@ -7,9 +7,9 @@
 //! {"run":"20250101-000000-abcdef","seq":9,"time":"2025-01-01T00:00:01.310Z","event":"end","status":"finished"}
 //! ```
 
-use super::rfc3339;
-use crate::record::RunStatus;
 use prose_machine::trace::Event;
+use prose_runtime::observe::rfc3339;
+use prose_runtime::record::RunStatus;
 use serde::Serialize;
 use std::time::SystemTime;
 

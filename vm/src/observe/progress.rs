@@ -4,11 +4,11 @@
 //! warning. Used instead of the narration when stderr is a terminal; the narration stays
 //! what pipes and files get.
 
-use super::Observer;
-use super::{grouped, human_duration, SessionLimits};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;
+use prose_runtime::observe::Observer;
+use prose_runtime::observe::{grouped, human_duration, SessionLimits};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -210,7 +210,7 @@ impl Progress {
             m.push_str(&format!(" · {}", tokens(t)));
         }
         // A provider's window, once it shrank (a provider refused requests).
-        let windows: Vec<String> = crate::driver::pace::shrunk()
+        let windows: Vec<String> = prose_runtime::driver::pace::shrunk()
             .iter()
             .map(|r| r.window.to_string())
             .collect();

@@ -2,11 +2,11 @@
 //! and a few lines for people once it ends (status, wall time, sessions, retries, tokens,
 //! where the outputs and the run directory are, how to resume it).
 
-use super::Observer;
-use super::{grouped, human_duration, SessionLimits};
-use crate::record::RunStatus;
 use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;
+use prose_runtime::observe::Observer;
+use prose_runtime::observe::{grouped, human_duration, SessionLimits};
+use prose_runtime::record::RunStatus;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -197,7 +197,7 @@ impl Summary {
         let dir = ending.run_dir.display();
         let mut lines = vec![first];
         lines.extend(self.model_line());
-        lines.extend(crate::driver::pace::shrunk().iter().map(|r| {
+        lines.extend(prose_runtime::driver::pace::shrunk().iter().map(|r| {
             format!(
                 "[Summary] provider {}: window {} (lowest {}), {} of {} requests refused",
                 r.label, r.window, r.least, r.refused, r.sent

@@ -1,12 +1,7 @@
-//! Watching a run from outside the machine: observers fed by trace events. The runner feeds
-//! any [`Observer`]; the CLI picks among these: live progress on a terminal ([`progress`]), the
-//! end-of-run summary ([`summary`]), stamped JSON lines ([`envelope`]) and OpenTelemetry
-//! spans ([`otel`]). They see events as they happen, so they take times from the clock.
-
-pub mod envelope;
-pub mod otel;
-pub mod progress;
-pub mod summary;
+//! Watching a run from outside the machine: the [`Observer`] the runner feeds with trace
+//! events, and the ways of writing times, durations and counts that observers share. The
+//! observers themselves (live progress, the summary, JSON lines, OpenTelemetry) are
+//! `prosevm`'s, which picks among them.
 
 use prose_machine::snapshot::Snapshot;
 use prose_machine::trace::Event;

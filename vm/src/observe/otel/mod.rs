@@ -19,10 +19,6 @@
 mod export;
 mod http;
 
-use crate::driver::chat::Models;
-use crate::driver::settings::DriverSettings;
-use crate::observe::Observer;
-use crate::record::{RunRecord, RunStatus};
 use opentelemetry::trace::{Span as _, SpanKind, Status, TraceContextExt, Tracer, TracerProvider};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
@@ -30,6 +26,10 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
 use prose_machine::protocol::{RequestId, Usage};
 use prose_machine::trace::Event;
+use prose_runtime::driver::chat::Models;
+use prose_runtime::driver::settings::DriverSettings;
+use prose_runtime::observe::Observer;
+use prose_runtime::record::{RunRecord, RunStatus};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
