@@ -5,6 +5,7 @@
 mod budget;
 pub mod journal;
 pub mod program_skill;
+mod retry;
 mod session;
 mod stop;
 mod structured;
@@ -69,16 +70,6 @@ impl Default for RunConfig {
     }
 }
 
-/// The delay before attempt `attempt` (2 for the first retry).
-pub fn backoff_delay(policy: Backoff, unit: Duration, attempt: u32) -> Duration {
-    let n = attempt.saturating_sub(1);
-    match policy {
-        Backoff::None => Duration::ZERO,
-        Backoff::Linear => unit * n,
-        Backoff::Exponential => unit * 2u32.saturating_pow(n.saturating_sub(1)),
-    }
-}
-
 fn retries(req: &Request) -> (u32, Backoff) {
     match &req.ask {
         Ask::Session(s) => (s.retry, s.backoff),
@@ -97,10 +88,9 @@ async fn serve_with_retry<D: Driver>(
     mut failed: Option<Reply>,
     outbox: session::Outbox,
 ) -> (Reply, Vec<Event>) {
-    let unit = cfg.backoff_unit;
     let (retry, policy) = retries(&req);
+    let mut attempts = retry::Attempts::new(retry, policy, cfg.backoff_unit);
     let mut events = Vec::new();
-    let mut attempt = 1;
     let started = std::time::Instant::now();
     let mut tokens: Option<Usage> = None;
     let live = outbox.live(&req.id, &req.site);
@@ -121,27 +111,21 @@ async fn serve_with_retry<D: Driver>(
         if let Some(u) = reply.usage {
             *tokens.get_or_insert_with(Usage::default) += u;
         }
-        match &reply.outcome {
-            Err(Failure(e)) if attempt <= retry => {
-                attempt += 1;
-                events.push(Event::Retry {
-                    id: req.id.clone(),
-                    attempt,
-                    error: e.clone(),
-                });
-                tokio::time::sleep(backoff_delay(policy, unit, attempt)).await;
-            }
-            _ => {
-                reply.usage = tokens;
-                events.push(Event::usage(
-                    &req.id,
-                    started.elapsed().as_millis() as u64,
-                    live.first_token_ms(),
-                    tokens,
-                ));
-                return (reply, events);
+        if let Err(Failure(e)) = &reply.outcome {
+            if let Some(again) = attempts.after_failure(&req.id, e.clone()) {
+                events.push(again.event);
+                tokio::time::sleep(again.delay).await;
+                continue;
             }
         }
+        reply.usage = tokens;
+        events.push(Event::usage(
+            &req.id,
+            started.elapsed().as_millis() as u64,
+            live.first_token_ms(),
+            tokens,
+        ));
+        return (reply, events);
     }
 }
 

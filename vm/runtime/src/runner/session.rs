@@ -412,7 +412,7 @@ pub(crate) async fn run<D: Driver>(
         turns: workshop.max_turns,
         time: workshop.session_timeout,
     };
-    let mut attempt = 1;
+    let mut attempts = super::retry::Attempts::new(s.retry, s.backoff, cfg.backoff_unit);
     loop {
         let outcome = match limits.time {
             Some(t) => match tokio::time::timeout_at((started + t).into(), loop_.attempt(&kit, &grants, limits)).await {
@@ -432,21 +432,16 @@ pub(crate) async fn run<D: Driver>(
             Err(Halt::Failed(failure, replaying)) => Err((failure, replaying)),
             Err(Halt::Waits(waiting)) => return SessionEnd::Waits(waiting),
         };
-        match outcome {
-            Err((failure, replaying)) if attempt <= s.retry => {
-                attempt += 1;
-                outbox.event(Event::Retry {
-                    id: req.id.clone(),
-                    attempt,
-                    error: failure.0,
-                });
+        if let Err((failure, replaying)) = &outcome {
+            if let Some(again) = attempts.after_failure(&req.id, failure.0.clone()) {
+                outbox.event(again.event);
                 if !replaying {
-                    tokio::time::sleep(super::backoff_delay(s.backoff, cfg.backoff_unit, attempt))
-                        .await;
+                    tokio::time::sleep(again.delay).await;
                 }
+                continue;
             }
-            other => return SessionEnd::Replied(loop_.finish(other.map_err(|(f, _)| f))),
         }
+        return SessionEnd::Replied(loop_.finish(outcome.map_err(|(f, _)| f)));
     }
 }
 
