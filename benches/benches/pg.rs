@@ -17,7 +17,7 @@ mod pg;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use prose_runtime::driver::mock::MockOptions;
 use prose_runtime::driver::settings::DriverSettings;
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use prose_store::pg::lease::WorkerId;
 use prose_store::pg::PgStore;
 use prosevm::worker::{WorkerOptions, WorkerReport};
@@ -86,7 +86,7 @@ fn drain(url: &str, workers: usize, views: bool, state: &std::path::Path) -> Dur
                         &store,
                         &WorkerId::new(),
                         &opts,
-                        &Stop::default(),
+                        &StopSignal::default(),
                         &|_| {},
                     )
                     .await

@@ -3,7 +3,7 @@
 //! fiber while 20,000 `pmap` branches wait for their sessions. With the allocator `prosevm`
 //! uses (mimalloc). Alone in its test binary, so nothing else moves the mark.
 
-use prose_machine::{Limits, Machine, Step};
+use prose_machine::{Limits, Machine, Reached};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -22,7 +22,7 @@ fn peak_rss_per_suspended_fiber_is_at_most_two_kib() {
     machine.set_trace(false);
     let before = status_bytes("VmHWM:").max(status_bytes("VmRSS:"));
     let step = machine.run();
-    let Step::Waiting { requests, .. } = &step else {
+    let Reached::Waiting { requests, .. } = &step else {
         panic!("expected waiting fibers, got {step:?}");
     };
     assert_eq!(requests.len(), n);

@@ -2,7 +2,7 @@
 //! `pmap` branches wait for their sessions.
 
 use prose_benches::counting::{live, Counting};
-use prose_machine::{Limits, Machine, Step};
+use prose_machine::{Limits, Machine, Reached};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -16,7 +16,7 @@ fn a_suspended_fiber_costs_at_most_two_kib() {
     let before = live();
     let step = machine.run();
     let after = live();
-    let Step::Waiting { requests, .. } = &step else {
+    let Reached::Waiting { requests, .. } = &step else {
         panic!("expected waiting fibers, got {step:?}");
     };
     assert_eq!(requests.len(), n);

@@ -73,7 +73,7 @@ fn served() -> &'static Served {
         runtime.spawn(prosevm::serve::serve(
             listener,
             options,
-            prose_runtime::runner::Stop::default(),
+            prose_runtime::runner::StopSignal::default(),
         ));
         let mut c = prosec::compile::Compilation::new(Default::default());
         let root = c.add_source(std::path::Path::new("waits.prose"), WAITS);

@@ -7,7 +7,7 @@ pub use prose_machine::protocol::{
 };
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
-use prose_machine::{Limits, Machine, RuntimeError, Step};
+use prose_machine::{Limits, Machine, Reached, RuntimeError};
 use prosec::compile::Compilation;
 pub use prosec::diagnostics::Code;
 use rustc_hash::FxHashMap;
@@ -100,7 +100,7 @@ impl Harness {
         let step = self.machine.run();
         self.events.extend(self.machine.take_events());
         match step {
-            Step::Waiting {
+            Reached::Waiting {
                 requests,
                 withdrawn,
             } => {
@@ -109,11 +109,11 @@ impl Harness {
                     .extend(withdrawn.iter().map(RequestId::to_string));
                 requests
             }
-            Step::Finished(outputs) => {
+            Reached::Finished(outputs) => {
                 self.outcome = Some(Ok(outputs));
                 Vec::new()
             }
-            Step::Failed(e) => {
+            Reached::Failed(e) => {
                 self.outcome = Some(Err(e));
                 Vec::new()
             }

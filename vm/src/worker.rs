@@ -12,7 +12,7 @@
 
 use crate::run::{Place, Resuming, Run, RunError};
 use prose_runtime::record::{RunFailure, RunRecord, RunStatus};
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use prose_store::pg::lease::{self, Claim, Epoch, WorkerId};
 use prose_store::pg::{PgError, PgStore, RunId};
 use prose_store::HeldRun;
@@ -154,10 +154,10 @@ pub struct WorkerReport {
 
 /// Runs held now, with their epochs and stops; shared with the heartbeat, which runs on
 /// the runtime's other threads so that busy runs cannot delay it.
-type Held = Arc<Mutex<HashMap<RunId, (Epoch, Stop)>>>;
+type Held = Arc<Mutex<HashMap<RunId, (Epoch, StopSignal)>>>;
 
 /// The runs held (a panic elsewhere does not stop the others from being tracked).
-fn lock(held: &Held) -> MutexGuard<'_, HashMap<RunId, (Epoch, Stop)>> {
+fn lock(held: &Held) -> MutexGuard<'_, HashMap<RunId, (Epoch, StopSignal)>> {
     held.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -170,7 +170,7 @@ pub async fn work(
     store: &PgStore,
     worker: &WorkerId,
     opts: &WorkerOptions,
-    shutdown: &Stop,
+    shutdown: &StopSignal,
     log: &dyn Fn(&WorkerEvent),
 ) -> WorkerReport {
     let local = tokio::task::LocalSet::new();
@@ -190,7 +190,7 @@ struct Work<'a> {
     store: &'a PgStore,
     worker: &'a WorkerId,
     opts: &'a WorkerOptions,
-    shutdown: &'a Stop,
+    shutdown: &'a StopSignal,
     log: &'a dyn Fn(&WorkerEvent),
 }
 
@@ -236,7 +236,7 @@ async fn work_here(work: Work<'_>) -> WorkerReport {
                         run: claim.run.clone(),
                         epoch: claim.epoch,
                     });
-                    let stop = Stop::default();
+                    let stop = StopSignal::default();
                     lock(&held).insert(claim.run.clone(), (claim.epoch, stop.clone()));
                     let opts = opts.clone();
                     let held = held.clone();
@@ -345,7 +345,7 @@ async fn heartbeat(
 
 /// Drives the run `claim` holds to its end (or until `stop`), in `opts`' working
 /// directory, with the driver its record names.
-pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: Stop) -> Ended {
+pub async fn run_claimed(claim: Claim, opts: &WorkerOptions, stop: StopSignal) -> Ended {
     let mut place = opts.place.clone();
     place.config.stop = stop;
     let how = Resuming {

@@ -95,7 +95,7 @@ impl Drop for Machine {
 
 /// What [`Machine::run`] found.
 #[derive(Debug, PartialEq)]
-pub enum Step {
+pub enum Reached {
     /// Fibers wait for these new requests (and no longer need the withdrawn ones).
     Waiting {
         /// New requests, in a deterministic order.
@@ -410,7 +410,7 @@ impl Machine {
     }
 
     /// Runs ready fibers until each blocks or ends, or until the request cap is reached.
-    pub fn run(&mut self) -> Step {
+    pub fn run(&mut self) -> Reached {
         while self.new_requests.len() < self.request_cap {
             let Some(f) = self.ready.pop_front() else {
                 break;
@@ -428,9 +428,9 @@ impl Machine {
                     .iter()
                     .map(|(id, o)| (m.strings[o.name].clone(), inst.outputs[id.index()].clone()))
                     .collect();
-                Step::Finished(outputs)
+                Reached::Finished(outputs)
             }
-            State::Failed | State::Cancelled => Step::Failed(
+            State::Failed | State::Cancelled => Reached::Failed(
                 self.failure
                     .clone()
                     .unwrap_or_else(|| self.top_error(Code::E215, "the program failed")),
@@ -438,9 +438,11 @@ impl Machine {
             _ => {
                 if self.pending.is_empty() && self.new_requests.is_empty() && self.ready.is_empty()
                 {
-                    return Step::Failed(self.top_error(Code::E215, "no fiber can make progress"));
+                    return Reached::Failed(
+                        self.top_error(Code::E215, "no fiber can make progress"),
+                    );
                 }
-                Step::Waiting {
+                Reached::Waiting {
                     requests: std::mem::take(&mut self.new_requests),
                     withdrawn: std::mem::take(&mut self.withdrawn),
                 }

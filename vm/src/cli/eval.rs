@@ -8,7 +8,7 @@ use super::args::{parse_driver, parse_structured};
 use super::{fail, open_store, runtime, store_error};
 use clap::Args;
 use prose_runtime::driver::settings::{DriverChoice, DriverKind};
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use prose_settings::turns::StructuredTurns;
 use prosec::console::{Console, Exit, Format};
 use prosevm::suite::eval::record::{drops, EvalRecord, RowResult};
@@ -170,7 +170,7 @@ pub fn eval(args: EvalArgs) -> ExitCode {
         },
         None => None,
     };
-    let stop = Stop::default();
+    let stop = StopSignal::default();
     super::exec::stop_on_signals(
         &rt,
         stop.clone(),

@@ -206,7 +206,7 @@ fn opened(args: &RunArgs) -> Result<(Runtime, Box<dyn Store>), ExitCode> {
 /// cleanly rather than killing it.
 pub fn stop_on_signals(
     runtime: &tokio::runtime::Runtime,
-    stop: prose_runtime::runner::Stop,
+    stop: prose_runtime::runner::StopSignal,
     who: &'static str,
     first: &'static str,
 ) {

@@ -4,7 +4,7 @@
 use super::args::RunArgs;
 use super::{fail, open_store, runtime};
 use prose_agent::people::People;
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use prosec::console::Exit;
 use prosevm::serve::{self, auth::Token};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -184,7 +184,7 @@ pub fn serve(args: ServeArgs, opts: &RunArgs) -> ExitCode {
         Err(e) => return fail(format!("cannot listen on {addr}: {e}"), Exit::Unusable),
     };
     let bound = listener.local_addr().unwrap_or(addr);
-    let shutdown = Stop::default();
+    let shutdown = StopSignal::default();
     super::exec::stop_on_signals(
         &rt,
         shutdown.clone(),

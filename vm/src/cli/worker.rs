@@ -3,7 +3,7 @@
 
 use super::args::RunArgs;
 use super::{fail, runtime};
-use prose_runtime::runner::{RunConfig, Stop};
+use prose_runtime::runner::{RunConfig, StopSignal};
 use prose_store::pg::lease::WorkerId;
 use prose_store::pg::PgStore;
 use prosec::console::Exit;
@@ -172,7 +172,7 @@ pub fn worker(url: &str, args: WorkerArgs) -> ExitCode {
         follower: None,
     };
     let id = WorkerId::new();
-    let shutdown = Stop::default();
+    let shutdown = StopSignal::default();
     super::exec::stop_on_signals(
         &rt,
         shutdown.clone(),

@@ -101,7 +101,7 @@ impl Run {
         if !held.writes_views() {
             view.without_files();
         }
-        let mut watch = Watch {
+        let mut watch = Watching {
             view,
             observer,
             waiting: Vec::new(),
@@ -178,13 +178,13 @@ impl Run {
 
 /// The run directory's views and the caller's observer, watching together; and the inputs
 /// the run waits for, as the runner reports them.
-struct Watch<'a, O> {
+struct Watching<'a, O> {
     view: RunView,
     observer: &'a mut O,
     waiting: Vec<WaitingInput>,
 }
 
-impl<O: Observer> Observer for Watch<'_, O> {
+impl<O: Observer> Observer for Watching<'_, O> {
     fn event(&mut self, e: &Event) {
         if let Event::Waiting { id, name, question } = e {
             self.waiting.push(WaitingInput {

@@ -391,7 +391,7 @@ impl Run {
     }
 
     /// What stops the run when asked (Ctrl-C): it then ends interrupted, resumable.
-    pub fn stop_handle(&self) -> prose_runtime::runner::Stop {
+    pub fn stop_handle(&self) -> prose_runtime::runner::StopSignal {
         self.place.config.stop.clone()
     }
 

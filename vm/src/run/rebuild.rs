@@ -6,7 +6,7 @@
 //! replays).
 
 use super::{load_artifact, RunError};
-use prose_machine::Step;
+use prose_machine::Reached;
 use prose_runtime::record::new_machine;
 use prose_store::journal;
 use prose_store::view::{Rendered, RunView};
@@ -48,7 +48,7 @@ pub fn views_in_memory(run: &StoredRun, views: &Path) -> Result<(Rendered, usize
         for e in machine.take_events() {
             view.observe(&e);
         }
-        let Step::Waiting { requests, .. } = step else {
+        let Reached::Waiting { requests, .. } = step else {
             break;
         };
         let mut any = false;

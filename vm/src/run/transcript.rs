@@ -5,7 +5,7 @@
 
 use bytecode_spec::verify::Verified;
 use prose_machine::protocol::{Ask, Reply, Request, RequestId, Step};
-use prose_machine::Step as MachineStep;
+use prose_machine::Reached;
 use prose_runtime::record::{new_machine, RunRecord};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -59,7 +59,7 @@ pub fn exchanges_where(
     }
     let mut out = Vec::new();
     let mut waiting: Vec<Request> = Vec::new();
-    while let MachineStep::Waiting {
+    while let Reached::Waiting {
         requests,
         withdrawn,
     } = machine.run()

@@ -15,7 +15,7 @@ use prose_runtime::driver::settings::{AnyDriver, DriverSettings};
 use prose_runtime::memo::Memoised;
 use prose_runtime::program::Program;
 use prose_runtime::record::{ExecOptions, RunStatus};
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use prose_store::webhooks::Hook;
 use prose_store::Store;
 use std::collections::{BTreeMap, HashMap};
@@ -48,7 +48,7 @@ pub struct Setup {
 #[derive(Clone)]
 pub struct Live {
     /// Stops it (it ends interrupted, resumable).
-    pub stop: Stop,
+    pub stop: StopSignal,
     /// Its event log.
     pub log: Arc<EventLog>,
     /// It was claimed from the Postgres store's queue by the server's worker: stopped, it
@@ -342,7 +342,7 @@ async fn conduct(
 /// A place for one run: the server's, with a stop of its own.
 fn place(setup: &Setup) -> Place {
     let mut place = setup.place.clone();
-    place.config.stop = Stop::default();
+    place.config.stop = StopSignal::default();
     place
 }
 
@@ -586,7 +586,7 @@ mod tests {
         c.live.insert(
             "r1".into(),
             Live {
-                stop: Stop::default(),
+                stop: StopSignal::default(),
                 log,
                 queued: false,
             },

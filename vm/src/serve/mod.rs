@@ -48,7 +48,7 @@ use axum::routing::get;
 use conductor::{Conductor, Resumption, Setup, Watch};
 use prose_runtime::driver::settings::DriverSettings;
 use prose_runtime::record::{ExecOptions, RunStatus};
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use prose_store::{Store, StoreError};
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -112,7 +112,7 @@ const RESUME_FILE: &str = "resume-on-start";
 pub async fn serve(
     listener: tokio::net::TcpListener,
     opts: Options,
-    shutdown: Stop,
+    shutdown: StopSignal,
 ) -> std::io::Result<()> {
     let Options {
         store,
@@ -426,7 +426,7 @@ fn work_queue(
     q: QueueWork,
     place: Place,
     follower: Arc<dyn crate::worker::Follower>,
-) -> std::io::Result<(Stop, tokio::sync::oneshot::Receiver<()>)> {
+) -> std::io::Result<(StopSignal, tokio::sync::oneshot::Receiver<()>)> {
     use crate::worker::{self, Ended, WorkerEvent, WorkerOptions};
     let opts = WorkerOptions {
         concurrency: q.concurrency.max(1),
@@ -435,7 +435,7 @@ fn work_queue(
         follower: Some(follower),
         ..WorkerOptions::default()
     };
-    let stop = Stop::default();
+    let stop = StopSignal::default();
     let stopping = stop.clone();
     let (done, stopped) = tokio::sync::oneshot::channel();
     let runtime = tokio::runtime::Handle::current();

@@ -37,7 +37,7 @@ use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus, Seal, WaitingInput};
 use prose_runtime::runner::journal::JournalSink;
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use serde::Serialize;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -348,7 +348,7 @@ pub trait HeldRun: Send + Sync {
 
     /// A task keeping the hold while the run goes on (a lease's heartbeat) that asks `stop`
     /// when the hold is lost; none where the hold needs no keeping.
-    fn keep(&self, stop: Stop) -> Option<BoxFuture<'static, ()>> {
+    fn keep(&self, stop: StopSignal) -> Option<BoxFuture<'static, ()>> {
         let _ = stop;
         None
     }

@@ -1,7 +1,7 @@
 //! The request protocol, defined once: every kind of question the VM asks while a program
 //! runs, what each carries, and the answer each takes. The journal, the host protocols
 //! (stdio, command), the drivers and the trace all use these types, so a new kind is one
-//! line in [`protocol!`]'s invocation below and the compiler then points at every `match`
+//! line in `protocol!`'s invocation below and the compiler then points at every `match`
 //! that must learn it.
 //!
 //! On the wire a request is `{"id": "0:3", "site": "prog:12", "kind": "session", ...fields}`

@@ -4,7 +4,7 @@
 //! asks for; each attempt within a time limit, and a streamed body read event by event
 //! within an idle limit; and error messages that never carry the API key.
 
-use super::pace::Limits;
+use super::pace::ProviderLimits;
 use futures_util::{Stream, StreamExt};
 use prose_machine::protocol::Failure;
 use serde::{Deserialize, Serialize};
@@ -198,7 +198,7 @@ pub async fn send(
     if status.is_success() {
         return Ok(resp);
     }
-    let retry_after_s = Limits::from_headers(resp.headers(), chrono::Utc::now())
+    let retry_after_s = ProviderLimits::from_headers(resp.headers(), chrono::Utc::now())
         .wait()
         .map(|w| w.as_secs_f64());
     let text = resp.text().await.unwrap_or_default();

@@ -79,7 +79,7 @@ pub struct Permit {
 
 /// What a provider's answer says about its limits.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Limits {
+pub struct ProviderLimits {
     /// How long it asked to wait before the next request (`retry-after-ms`, `retry-after`).
     pub retry_after: Option<Duration>,
     /// How long until something it counts (requests, tokens) is available again, when its
@@ -90,9 +90,9 @@ pub struct Limits {
     pub remaining_requests: Option<u64>,
 }
 
-impl Limits {
+impl ProviderLimits {
     /// What `headers` say, `now` being the time they came (for Anthropic's reset times).
-    pub fn from_headers(headers: &HeaderMap, now: chrono::DateTime<chrono::Utc>) -> Limits {
+    pub fn from_headers(headers: &HeaderMap, now: chrono::DateTime<chrono::Utc>) -> ProviderLimits {
         let get = |name: &str| {
             headers
                 .get(name)
@@ -134,7 +134,7 @@ impl Limits {
             };
             exhausted = exhausted.max(Some(wait));
         }
-        Limits {
+        ProviderLimits {
             retry_after: retry_after.map(|d| d.min(MAX_WAIT)),
             exhausted: exhausted.map(|d| d.min(MAX_WAIT)),
             remaining_requests,
@@ -343,7 +343,7 @@ impl Permit {
     /// The provider answered: the window grows (when it was full, so that it grows only
     /// as far as it is used, and while the provider has requests left); a wait its headers
     /// ask for holds the next requests.
-    pub fn answered(mut self, limits: &Limits) {
+    pub fn answered(mut self, limits: &ProviderLimits) {
         self.settled = true;
         let mut s = self.pace.state();
         let scarce = limits
@@ -364,7 +364,7 @@ impl Permit {
     /// The provider refused the request (it is over its limits or overloaded): the window
     /// shrinks, once for all the requests sent before the cut, and every request waits what
     /// the provider asked.
-    pub fn refused(mut self, limits: &Limits) {
+    pub fn refused(mut self, limits: &ProviderLimits) {
         self.settled = true;
         let mut s = self.pace.state();
         s.refused += 1;
@@ -416,20 +416,20 @@ mod tests {
     #[test]
     fn waits_are_read_from_every_header_the_providers_send() {
         let ms = |n| Some(Duration::from_millis(n));
-        let l = Limits::from_headers(
+        let l = ProviderLimits::from_headers(
             &headers(&[("retry-after-ms", "250"), ("retry-after", "3")]),
             now(),
         );
         assert_eq!(l.retry_after, ms(250), "milliseconds first");
-        let l = Limits::from_headers(&headers(&[("retry-after", "2")]), now());
+        let l = ProviderLimits::from_headers(&headers(&[("retry-after", "2")]), now());
         assert_eq!(l.wait(), ms(2000));
-        let l = Limits::from_headers(
+        let l = ProviderLimits::from_headers(
             &headers(&[("retry-after", "Mon, 26 May 2025 05:00:07 GMT")]),
             now(),
         );
         assert_eq!(l.wait(), ms(3000), "an HTTP date");
         // OpenAI: one request is back after the reset over the limit.
-        let l = Limits::from_headers(
+        let l = ProviderLimits::from_headers(
             &headers(&[
                 ("x-ratelimit-limit-requests", "60"),
                 ("x-ratelimit-remaining-requests", "0"),
@@ -442,7 +442,7 @@ mod tests {
         assert_eq!(l.wait(), ms(1000));
         assert_eq!(l.remaining_requests, Some(0));
         // Anthropic: tokens run out until an RFC 3339 time.
-        let l = Limits::from_headers(
+        let l = ProviderLimits::from_headers(
             &headers(&[
                 ("anthropic-ratelimit-requests-remaining", "7"),
                 ("anthropic-ratelimit-requests-reset", "2025-05-26T05:00:05Z"),
@@ -457,18 +457,18 @@ mod tests {
         assert_eq!(l.wait(), ms(2500));
         assert_eq!(l.remaining_requests, Some(7));
         // Nothing said, or nonsense: no wait.
-        let l = Limits::from_headers(
+        let l = ProviderLimits::from_headers(
             &headers(&[
                 ("retry-after", "soon"),
                 ("x-ratelimit-reset-requests", "6x"),
             ]),
             now(),
         );
-        assert_eq!(l, Limits::default());
+        assert_eq!(l, ProviderLimits::default());
         assert_eq!(go_duration("6m0s"), Some(Duration::from_secs(360)));
         assert_eq!(go_duration("1.5s"), ms(1500));
         assert_eq!(go_duration(""), None);
-        let far = Limits::from_headers(&headers(&[("retry-after", "86400")]), now());
+        let far = ProviderLimits::from_headers(&headers(&[("retry-after", "86400")]), now());
         assert_eq!(far.wait(), Some(MAX_WAIT), "capped");
     }
 
@@ -485,7 +485,7 @@ mod tests {
         assert!(pace.report().is_none(), "never shrank");
         // Three of the round refused: one cut.
         for p in held.drain(..3) {
-            p.refused(&Limits::default());
+            p.refused(&ProviderLimits::default());
         }
         assert_eq!(pace.window(), 8);
         let r = pace.report().expect("shrank");
@@ -495,11 +495,13 @@ mod tests {
         let blocked = tokio::time::timeout(Duration::from_millis(20), pace.acquire()).await;
         assert!(blocked.is_err());
         // A request sent after the cut, refused: a second cut.
-        held.pop().expect("the new one").refused(&Limits::default());
+        held.pop()
+            .expect("the new one")
+            .refused(&ProviderLimits::default());
         assert_eq!(pace.window(), 6);
         // Successes of a full window grow it by about one per window.
         for p in held.drain(..) {
-            p.answered(&Limits::default());
+            p.answered(&ProviderLimits::default());
         }
         for _ in 0..6 {
             let mut round = Vec::new();
@@ -507,7 +509,7 @@ mod tests {
                 round.push(pace.acquire().await);
             }
             for p in round {
-                p.answered(&Limits::default());
+                p.answered(&ProviderLimits::default());
             }
         }
         assert!(
@@ -522,9 +524,9 @@ mod tests {
     async fn a_wait_asked_for_holds_every_request() {
         let pace = Arc::new(Pace::new("m at u".into(), 4));
         let p = pace.acquire().await;
-        p.refused(&Limits {
+        p.refused(&ProviderLimits {
             retry_after: Some(Duration::from_millis(80)),
-            ..Limits::default()
+            ..ProviderLimits::default()
         });
         let started = Instant::now();
         let _q = pace.acquire().await;
@@ -536,12 +538,12 @@ mod tests {
         // Requests left under the requests in flight: the window holds.
         let pace = Arc::new(Pace::new("m at u".into(), 2));
         let (a, b) = (pace.acquire().await, pace.acquire().await);
-        a.answered(&Limits {
+        a.answered(&ProviderLimits {
             remaining_requests: Some(0),
-            ..Limits::default()
+            ..ProviderLimits::default()
         });
         assert_eq!(pace.window(), 2);
-        b.answered(&Limits::default());
+        b.answered(&ProviderLimits::default());
     }
 
     #[tokio::test]
@@ -550,7 +552,7 @@ mod tests {
         let p = pace.acquire().await;
         let waiting = tokio::spawn({
             let pace = pace.clone();
-            async move { pace.acquire().await.answered(&Limits::default()) }
+            async move { pace.acquire().await.answered(&ProviderLimits::default()) }
         });
         drop(p);
         tokio::time::timeout(Duration::from_secs(5), waiting)

@@ -84,11 +84,11 @@ pub fn find(text: &str) -> Option<Runaway> {
 
 /// Watches an answer as it grows, looking for a loop every few dozen bytes.
 #[derive(Debug, Default)]
-pub struct Watch {
+pub struct LoopWatch {
     looked_at: usize,
 }
 
-impl Watch {
+impl LoopWatch {
     /// Looks at `text` (the answer so far) if it grew enough since the last look.
     pub fn look(&mut self, text: &str) -> Option<Runaway> {
         if text.len() < self.looked_at + LOOK_EVERY {
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn the_watch_looks_every_few_dozen_bytes() {
-        let mut w = Watch::default();
+        let mut w = LoopWatch::default();
         let mut text = String::from("Start. ");
         let mut found = None;
         for _ in 0..100 {

@@ -11,7 +11,7 @@ mod stop;
 mod structured;
 
 pub use budget::Budget;
-pub use stop::Stop;
+pub use stop::StopSignal;
 
 use crate::approvals::WaitingApproval;
 use crate::driver::{serve, Driver, Live, Served};
@@ -26,7 +26,7 @@ use prose_machine::protocol::{
 };
 use prose_machine::trace::Event;
 use prose_machine::value::Value;
-use prose_machine::{Machine, RuntimeError, Step as MachineStep};
+use prose_machine::{Machine, Reached, RuntimeError};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub struct RunConfig {
     /// The unit of backoff delays (linear: n units before attempt n+1; exponential: 2^(n-1)).
     pub backoff_unit: Duration,
     /// Asked to stop the run (it ends with [`Code::E216`], interrupted and resumable).
-    pub stop: Stop,
+    pub stop: StopSignal,
     /// The run's token and cost budget (it pauses with [`Code::E217`] before going over).
     pub budget: Budget,
     /// Places in flight shared with other runs (a server's): each request sent holds one
@@ -63,7 +63,7 @@ impl Default for RunConfig {
         RunConfig {
             max_concurrency: 8,
             backoff_unit: Duration::from_secs(1),
-            stop: Stop::default(),
+            stop: StopSignal::default(),
             budget: Budget::default(),
             shared: None,
         }
@@ -333,7 +333,7 @@ pub async fn run_durable<D: Driver>(
         for e in machine.take_events() {
             observer.event(&e);
         }
-        let finished = matches!(step, MachineStep::Finished(_) | MachineStep::Failed(_));
+        let finished = matches!(step, Reached::Finished(_) | Reached::Failed(_));
         if !finished && observer.wants_snapshot(false) {
             observer.snapshot(&machine.snapshot());
         }
@@ -343,9 +343,9 @@ pub async fn run_durable<D: Driver>(
             }
         }
         match step {
-            MachineStep::Finished(outputs) => return Ok(outputs),
-            MachineStep::Failed(e) => return Err(e),
-            MachineStep::Waiting {
+            Reached::Finished(outputs) => return Ok(outputs),
+            Reached::Failed(e) => return Err(e),
+            Reached::Waiting {
                 requests,
                 withdrawn,
             } => {

@@ -408,7 +408,7 @@ pub(crate) async fn run<D: Driver>(
         Ok(k) => k,
         Err(e) => return SessionEnd::Replied(loop_.finish(Err(Failure(e)))),
     };
-    let limits = Limits {
+    let limits = Bounds {
         turns: workshop.max_turns,
         time: workshop.session_timeout,
     };
@@ -447,7 +447,7 @@ pub(crate) async fn run<D: Driver>(
 
 /// What one session may take.
 #[derive(Clone, Copy, Debug)]
-struct Limits {
+struct Bounds {
     /// Model turns per attempt.
     turns: u32,
     /// Wall-clock time, from the session's start, over all its attempts.
@@ -482,9 +482,6 @@ enum Halt {
     /// A tool call waits for a person's approval from outside.
     Waits(Box<WaitingApproval>),
 }
-
-/// How an attempt ended without an answer.
-type AttemptError = Halt;
 
 /// A model turn as the loop takes it.
 struct Turned {
@@ -539,7 +536,7 @@ impl<D: Driver> Loop<'_, D> {
     /// Returns the answer and whether it was replayed. A tool call written as text, of a
     /// tool on offer, is taken as the call it means (before it is journaled, so that a
     /// replay reads it the same way).
-    async fn turn(&mut self, ask: TurnAsk) -> Result<Turned, AttemptError> {
+    async fn turn(&mut self, ask: TurnAsk) -> Result<Turned, Halt> {
         let n = self.turn;
         self.turn += 1;
         let id = self.req.id.step(Step::Turn(n));
@@ -647,8 +644,8 @@ impl<D: Driver> Loop<'_, D> {
         &mut self,
         kit: &Kit,
         grants: &Grants<D>,
-        limits: Limits,
-    ) -> Result<SessionAnswer, AttemptError> {
+        limits: Bounds,
+    ) -> Result<SessionAnswer, Halt> {
         let system = kit.system.clone();
         let tools = kit.toolbox.specs();
         self.structured = !tools.is_empty() && self.driver.structured_turns().await;
@@ -870,7 +867,7 @@ impl<D: Driver> Loop<'_, D> {
         answer: &TurnAnswer,
         replayed: bool,
         messages: &mut Vec<Message>,
-    ) -> Result<Vec<ToolOutput>, AttemptError> {
+    ) -> Result<Vec<ToolOutput>, Halt> {
         let in_text = answer.tool_calls.iter().all(ToolCall::is_in_text);
         messages.push(Message::Assistant {
             text: answer.text.clone(),

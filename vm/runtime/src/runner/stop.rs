@@ -8,12 +8,12 @@ use tokio::sync::Notify;
 
 /// A stop signal shared by whoever asks for the stop and the runner. Cheap to clone.
 #[derive(Clone, Debug, Default)]
-pub struct Stop {
+pub struct StopSignal {
     asked: Arc<AtomicBool>,
     notify: Arc<Notify>,
 }
 
-impl Stop {
+impl StopSignal {
     /// Asks the run to stop.
     pub fn ask(&self) {
         self.asked.store(true, Ordering::SeqCst);

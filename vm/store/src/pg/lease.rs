@@ -8,7 +8,7 @@
 use super::{query, PgError, PgStore, RunId};
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, RunStatus};
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use std::time::Duration;
 
 /// A worker's name in the store (its host, process and a random part).
@@ -311,7 +311,7 @@ impl Claim {
 /// Keeps the lease of one claim (a run resumed or started by hand): renews it every third of
 /// `lease` until the claim is lost, then asks `stop` (the run's writes would be refused
 /// anyway). Trouble reaching the store is told to `warn`; the renewal goes on.
-pub async fn keep(claim: Claim, lease: Duration, stop: Stop, warn: impl Fn(&PgError)) {
+pub async fn keep(claim: Claim, lease: Duration, stop: StopSignal, warn: impl Fn(&PgError)) {
     let held = [(claim.run.clone(), claim.epoch)];
     loop {
         tokio::time::sleep(lease / 3).await;

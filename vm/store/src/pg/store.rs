@@ -13,7 +13,7 @@ use prose_runtime::memo::MemoStore;
 use prose_runtime::program::Program;
 use prose_runtime::record::{RunRecord, Seal};
 use prose_runtime::runner::journal::JournalSink;
-use prose_runtime::runner::Stop;
+use prose_runtime::runner::StopSignal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -302,7 +302,7 @@ impl HeldRun for PgHeld {
         Box::pin(async move { Ok(self.claim.release().await?) })
     }
 
-    fn keep(&self, stop: Stop) -> Option<BoxFuture<'static, ()>> {
+    fn keep(&self, stop: StopSignal) -> Option<BoxFuture<'static, ()>> {
         Some(Box::pin(lease::keep(
             self.claim.clone(),
             LEASE,

@@ -8,7 +8,7 @@ use super::request::{offered_tools, Prepared};
 use super::tape::{self, Player, Sent};
 use super::ChatDriver;
 use crate::driver::http::{self, retrying, AttemptError, Events};
-use crate::driver::pace::{self, Limits};
+use crate::driver::pace::{self, ProviderLimits};
 use crate::driver::Live;
 use crate::guards::{astray, runaway};
 use prose_machine::protocol::{Failure, Stop, TurnAnswer, TurnAsk, Usage};
@@ -152,7 +152,7 @@ impl ChatDriver {
             Transport::Replay(_) => None,
         };
         let mut kept = self.recorder.as_ref().map(|_| Kept::default());
-        let mut limits = Limits::default();
+        let mut limits = ProviderLimits::default();
         let result = http::within(
             self.http.timeout,
             self.attempt_within(p, live, kept.as_mut(), &mut limits),
@@ -160,7 +160,7 @@ impl ChatDriver {
         .await;
         match (permit, &result) {
             (Some(permit), Ok(_)) => permit.answered(&limits),
-            (Some(permit), Err(e)) if e.refused() => permit.refused(&Limits {
+            (Some(permit), Err(e)) if e.refused() => permit.refused(&ProviderLimits {
                 retry_after: e.wait,
                 ..limits
             }),
@@ -185,12 +185,12 @@ impl ChatDriver {
         p: &Prepared<'_>,
         live: &Live,
         mut kept: Option<&mut Kept>,
-        limits: &mut Limits,
+        limits: &mut ProviderLimits,
     ) -> Result<(TurnAnswer, Option<Usage>), AttemptError> {
         let mut source = match &self.transport {
             Transport::Http(client) => {
                 let resp = http::send(client, &self.url, &p.headers, &p.body).await?;
-                *limits = Limits::from_headers(resp.headers(), chrono::Utc::now());
+                *limits = ProviderLimits::from_headers(resp.headers(), chrono::Utc::now());
                 if http::is_event_stream(&resp) {
                     if let Some(k) = kept.as_deref_mut() {
                         k.streamed = true;
@@ -216,7 +216,7 @@ impl ChatDriver {
             }
         };
         let mut assembly = Assembly::new(self.dialect);
-        let mut watch = runaway::Watch::default();
+        let mut watch = runaway::LoopWatch::default();
         let offered = offered_tools(&p.body);
         while let Some((event, data)) = source.next().await? {
             if let Some(k) = kept.as_deref_mut() {
