@@ -419,10 +419,7 @@ impl RunArgs {
             })));
         }
         if !mock_flags.is_empty() {
-            let name = DriverKind::ALL
-                .iter()
-                .find(|(_, k)| *k == kind)
-                .map_or("other", |(n, _)| *n);
+            let name = kind.name();
             let whose = if self.driver.is_some() {
                 "named by --driver"
             } else {

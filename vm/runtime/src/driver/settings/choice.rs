@@ -25,14 +25,25 @@ pub enum DriverKind {
 }
 
 impl DriverKind {
-    /// Every kind, by name.
-    pub const ALL: [(&'static str, DriverKind); 5] = [
-        ("mock", DriverKind::Mock),
-        ("command", DriverKind::Command),
-        ("stdio", DriverKind::Stdio),
-        ("openai", DriverKind::Chat(Provider::OpenAi)),
-        ("anthropic", DriverKind::Chat(Provider::Anthropic)),
+    /// Every kind.
+    pub const ALL: [DriverKind; 5] = [
+        DriverKind::Mock,
+        DriverKind::Command,
+        DriverKind::Stdio,
+        DriverKind::Chat(Provider::OpenAi),
+        DriverKind::Chat(Provider::Anthropic),
     ];
+
+    /// Its name on the command line and in `prose.toml` (a chat driver is named for its
+    /// provider).
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverKind::Mock => "mock",
+            DriverKind::Command => "command",
+            DriverKind::Stdio => "stdio",
+            DriverKind::Chat(provider) => provider.name(),
+        }
+    }
 }
 
 impl std::str::FromStr for DriverKind {
@@ -40,11 +51,10 @@ impl std::str::FromStr for DriverKind {
 
     fn from_str(s: &str) -> Result<DriverKind, String> {
         DriverKind::ALL
-            .iter()
-            .find(|(name, _)| *name == s)
-            .map(|(_, k)| *k)
+            .into_iter()
+            .find(|k| k.name() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = DriverKind::ALL.iter().map(|(n, _)| *n).collect();
+                let names: Vec<&str> = DriverKind::ALL.iter().map(|k| k.name()).collect();
                 format!("unknown driver {s:?} (want one of {})", names.join(", "))
             })
     }
@@ -107,10 +117,7 @@ impl DriverChoice {
         {
             return Err(format!(
                 "--record and --replay keep the exchanges of the openai and anthropic drivers, not {}'s",
-                DriverKind::ALL
-                    .iter()
-                    .find(|(_, k)| *k == kind)
-                    .map_or("this driver", |(n, _)| n)
+                kind.name()
             ));
         }
         if self.record.is_some() && self.replay.is_some() {

@@ -136,12 +136,17 @@ impl DriverSettings {
 
     /// The driver's name: `mock`, `command`, `stdio`, `openai` or `anthropic`.
     pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+
+    /// The kind of driver these settings describe.
+    pub fn kind(&self) -> DriverKind {
         match self {
-            DriverSettings::Mock(_) => "mock",
-            DriverSettings::Command { .. } => "command",
-            DriverSettings::Stdio { .. } => "stdio",
-            DriverSettings::Openai(_) => "openai",
-            DriverSettings::Anthropic(_) => "anthropic",
+            DriverSettings::Mock(_) => DriverKind::Mock,
+            DriverSettings::Command { .. } => DriverKind::Command,
+            DriverSettings::Stdio { .. } => DriverKind::Stdio,
+            DriverSettings::Openai(_) => DriverKind::Chat(Provider::OpenAi),
+            DriverSettings::Anthropic(_) => DriverKind::Chat(Provider::Anthropic),
         }
     }
 
