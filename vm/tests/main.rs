@@ -5,7 +5,6 @@
 
 mod support;
 
-mod agent;
 mod agent_loop;
 mod attack_sweep;
 mod budgets;

@@ -3,6 +3,8 @@
 //! process groups, web_fetch against a loopback server, skills lookup, and MCP servers (one
 //! written with rmcp in this test, and a published one from npm).
 
+mod support;
+
 mod bash;
 mod files;
 mod mcp;

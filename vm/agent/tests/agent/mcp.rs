@@ -255,7 +255,7 @@ async fn a_server_that_fails_to_start_is_named() {
 /// The published filesystem server, if `npm ci` installed it.
 fn filesystem_server() -> Option<PathBuf> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+        .join("../tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     if script.is_file() {
         return Some(script);
     }
