@@ -982,7 +982,7 @@ fn commands_are_sandboxed_for_an_unprivileged_user_under(kind: Kind) {
             .env("HOME", &root);
         c
     } else {
-        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        support::prosevm()
     };
     cmd.env(CHOICE_VAR, kind.name());
     let (code, out, err) = support::output(

@@ -11,7 +11,7 @@ use std::time::Duration;
 use support::provider::{provider, Canned};
 
 fn vm(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     cmd.current_dir(dir)
         .env("OPENAI_API_KEY", "k")
         .env_remove("OPENAI_BASE_URL")

@@ -9,7 +9,6 @@ use crate::support;
 use prose_runtime::observe::grouped;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use support::billing::{echo, last_user_line, Answerer, Billed, Cache, Fake, Say};
 
 /// Runs `prosevm run prog.prose` in `dir` with `driver` against `fake`, the trace in JSON;
@@ -30,7 +29,7 @@ fn run_traced(
         "anthropic" => fake.anthropic_url(),
         _ => fake.url.clone(),
     };
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     for var in [
         "OPENAI_BASE_URL",
         "OPENAI_MODEL",
@@ -215,7 +214,7 @@ fn four_sessions_of_one_agent_read_its_prefix_from_anthropics_cache_at_most_six_
     assert_eq!(cached["cache_read_tokens"], read);
     // The report shows them too.
     let (code, page, err) = support::output(
-        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        support::prosevm()
             .current_dir(&dir)
             .args(["report", &support::run_ids(&dir.join(".prose"))[0]]),
     );

@@ -8,7 +8,6 @@ use crate::support;
 use prose_agent::workshop::WITH_TOOLS;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 use support::provider::{ok, provider, status, Canned};
 
@@ -67,7 +66,7 @@ fn run_traced(
     extra: &[&str],
 ) -> (i32, String, String) {
     std::fs::write(dir.join("prog.prose"), source).expect("program");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     for var in [
         "OPENAI_BASE_URL",
         "OPENAI_MODEL",
@@ -446,7 +445,7 @@ fn anthropic_sessions_use_the_messages_api_and_the_model_map() {
 fn anthropic_needs_a_key_and_model_maps_are_checked() {
     let dir = scratch("anthropic-usage");
     std::fs::write(dir.join("prog.prose"), "session \"x\"\n").expect("program");
-    let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    let out = support::prosevm()
         .current_dir(&dir)
         .env_remove("ANTHROPIC_API_KEY")
         .args(["run", "prog.prose", "--driver", "anthropic"])
@@ -518,7 +517,7 @@ fn only_run(dir: &Path) -> String {
 /// Runs `prosevm resume` in `dir` with `args`, no provider settings in the environment
 /// (the run's record must supply them) and the key only.
 fn resume_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     for var in [
         "OPENAI_BASE_URL",
         "OPENAI_MODEL",

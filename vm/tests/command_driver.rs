@@ -25,7 +25,7 @@ fn run(dir: &Path, source: &str, command: &Path, extra: &[&str]) -> (i32, String
     let prog = dir.join("prog.prose");
     std::fs::write(&prog, source).expect("program");
     support::output(
-        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        support::prosevm()
             .current_dir(dir)
             .args([
                 "run",
@@ -207,7 +207,7 @@ fn the_command_driver_needs_a_command() {
     let dir = scratch("usage");
     let prog = dir.join("prog.prose");
     std::fs::write(&prog, "session \"x\"\n").expect("program");
-    let out = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    let out = support::prosevm()
         .current_dir(&dir)
         .args(["run", "prog.prose", "--driver", "command"])
         .output()
@@ -228,7 +228,7 @@ fn prose_toml_chooses_the_driver_and_flags_win_over_it() {
     std::fs::write(dir.join("prog.prose"), "output r = session \"Hi\"\n").expect("program");
     let vm = |extra: &[&str]| {
         support::output(
-            Command::new(env!("CARGO_BIN_EXE_prosevm"))
+            support::prosevm()
                 .current_dir(&dir)
                 .args(["run", "prog.prose", "--trace", "quiet"])
                 .args(extra),
@@ -271,7 +271,7 @@ fn output_into_a_reader_that_stops_ends_quietly() {
     // An answer far longer than a pipe holds, printed as the run's output.
     let cmd = script(&dir, "drv.sh", "head -c 300000 /dev/zero | tr '\\0' x\n");
     std::fs::write(dir.join("prog.prose"), "output r = session \"Say a lot\"\n").expect("prog");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    let mut child = support::prosevm()
         .current_dir(&dir)
         .args([
             "run",

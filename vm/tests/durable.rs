@@ -6,10 +6,11 @@
 //! corrupted journal, and two runs side by side.
 
 use crate::support;
+use support::prosevm as vm;
 use support::{files_in, journal_ids, output, outputs, run_ids};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 const PROGRAM: &str = r#"let plan = session "Plan the work"
@@ -24,10 +25,6 @@ loop until **the summary is ready** (max: 3):
 output summary = session "Summarise"
   context: [plan, a, b, c, results]
 "#;
-
-fn vm() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_prosevm"))
-}
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch(&format!("durable-{name}"))

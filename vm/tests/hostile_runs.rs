@@ -4,13 +4,14 @@
 //! names that would become paths outside it.
 
 use crate::support;
+use support::prosevm as vm;
 use support::{journal_ids, output, outputs, run_ids};
 
 use prose_machine::protocol::{Answer, Reply, SessionAnswer};
 use prose_store::file::RunDir;
 use prose_store::journal;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const CHAIN: &str = r#"let prev = session "Start"
@@ -20,10 +21,6 @@ repeat 24:
 output last = session "Finish"
   context: prev
 "#;
-
-fn vm() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_prosevm"))
-}
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch(&format!("hostile-{name}"))
@@ -608,7 +605,7 @@ fn crafted_names_never_become_paths() {
     )
     .expect("program");
     let (code, _, err) = output(
-        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        support::prosevm()
             .args(["run", src.to_str().expect("path"), "--trace", "quiet"])
             .args(["--input", "topic=rain", "--state-dir"])
             .arg(work.join("state")),

@@ -3,8 +3,6 @@
 
 use crate::support;
 
-use std::process::Command;
-
 #[test]
 fn literal_indexes_read_an_answer_as_a_list_from_either_end() {
     let dir = support::scratch("indexing");
@@ -19,7 +17,7 @@ fn literal_indexes_read_an_answer_as_a_list_from_either_end() {
     )
     .expect("script");
     let (code, out, err) = support::output(
-        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        support::prosevm()
             .current_dir(&dir)
             .args(["run", "prog.prose", "--mock-script", "script.json"])
             .args(["--trace", "quiet", "--format", "json"]),

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use support::provider::{ok, provider};
 
 fn vm(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     cmd.current_dir(dir)
         .stdin(Stdio::null())
         .env("OPENAI_API_KEY", "k");

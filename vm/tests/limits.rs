@@ -5,14 +5,10 @@
 //! can be resumed with a larger limit.
 
 use crate::support;
+use support::prosevm as vm;
 use support::{output, run_ids};
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn vm() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_prosevm"))
-}
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch(&format!("limits-{name}"))

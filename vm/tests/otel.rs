@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use support::provider::{provider, status, streamed, tool_calls};
 
@@ -236,7 +236,7 @@ fn exported(name: &str, protocol: &str) -> (Vec<Got>, Vec<String>, std::path::Pa
         streamed(&["All ", "summarised."], &[], (12, 2)),
     ]);
     let (otlp, spans, types) = receiver();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     for var in [
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
@@ -399,7 +399,7 @@ fn an_unsupported_protocol_is_a_clear_error() {
     let dir = support::scratch("otel-grpc");
     std::fs::write(dir.join("prog.prose"), PROGRAM).expect("program");
     let (code, _, err) = support::output(
-        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        support::prosevm()
             .current_dir(&dir)
             .stdin(Stdio::null())
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
@@ -421,7 +421,7 @@ fn spans_that_cannot_be_sent_are_a_warning_not_a_failure() {
     let port = refusing.port;
     let run = |trace: &str| {
         support::output(
-            Command::new(env!("CARGO_BIN_EXE_prosevm"))
+            support::prosevm()
                 .current_dir(&dir)
                 .stdin(Stdio::null())
                 .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

@@ -4,6 +4,7 @@
 //! command driver's own log says who asked what, so a completed request asked twice shows.
 
 use crate::support;
+use support::prosevm;
 
 use prose_machine::protocol::{Answer, Reply, RequestId, SessionAnswer};
 use prose_store::pg::journal::PgJournal;
@@ -11,17 +12,13 @@ use prose_store::pg::lease::{self, WorkerId};
 use prose_store::pg::{PgError, PgStore};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use support::pg::{database, query};
 
 /// Three sessions in a row, each building on the one before; the input makes every run's
 /// requests its own.
 const PROGRAM: &str = "input n: \"Which item\"\nlet a = session \"Step one for {n}\"\nlet b = session \"Step two after {a}\"\noutput r = session \"Step three after {b}\"\n";
-
-fn prosevm() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_prosevm"))
-}
 
 /// The program compiled to `dir/prog.pbc`.
 fn artifact(dir: &Path) -> PathBuf {

@@ -6,7 +6,7 @@ use crate::support;
 
 use prose_machine::protocol::Kind;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 fn doc() -> String {
     std::fs::read_to_string(concat!(
@@ -76,7 +76,7 @@ fn the_example_exchange_is_what_the_vm_does() {
 
     let dir = support::scratch("protocol-doc");
     std::fs::write(dir.join("t.prose"), program).expect("program");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    let mut child = support::prosevm()
         .current_dir(&dir)
         .args(["run", "t.prose", "--driver", "stdio", "--trace", "quiet"])
         .stdin(Stdio::piped())

@@ -20,7 +20,7 @@ fn real() -> PathBuf {
 
 /// `prosevm` with no provider, model or key from the environment: the tapes answer.
 fn offline() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     for var in ["OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"] {
         cmd.env_remove(var);
     }
@@ -192,7 +192,7 @@ fn a_tape_answers_only_the_requests_it_holds() {
     .expect("program");
     let tape = real().join("tapes/hello-1.tape");
     let (code, _, err) = support::output(
-        Command::new(env!("CARGO_BIN_EXE_prosevm"))
+        support::prosevm()
             .current_dir(&dir)
             .args(["run", "other.prose", "--model", MODEL, "--trace", "quiet"])
             .arg(format!("--replay={}", tape.display())),

@@ -38,7 +38,7 @@ const SCRIPT: &str = r##"[
 ]"##;
 
 fn vm(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     cmd.current_dir(dir).stdin(Stdio::null());
     cmd
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const PROGRAM: &str = "output answer = session \"Answer the question\"\n";
 
 fn vm(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     cmd.current_dir(dir).stdin(Stdio::null());
     cmd
 }

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use support::provider::{ok, provider, provider_offering};
 
 fn vm(dir: &Path, home: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     for var in ["OPENAI_BASE_URL", "OPENAI_MODEL", "OPENAI_API_KEY"] {
         cmd.env_remove(var);
     }

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn vm(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     cmd.current_dir(dir).stdin(Stdio::null());
     cmd
 }

@@ -6,7 +6,7 @@ use crate::support;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 
 fn scratch(name: &str) -> PathBuf {
     support::scratch(&format!("stdio-{name}"))
@@ -15,7 +15,7 @@ fn scratch(name: &str) -> PathBuf {
 /// Starts `prosevm run` on `source` with the stdio driver.
 fn start(dir: &Path, source: &str) -> (Child, ChildStdin, BufReader<std::process::ChildStdout>) {
     std::fs::write(dir.join("prog.prose"), source).expect("program");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    let mut child = support::prosevm()
         .current_dir(dir)
         .args([
             "run",
@@ -206,7 +206,7 @@ fn a_host_may_replay_a_transcript_written_in_advance() {
         "let a = session \"Alpha\"\nchoice **which**:\n  option \"Left\":\n    output r = session \"L\"\n  option \"Right\":\n    output r = session \"R\"\n",
     )
     .expect("program");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_prosevm"))
+    let mut child = support::prosevm()
         .current_dir(&dir)
         .args(["run", "prog.prose", "--driver", "stdio", "--trace", "quiet"])
         .stdin(Stdio::piped())

@@ -8,7 +8,6 @@ use crate::support;
 
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 use support::provider::{runaway, stream, streamed, streaming_provider};
 
@@ -22,7 +21,7 @@ fn run(dir: &Path, driver: &str, source: &str, url: &str, extra: &[&str]) -> (i3
         "anthropic" => url.trim_end_matches("/v1"),
         _ => url,
     };
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+    let mut cmd = support::prosevm();
     for var in [
         "OPENAI_BASE_URL",
         "OPENAI_MODEL",
@@ -527,7 +526,7 @@ fn a_recorded_tape_replays_the_run_without_a_provider_and_refuses_what_it_lacks(
             "replayed answers stream too"
         );
         // The driver comes from the tape when none is named.
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
+        let mut cmd = support::prosevm();
         let (code, out, err) = support::output(
             cmd.current_dir(&dir)
                 .env_remove("OPENAI_API_KEY")

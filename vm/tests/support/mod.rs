@@ -19,13 +19,20 @@ const BORROWED: [&str; 5] = [
     "PROSE_STORE",
 ];
 
-/// This build's `prosevm`, with `key` as both APIs' key, nothing borrowed from the test's
-/// environment ([`BORROWED`]) and no stdin: it talks only to the provider a test names.
-pub fn prosevm_keyed(key: &str) -> Command {
+/// This build's `prosevm`, with nothing borrowed from the test's environment
+/// ([`BORROWED`]): a developer's provider settings or store do not reach it.
+pub fn prosevm() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_prosevm"));
     for var in BORROWED {
         cmd.env_remove(var);
     }
+    cmd
+}
+
+/// [`prosevm`] with `key` as both APIs' key and no stdin: it talks only to the provider a
+/// test names.
+pub fn prosevm_keyed(key: &str) -> Command {
+    let mut cmd = prosevm();
     cmd.env("OPENAI_API_KEY", key)
         .env("ANTHROPIC_API_KEY", key)
         .stdin(Stdio::null());
