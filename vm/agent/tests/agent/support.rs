@@ -1,4 +1,5 @@
-//! Helpers the agent library's tests share.
+//! Helpers the agent library's tests share; the VM's tests use them too
+//! (vm/tests/support/mod.rs includes this file).
 
 use std::path::{Path, PathBuf};
 
